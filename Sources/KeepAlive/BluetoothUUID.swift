@@ -1,0 +1,101 @@
+/// A Bluetooth attribute UUID, accepted in its 16-, 32- or 128-bit form and kept as 128 bits.
+///
+/// Short forms expand over the Bluetooth base UUID `0000xxxx-0000-1000-8000-00805f9b34fb`, so `"2a19"`,
+/// `"00002A19"` and `"00002a19-0000-1000-8000-00805f9b34fb"` are the same value.
+///
+/// ```swift
+/// let battery = try BluetoothUUID("2A19")
+/// battery.description        // "00002a19-0000-1000-8000-00805f9b34fb"
+/// battery.shortDescription   // "2a19"
+/// ```
+public struct BluetoothUUID: Hashable, Comparable, Sendable, CustomStringConvertible {
+    /// The 16 bytes, most significant first.
+    public let bytes: [UInt8]
+
+    /// Why a string is not a UUID; the message quotes the input.
+    public struct ParseError: Error, Hashable, Sendable, CustomStringConvertible {
+        public var input: String
+        public var reason: String
+        public var description: String { "invalid Bluetooth UUID \"\(input)\": \(reason)" }
+    }
+
+    private static let baseSuffix: [UInt8] = [0x00, 0x00, 0x10, 0x00, 0x80, 0x00, 0x00, 0x80, 0x5F, 0x9B, 0x34, 0xFB]
+
+    public init(_ string: String) throws {
+        let trimmed = string.hasPrefix("0x") || string.hasPrefix("0X") ? String(string.dropFirst(2)) : string
+        let utf8 = Array(trimmed.utf8)
+        func hexBytes(_ digits: [UInt8]) throws -> [UInt8] {
+            var result: [UInt8] = []
+            result.reserveCapacity(digits.count / 2)
+            var index = 0
+            while index < digits.count {
+                guard let high = Self.hexValue(digits[index]), let low = Self.hexValue(digits[index + 1]) else {
+                    throw ParseError(input: string, reason: "only hexadecimal digits are allowed")
+                }
+                result.append(high << 4 | low)
+                index += 2
+            }
+            return result
+        }
+        switch utf8.count {
+        case 4:
+            self.bytes = [0, 0] + (try hexBytes(utf8)) + Self.baseSuffix
+        case 8:
+            self.bytes = (try hexBytes(utf8)) + Self.baseSuffix
+        case 36:
+            let dashes = [8, 13, 18, 23]
+            for (offset, byte) in utf8.enumerated() where (byte == UInt8(ascii: "-")) != dashes.contains(offset) {
+                throw ParseError(input: string, reason: "a 128-bit UUID is written 8-4-4-4-12")
+            }
+            self.bytes = try hexBytes(utf8.filter { $0 != UInt8(ascii: "-") })
+        case 32:
+            self.bytes = try hexBytes(utf8)
+        default:
+            throw ParseError(
+                input: string,
+                reason: "expected 4 (16-bit), 8 (32-bit) or 32 hex digits (128-bit, optionally 8-4-4-4-12)"
+            )
+        }
+    }
+
+    /// A 16-bit assigned number, e.g. `0x2A19` (Battery Level).
+    public init(assigned value: UInt16) {
+        bytes = [0, 0, UInt8(value >> 8), UInt8(value & 0xFF)] + Self.baseSuffix
+    }
+
+    private static func hexValue(_ byte: UInt8) -> UInt8? {
+        switch byte {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
+        default: nil
+        }
+    }
+
+    /// Lower-case 8-4-4-4-12, the form BlueZ uses in its `UUID` properties.
+    public var description: String {
+        var text = ""
+        text.reserveCapacity(36)
+        for (index, byte) in bytes.enumerated() {
+            if [4, 6, 8, 10].contains(index) { text += "-" }
+            text += Self.hex(byte)
+        }
+        return text
+    }
+
+    /// The 16- or 32-bit form when the UUID is on the Bluetooth base, else the full form.
+    public var shortDescription: String {
+        guard Array(bytes[4...]) == Self.baseSuffix else { return description }
+        if bytes[0] == 0, bytes[1] == 0 { return Self.hex(bytes[2]) + Self.hex(bytes[3]) }
+        return bytes[0..<4].map(Self.hex).joined()
+    }
+
+    private static func hex(_ byte: UInt8) -> String {
+        let digits = Array("0123456789abcdef")
+        return String([digits[Int(byte >> 4)], digits[Int(byte & 0xF)]])
+    }
+
+    public static func < (lhs: BluetoothUUID, rhs: BluetoothUUID) -> Bool {
+        lhs.bytes.lexicographicallyPrecedes(rhs.bytes)
+    }
+}

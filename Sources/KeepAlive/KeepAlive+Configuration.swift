@@ -1,0 +1,82 @@
+extension KeepAlive {
+    /// How the scheduler ticks.
+    ///
+    /// ```swift
+    /// var configuration = KeepAlive.Configuration(interval: .seconds(60))
+    /// configuration.jitter = .seconds(2)
+    /// configuration.lowPower = LowPowerPolicy(lowPowerMultiplier: 3, critical: .stretch(10))
+    /// ```
+    public struct Configuration: Sendable {
+        /// Time between ticks on mains power (default 30 s).
+        public var interval: Duration
+        /// Budget of each callback's window; `nil` means the smaller of 20 s and two thirds of the interval.
+        /// Must be shorter than the interval, so a tick's windows close before the next tick.
+        public var windowBudget: Duration?
+        /// Each deadline is delayed by a random amount in `0...jitter`; it never accumulates (default none).
+        public var jitter: Duration
+        /// How `.lowPower` and `.critical` stretch or pause the interval.
+        public var lowPower: LowPowerPolicy
+        /// After `n` consecutive failures a registration waits `interval × min(2^(n-1), this)` from the failing
+        /// tick before it runs again; a success resets it.
+        public var maxFailureBackoffMultiplier: Int
+        /// The ledger's grace, warning lead and history size.
+        public var ledger: BackgroundTaskLedger.Configuration
+
+        public init(
+            interval: Duration = .seconds(30),
+            windowBudget: Duration? = nil,
+            jitter: Duration = .zero,
+            lowPower: LowPowerPolicy = LowPowerPolicy(),
+            maxFailureBackoffMultiplier: Int = 16,
+            ledger: BackgroundTaskLedger.Configuration = BackgroundTaskLedger.Configuration()
+        ) {
+            self.interval = interval
+            self.windowBudget = windowBudget
+            self.jitter = jitter
+            self.lowPower = lowPower
+            self.maxFailureBackoffMultiplier = maxFailureBackoffMultiplier
+            self.ledger = ledger
+        }
+
+        /// The budget a window gets for a registration ticking every `interval`.
+        public func budget(forInterval interval: Duration) -> Duration {
+            windowBudget ?? min(.seconds(20), interval * 2 / 3)
+        }
+
+        func checkPreconditions() {
+            precondition(interval > .zero, "KeepAlive interval must be positive")
+            precondition(jitter >= .zero, "KeepAlive jitter must not be negative")
+            precondition(maxFailureBackoffMultiplier >= 1, "maxFailureBackoffMultiplier must be at least 1")
+            if let windowBudget {
+                precondition(windowBudget > .zero, "KeepAlive window budget must be positive")
+                precondition(windowBudget < interval, "KeepAlive window budget must be shorter than the interval")
+            }
+        }
+    }
+
+    /// Per-registration settings.
+    public struct RegistrationOptions: Sendable {
+        /// This registration's own interval (before power stretching); `nil` uses the scheduler's.
+        public var interval: Duration?
+        /// This registration's window budget; `nil` derives it from the interval.
+        public var budget: Duration?
+
+        public init(interval: Duration? = nil, budget: Duration? = nil) {
+            precondition(interval.map { $0 > .zero } ?? true, "a registration interval must be positive")
+            precondition(budget.map { $0 > .zero } ?? true, "a registration budget must be positive")
+            self.interval = interval
+            self.budget = budget
+        }
+    }
+}
+
+/// Returned by ``KeepAlive/register(name:options:onReport:handler:)``; pass it to ``KeepAlive/unregister(_:)``.
+public struct RegistrationToken: Hashable, Comparable, Sendable, CustomStringConvertible {
+    public let rawValue: UInt64
+
+    public static func < (lhs: RegistrationToken, rhs: RegistrationToken) -> Bool {
+        lhs.rawValue < rhs.rawValue
+    }
+
+    public var description: String { "registration#\(rawValue)" }
+}

@@ -1,0 +1,302 @@
+import ServiceLifecycle
+import Synchronization
+
+extension KeepAlive {
+    /// Runs the scheduler until the task is cancelled, a graceful shutdown is signalled (in a `ServiceGroup`),
+    /// or ``stop()`` is called. On the way out the ledger closes, open windows expire, and it waits for them at
+    /// most the ledger's grace period.
+    public func run() async throws {
+        let now = time.now
+        let started: Bool = state.withLock { state in
+            guard !state.isRunning else { return false }
+            state.isRunning = true
+            state.stopRequested = false
+            state.power = powerSource.state
+            for token in state.registrations.keys {
+                let base = state.registrations[token]!.baseInterval
+                state.registrations[token]!.schedule = RegistrationSchedule(
+                    startingAt: now,
+                    interval: configuration.lowPower.effectiveInterval(base, in: state.power)
+                )
+            }
+            return true
+        }
+        guard started else {
+            throw KeepAliveError(code: .alreadyRunning, message: "this KeepAlive is already running")
+        }
+        ledger.reopen()
+        let power = powerState
+        logger.info(
+            "keep-alive scheduler started",
+            metadata: [
+                "interval": "\(configuration.interval.formattedSeconds)", "power": "\(power.rawValue)",
+            ]
+        )
+        broadcast.publish(.started(at: now, power: power))
+
+        await withGracefulShutdownHandler {
+            await withDiscardingTaskGroup { group in
+                group.addTask { await self.observePower() }
+                await self.loop()
+                group.cancelAll()
+            }
+        } onGracefulShutdown: {
+            self.requestStop()
+        }
+        await drainWindows()
+
+        let waiters = state.withLock { state in
+            state.isRunning = false
+            state.stopRequested = false
+            for token in state.registrations.keys { state.registrations[token]!.schedule = nil }
+            defer { state.stopWaiters = [] }
+            return state.stopWaiters
+        }
+        logger.info("keep-alive scheduler stopped")
+        broadcast.publish(.stopped(at: time.now))
+        for waiter in waiters { waiter.resume() }
+    }
+
+    /// Starts ``run()`` in a task of its own, for app code that has no service group.
+    public func start() {
+        state.withLock { state in
+            guard state.startedTask == nil, !state.isRunning else { return }
+            state.startedTask = Task { try? await self.run() }
+        }
+    }
+
+    /// Stops the scheduler: no new ticks, open windows expire at once, and it returns once they ended (at most
+    /// the grace period later, when a callback ignores cancellation).
+    public func stop() async {
+        let running: Bool = state.withLock { state in
+            state.startedTask = nil
+            return state.isRunning
+        }
+        guard running else { return }
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let stopped = state.withLock { state in
+                guard state.isRunning else { return true }
+                state.stopWaiters.append(continuation)
+                return false
+            }
+            if stopped { continuation.resume() }
+            requestStop()
+        }
+    }
+
+    func requestStop() {
+        state.withLock { $0.stopRequested = true }
+        alarm.ring()
+    }
+
+    private func drainWindows() async {
+        ledger.close()
+        ledger.expireAll()
+        await ledger.waitUntilIdle()
+    }
+
+    // MARK: The loop
+
+    private func loop() async {
+        while true {
+            let now = time.now
+            let (stop, launches, skipped, wakeAt) = state.withLock { state in
+                guard !state.stopRequested, !Task.isCancelled else {
+                    return (true, [Launch](), [(Launch, TickReport.SkipReason)](), KeepAliveInstant?.none)
+                }
+                let (launches, skipped) = takeDue(&state, now: now)
+                let wakeAt = state.registrations.values.compactMap { $0.schedule?.nextFire }.min()
+                return (false, launches, skipped, wakeAt)
+            }
+            if stop { return }
+            for (launch, reason) in skipped {
+                deliver(launch.report(.skipped(reason)), to: launch.onReport)
+            }
+            for launch in launches {
+                self.launch(launch)
+            }
+            await alarm.wait(until: wakeAt)
+        }
+    }
+
+    /// Decides, under the lock, what fires at `now`: advances each due registration's grid, counts missed grid
+    /// points, and sorts the due ones into launches and skips.
+    private func takeDue(
+        _ state: inout SchedulerState,
+        now: KeepAliveInstant
+    ) -> ([Launch], [(Launch, TickReport.SkipReason)]) {
+        var launches: [Launch] = []
+        var skipped: [(Launch, TickReport.SkipReason)] = []
+        let due = state.registrations.values
+            .filter { registration in registration.schedule?.nextFire.map { $0 <= now } ?? false }
+            .map(\.token)
+            .sorted()
+        for token in due {
+            var registration = state.registrations[token]!
+            var schedule = registration.schedule!
+            guard let scheduled = schedule.nextGrid, let interval = schedule.interval else { continue }
+            let jitterLimit = configuration.jitter
+            let missed = schedule.advance(firedAt: now) { state.jitter(upTo: jitterLimit) }
+            registration.schedule = schedule
+            let tick = registration.nextTick
+            registration.nextTick += 1
+            state.statistics.ticksFired += 1
+            if missed > 0 {
+                state.statistics.missedTicks += UInt64(missed)
+                logger.notice(
+                    "missed keep-alive ticks (suspend or clock jump): firing one catch-up tick",
+                    metadata: ["name": "\(registration.name)", "missed": "\(missed)"]
+                )
+                broadcast.publish(.missed(name: registration.name, count: missed, at: now))
+            }
+            let launch = Launch(
+                token: token,
+                name: registration.name,
+                tick: tick,
+                scheduled: scheduled,
+                fired: now,
+                interval: interval,
+                power: state.power,
+                budget: registration.budget,
+                handler: registration.handler,
+                onReport: registration.onReport
+            )
+            broadcast.publish(.fired(name: registration.name, tick: tick, scheduled: scheduled, at: now))
+            if registration.inFlight {
+                state.statistics.skippedOverlap += 1
+                skipped.append((launch, .overlap))
+            } else if let until = registration.backoffUntil, scheduled < until {
+                state.statistics.skippedBackoff += 1
+                skipped.append((launch, .backoff))
+            } else {
+                registration.inFlight = true
+                state.statistics.callbacksRun += 1
+                launches.append(launch)
+            }
+            state.registrations[token] = registration
+        }
+        return (launches, skipped)
+    }
+
+    // MARK: One window
+
+    private func launch(_ launch: Launch) {
+        let taskBox = Mutex<(task: Task<Void, Never>?, cancelled: Bool)>((nil, false))
+        let id = ledger.begin(
+            name: launch.name,
+            budget: launch.budget,
+            expirationHandler: nil,
+            hooks: BackgroundTaskLedger.Hooks(
+                cancel: {
+                    let task = taskBox.withLock { box in
+                        box.cancelled = true
+                        return box.task
+                    }
+                    task?.cancel()
+                },
+                forcedEnd: { record in
+                    let error = KeepAliveError(
+                        code: .forcedEnd,
+                        message: "callback did not return within its \(launch.budget.formattedSeconds) window and grace"
+                    )
+                    self.complete(launch, result: .failed(error), window: record, finished: false)
+                }
+            )
+        )
+        guard id != .invalid, let entry = ledger.state.withLock({ $0.open[id]?.entry }) else {
+            state.withLock { state in
+                state.registrations[launch.token]?.inFlight = false
+                state.statistics.refused += 1
+            }
+            deliver(launch.report(.skipped(.refused)), to: launch.onReport)
+            return
+        }
+        let window = PollWindow(entry: entry, tick: launch.tick, ledger: ledger)
+        let task = Task {
+            let result = await launch.handler(window)
+            if let record = self.ledger.end(id) {
+                self.complete(launch, result: result, window: record, finished: true)
+            } else {
+                // Force-ended earlier and already reported: only the overlap guard is left to clear.
+                self.state.withLock { $0.registrations[launch.token]?.inFlight = false }
+            }
+        }
+        taskBox.withLock { box in
+            box.task = task
+            if box.cancelled { task.cancel() }
+        }
+    }
+
+    /// Records a tick's result: backoff bookkeeping, statistics, the report.
+    private func complete(_ launch: Launch, result: PollResult, window: BackgroundTaskRecord, finished: Bool) {
+        let interval = launch.interval
+        let maxMultiplier = configuration.maxFailureBackoffMultiplier
+        state.withLock { state in
+            if result.isFailure { state.statistics.failures += 1 }
+            if window.outcome == .forcedEnd { state.statistics.forcedEnds += 1 }
+            guard var registration = state.registrations[launch.token] else { return }
+            if finished { registration.inFlight = false }
+            if result.isFailure {
+                registration.consecutiveFailures += 1
+                let exponent = min(registration.consecutiveFailures - 1, 62)
+                let multiplier = min(Int64(1) << exponent, Int64(maxMultiplier))
+                registration.backoffUntil = launch.scheduled + interval * multiplier
+            } else {
+                registration.consecutiveFailures = 0
+                registration.backoffUntil = nil
+            }
+            state.registrations[launch.token] = registration
+        }
+        deliver(launch.report(.ran(result: result, window: window)), to: launch.onReport)
+    }
+
+    private func deliver(_ report: TickReport, to onReport: (@Sendable (TickReport) -> Void)?) {
+        onReport?(report)
+        broadcast.publish(.report(report))
+    }
+
+    // MARK: Power
+
+    private func observePower() async {
+        // Subscribe before reading the current state, so a change between the two is never lost.
+        let updates = powerSource.updates()
+        apply(power: powerSource.state)
+        for await power in updates {
+            apply(power: power)
+        }
+    }
+
+    /// Applies a power state at once: every registration's next deadline is recomputed from its last tick.
+    func apply(power: PowerState) {
+        let now = time.now
+        let previous: PowerState? = state.withLock { state in
+            guard state.power != power else { return nil }
+            let previous = state.power
+            state.power = power
+            let jitterLimit = configuration.jitter
+            for token in state.registrations.keys {
+                guard var registration = state.registrations[token], var schedule = registration.schedule else {
+                    continue
+                }
+                schedule.change(
+                    interval: configuration.lowPower.effectiveInterval(registration.baseInterval, in: power),
+                    now: now
+                ) { state.jitter(upTo: jitterLimit) }
+                registration.schedule = schedule
+                state.registrations[token] = registration
+            }
+            return previous
+        }
+        guard let previous else { return }
+        let interval = configuration.lowPower.effectiveInterval(configuration.interval, in: power)
+        logger.info(
+            "power state changed",
+            metadata: [
+                "from": "\(previous.rawValue)", "to": "\(power.rawValue)",
+                "interval": "\(interval.map(\.formattedSeconds) ?? "paused")",
+            ]
+        )
+        broadcast.publish(.powerChanged(from: previous, to: power, at: now))
+        alarm.ring()
+    }
+}

@@ -1,0 +1,173 @@
+public import Logging
+public import ServiceLifecycle
+import Synchronization
+
+/// Fires periodic callbacks, each inside a bounded background window: the keep-alive timer of an iOS app's
+/// background mode, for a Linux gateway.
+///
+/// The first tick fires at start, then on absolute deadlines `start + k·interval` (no drift). In low power the
+/// interval stretches (default ×2), in critical power polling pauses; a change applies at once. A tick whose
+/// previous callback is still running is skipped and counted, never stacked; after a suspend or a clock jump
+/// at most one catch-up tick fires. Every tick of every registration ends in exactly one ``TickReport``.
+///
+/// ```swift
+/// let keepAlive = KeepAlive(configuration: .init(interval: .seconds(30)), logger: logger)
+/// let token = keepAlive.register(name: "greenhouse") { window in
+///     do {
+///         return try await sensor.poll(within: window.timeRemaining) ? .newData : .noData
+///     } catch {
+///         return .failed(error)
+///     }
+/// }
+/// try await keepAlive.run()   // or keepAlive.start(), or put it in a ServiceGroup
+/// ```
+public final class KeepAlive: Service, Sendable {
+    /// The instance app code can share, as with the seed's singleton. The library itself never uses it.
+    public static let shared = KeepAlive()
+
+    public let configuration: Configuration
+    /// The ledger every window of this scheduler is kept in.
+    public let ledger: BackgroundTaskLedger
+    let time: TimeBase
+    let powerSource: any PowerSource
+    let logger: Logger
+    let state: Mutex<SchedulerState>
+    let alarm: Alarm
+    let broadcast = Broadcast<KeepAliveEvent>()
+
+    public init(
+        configuration: Configuration = Configuration(),
+        clock: any Clock<Duration> = ContinuousClock(),
+        powerSource: any PowerSource = FixedPowerSource(),
+        randomNumberGenerator: any RandomNumberGenerator & Sendable = SystemRandomNumberGenerator(),
+        logger: Logger = Logger(label: "keepalive")
+    ) {
+        configuration.checkPreconditions()
+        self.configuration = configuration
+        self.time = TimeBase(clock)
+        self.powerSource = powerSource
+        self.logger = logger
+        self.ledger = BackgroundTaskLedger(configuration: configuration.ledger, time: time, logger: logger)
+        self.alarm = Alarm(time: time)
+        self.state = Mutex(SchedulerState(power: powerSource.state, random: randomNumberGenerator))
+    }
+
+    deinit {
+        broadcast.finish()
+    }
+
+    // MARK: Registration
+
+    /// Registers a callback that runs every tick in its own window; returns the token to unregister it.
+    ///
+    /// Several registrations run concurrently, each in its own window. After consecutive `.failed` results a
+    /// registration backs off exponentially (capped, reset by a success). A registration added while the
+    /// scheduler runs fires at once, then on its own grid. `onReport` is called once per tick with what
+    /// happened, including skipped ticks.
+    @discardableResult
+    public func register(
+        name: String,
+        options: RegistrationOptions = RegistrationOptions(),
+        onReport: (@Sendable (TickReport) -> Void)? = nil,
+        handler: @escaping @Sendable (PollWindow) async -> PollResult
+    ) -> RegistrationToken {
+        let now = time.now
+        let token: RegistrationToken = state.withLock { state in
+            let token = RegistrationToken(rawValue: state.nextToken)
+            state.nextToken += 1
+            let base = options.interval ?? configuration.interval
+            var registration = Registration(
+                token: token,
+                name: name,
+                baseInterval: base,
+                budget: options.budget ?? configuration.budget(forInterval: base),
+                handler: handler,
+                onReport: onReport
+            )
+            if state.isRunning {
+                registration.schedule = RegistrationSchedule(
+                    startingAt: now,
+                    interval: configuration.lowPower.effectiveInterval(base, in: state.power)
+                )
+            }
+            state.registrations[token] = registration
+            return token
+        }
+        logger.debug("registered keep-alive callback", metadata: ["name": "\(name)", "token": "\(token)"])
+        alarm.ring()
+        return token
+    }
+
+    /// Removes a registration. A callback already running finishes in its window and is still reported.
+    public func unregister(_ token: RegistrationToken) {
+        let removed = state.withLock { $0.registrations.removeValue(forKey: token) }
+        if let removed {
+            logger.debug("unregistered keep-alive callback", metadata: ["name": "\(removed.name)"])
+        } else {
+            logger.notice("unregister called with an unknown token", metadata: ["token": "\(token)"])
+        }
+    }
+
+    /// The seed's single callback: setting it registers a callback named `onKeepAliveCallback` that reports
+    /// `.newData`; setting `nil` removes it.
+    public var onKeepAliveCallback: (@Sendable () async -> Void)? {
+        get { state.withLock { $0.seedCallback?.callback } }
+        set {
+            let old = state.withLock { state in
+                defer { state.seedCallback = nil }
+                return state.seedCallback?.token
+            }
+            if let old { unregister(old) }
+            guard let callback = newValue else { return }
+            let token = register(name: "onKeepAliveCallback") { _ in
+                await callback()
+                return .newData
+            }
+            state.withLock { $0.seedCallback = SeedCallback(token: token, callback: callback) }
+        }
+    }
+
+    // MARK: Observing
+
+    /// Everything the scheduler reports from now on, in order.
+    public func events() -> AsyncStream<KeepAliveEvent> {
+        broadcast.subscribe()
+    }
+
+    /// Counters since this instance was created.
+    public var statistics: Statistics {
+        state.withLock { $0.statistics }
+    }
+
+    /// The power state the scheduler currently applies.
+    public var powerState: PowerState {
+        state.withLock { $0.power }
+    }
+
+    /// The effective interval of the scheduler's own grid now (`nil` while paused).
+    public var effectiveInterval: Duration? {
+        let power = powerState
+        return configuration.lowPower.effectiveInterval(configuration.interval, in: power)
+    }
+
+    /// When the next tick of any registration fires, if one is scheduled.
+    public var nextDeadline: KeepAliveInstant? {
+        state.withLock { state in state.registrations.values.compactMap { $0.schedule?.nextFire }.min() }
+    }
+
+    public var isRunning: Bool {
+        state.withLock { $0.isRunning }
+    }
+
+    /// Counters a gateway operator wants on a dashboard: every missed poll is in one of them.
+    public struct Statistics: Sendable, Hashable {
+        public var ticksFired: UInt64 = 0
+        public var callbacksRun: UInt64 = 0
+        public var skippedOverlap: UInt64 = 0
+        public var skippedBackoff: UInt64 = 0
+        public var refused: UInt64 = 0
+        public var missedTicks: UInt64 = 0
+        public var failures: UInt64 = 0
+        public var forcedEnds: UInt64 = 0
+    }
+}

@@ -1,0 +1,110 @@
+/// A peripheral as the transport addresses it: its Bluetooth address on a named adapter.
+///
+/// The adapter is always named: with two adapters "the default one" is a coin toss.
+public struct Peripheral: Hashable, Sendable, CustomStringConvertible {
+    /// `AA:BB:CC:DD:EE:FF`, upper case.
+    public var address: String
+    /// `hci0`, `hci1`, …
+    public var adapter: String
+
+    public init(address: String, adapter: String) {
+        self.address = address.uppercased()
+        self.adapter = adapter
+    }
+
+    public var description: String { "\(address)@\(adapter)" }
+}
+
+/// How to connect.
+public struct ConnectOptions: Hashable, Sendable {
+    /// Connect gives up (and tears down anything half-open) after this long.
+    public var timeout: Duration
+    /// Characteristics the caller will use: connect returns once they are resolved (on BlueZ they can appear
+    /// after `ServicesResolved`), or fails with ``TransportError/Code/characteristicNotFound``.
+    public var characteristics: [BluetoothUUID]
+
+    public init(timeout: Duration = .seconds(10), characteristics: [BluetoothUUID] = []) {
+        self.timeout = timeout
+        self.characteristics = characteristics
+    }
+}
+
+/// GATT write with response (`request`) or without (`command`).
+public enum WriteType: String, Hashable, Sendable {
+    case request
+    case command
+}
+
+/// What discovery narrows to.
+public struct DiscoveryFilter: Hashable, Sendable {
+    public var serviceUUIDs: [BluetoothUUID]
+    /// Only devices at least this strong.
+    public var rssi: Int16?
+
+    public init(serviceUUIDs: [BluetoothUUID] = [], rssi: Int16? = nil) {
+        self.serviceUUIDs = serviceUUIDs
+        self.rssi = rssi
+    }
+}
+
+/// One sighting of a peripheral during discovery (or a device the stack already knows).
+public struct Advertisement: Hashable, Sendable {
+    public var peripheral: Peripheral
+    public var name: String?
+    public var rssi: Int16?
+    public var serviceUUIDs: [BluetoothUUID]
+    /// Company identifier → payload.
+    public var manufacturerData: [UInt16: [UInt8]]
+
+    public init(
+        peripheral: Peripheral,
+        name: String? = nil,
+        rssi: Int16? = nil,
+        serviceUUIDs: [BluetoothUUID] = [],
+        manufacturerData: [UInt16: [UInt8]] = [:]
+    ) {
+        self.peripheral = peripheral
+        self.name = name
+        self.rssi = rssi
+        self.serviceUUIDs = serviceUUIDs
+        self.manufacturerData = manufacturerData
+    }
+}
+
+/// The poll engine's only way to a Bluetooth stack: BlueZ over D-Bus in production, ``MockTransport`` in tests.
+///
+/// The contract every implementation must meet:
+/// - **Typed failures.** Every error thrown is a ``TransportError`` whose code says transient or permanent,
+///   except `CancellationError` when the calling task was cancelled.
+/// - **Bounded.** No call waits forever: `connect` honours `options.timeout`; `read`, `write` and
+///   `notifications` fail with ``TransportError/Code/timeout`` rather than hang past the stack's own limits,
+///   and end at once (``TransportError/Code/serviceRestarted``, ``TransportError/Code/deviceVanished``) when
+///   the stack or the device goes away.
+/// - **Cancellable.** Cancelling the calling task ends the call promptly; a cancelled `connect` leaves no link
+///   up (it cancels the pending connection itself).
+/// - **Never leaks a link.** A `connect` that throws leaves the peripheral disconnected. `disconnect` always
+///   tries, returns within `timeout` whatever happens, works in a cancelled task, and is idempotent.
+/// - **Notifications** arrive on a stream that ends when the link drops or the consumer stops iterating
+///   (which also unsubscribes).
+/// - **Sendable and re-entrant**: many peripherals are polled at once, each call independent.
+public protocol PeripheralTransport: Sendable {
+    /// Streams advertisements on `adapter` until the consumer stops; devices the stack already holds count as
+    /// found.
+    func discover(on adapter: String, filter: DiscoveryFilter) -> AsyncThrowingStream<Advertisement, any Error>
+
+    /// Connects and resolves the wanted characteristics.
+    func connect(_ peripheral: Peripheral, options: ConnectOptions) async throws
+
+    func read(_ characteristic: BluetoothUUID, from peripheral: Peripheral) async throws -> [UInt8]
+
+    func write(_ value: [UInt8], to characteristic: BluetoothUUID, of peripheral: Peripheral, type: WriteType) async throws
+
+    /// Subscribes; each element is one notified value.
+    func notifications(
+        from characteristic: BluetoothUUID,
+        of peripheral: Peripheral
+    ) async throws -> AsyncThrowingStream<[UInt8], any Error>
+
+    /// Disconnects within `timeout`, whatever state the link is in.
+    func disconnect(_ peripheral: Peripheral, timeout: Duration) async
+}

@@ -1,0 +1,141 @@
+import Synchronization
+
+/// What one device's poll in progress has gathered; read by the report that closes the tick.
+final class PollScratch: Sendable {
+    struct Snapshot {
+        var tick: UInt64 = 0
+        var values: [PollRecord.Value] = []
+        var notifications: [PollRecord.Notification] = []
+        var attempts = 0
+        var failure: TransportError?
+    }
+
+    private struct State {
+        var current = Snapshot()
+        var lastValues: [PollRecord.Value]?
+    }
+
+    private let state = Mutex(State())
+
+    func begin(tick: UInt64) {
+        state.withLock { $0.current = Snapshot(tick: tick) }
+    }
+
+    func setAttempts(_ attempts: Int) {
+        state.withLock { $0.current.attempts = attempts }
+    }
+
+    /// Values and notifications belong to one attempt: a retry starts them afresh.
+    func resetAttemptData() {
+        state.withLock { state in
+            state.current.values = []
+            state.current.notifications = []
+        }
+    }
+
+    func add(value: PollRecord.Value) {
+        state.withLock { $0.current.values.append(value) }
+    }
+
+    func add(notification: PollRecord.Notification) {
+        state.withLock { $0.current.notifications.append(notification) }
+    }
+
+    func fail(_ error: TransportError) {
+        state.withLock { $0.current.failure = error }
+    }
+
+    /// Marks the poll successful; true when it brought new data (a changed value or any notification).
+    func finishSuccess() -> Bool {
+        state.withLock { state in
+            state.current.failure = nil
+            let changed = state.lastValues != state.current.values
+            state.lastValues = state.current.values
+            return (changed && !state.current.values.isEmpty) || !state.current.notifications.isEmpty
+        }
+    }
+
+    func snapshot(tick: UInt64) -> Snapshot {
+        state.withLock { state in
+            state.current.tick == tick ? state.current : Snapshot(tick: tick)
+        }
+    }
+}
+
+extension PollEngine {
+    /// Turns the scheduler's report for one device's tick into its record and publishes it.
+    func record(_ report: TickReport, spec: PeripheralSpec, scratch: PollScratch) {
+        var record = PollRecord(
+            device: spec.name,
+            peripheral: spec.peripheral,
+            tick: report.tick,
+            scheduled: report.scheduled,
+            fired: report.fired,
+            result: .failed,
+            values: [],
+            notifications: [],
+            failure: nil,
+            window: nil,
+            attempts: 0,
+            interval: report.interval,
+            power: report.power
+        )
+        switch report.outcome {
+        case .skipped(let reason):
+            let message: String =
+                switch reason {
+                case .overlap: "tick skipped: the previous poll of this device is still running"
+                case .backoff: "tick skipped: backing off after consecutive failures"
+                case .refused: "tick skipped: the ledger is closed (shutting down or going to sleep)"
+                }
+            record.failure = PollRecord.Failure(code: "skipped", message: message, transient: true, dbusName: nil)
+        case .ran(let result, let window):
+            let snapshot = scratch.snapshot(tick: report.tick)
+            record.values = snapshot.values
+            record.notifications = snapshot.notifications
+            record.attempts = snapshot.attempts
+            record.window = PollRecord.Window(id: window.id, budget: window.budget, used: window.used, outcome: window.outcome)
+            switch result {
+            case .newData:
+                record.result = .newData
+            case .noData:
+                record.result = .noData
+            case .failed(let error):
+                record.failure = Self.failure(error, snapshot: snapshot, window: window)
+            }
+        }
+        if record.result == .failed {
+            logger.debug(
+                "poll record: failed",
+                metadata: ["device": "\(spec.name)", "code": "\(record.failure?.code ?? "?")"]
+            )
+        }
+        broadcast.publish(record)
+    }
+
+    private static func failure(
+        _ error: any Error,
+        snapshot: PollScratch.Snapshot,
+        window: BackgroundTaskRecord
+    ) -> PollRecord.Failure {
+        if let keepAliveError = error as? KeepAliveError {
+            return PollRecord.Failure(
+                code: keepAliveError.code.description,
+                message: keepAliveError.message,
+                transient: true,
+                dbusName: nil
+            )
+        }
+        let transportError = snapshot.failure ?? transportError(error)
+        var code = transportError.code.rawValue
+        if transportError.code == .timeout, window.outcome == .expired || window.outcome == .cancelled {
+            code = window.outcome == .expired ? "windowExpired" : "cancelled"
+        }
+        return PollRecord.Failure(
+            code: code,
+            message: transportError.message,
+            transient: transportError.isTransient,
+            dbusName: transportError.dbusName
+        )
+    }
+}

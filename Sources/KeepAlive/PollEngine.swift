@@ -1,0 +1,225 @@
+public import Logging
+import Synchronization
+
+/// Polls peripherals on the scheduler's ticks: each due device, in its own ledger window, is connected,
+/// written, read and listened to, then always disconnected; each tick yields exactly one ``PollRecord`` per
+/// device.
+///
+/// At most `maxConnections` links per adapter are up at once, handed out fairly. Transient errors are retried
+/// inside the window with growing delays; permanent errors are not.
+///
+/// ```swift
+/// let keepAlive = KeepAlive(configuration: .init(interval: .seconds(30)))
+/// let engine = PollEngine(peripherals: specs, transport: transport, keepAlive: keepAlive)
+/// Task { for await record in engine.records() { print(record.device, record.result) } }
+/// try await keepAlive.run()
+/// ```
+public final class PollEngine: Sendable {
+    public struct Configuration: Sendable {
+        /// Simultaneous connections per adapter (default 3).
+        public var maxConnections: Int
+        public var retry: RetryPolicy
+        /// Upper bound for one connect attempt (also bounded by the window).
+        public var connectTimeout: Duration
+        /// Disconnect's own deadline: it runs even after expiry or cancellation.
+        public var disconnectTimeout: Duration
+
+        public init(
+            maxConnections: Int = 3,
+            retry: RetryPolicy = .standard,
+            connectTimeout: Duration = .seconds(10),
+            disconnectTimeout: Duration = .seconds(3)
+        ) {
+            precondition(maxConnections >= 1, "maxConnections must be at least 1")
+            self.maxConnections = maxConnections
+            self.retry = retry
+            self.connectTimeout = connectTimeout
+            self.disconnectTimeout = disconnectTimeout
+        }
+    }
+
+    public let configuration: Configuration
+    public let peripherals: [PeripheralSpec]
+    let transport: any PeripheralTransport
+    let keepAlive: KeepAlive
+    let logger: Logger
+    let limiter: ConnectionLimiter
+    let broadcast = Broadcast<PollRecord>(bufferSize: 65_536)
+    /// Per device: what the poll in progress has gathered, and the last values (for newData/noData).
+    let scratch: [String: PollScratch]
+    private let tokens: Mutex<[RegistrationToken]>
+
+    /// Registers one keep-alive callback per peripheral on `keepAlive`; they poll while it runs.
+    public init(
+        peripherals: [PeripheralSpec],
+        transport: any PeripheralTransport,
+        keepAlive: KeepAlive,
+        configuration: Configuration = Configuration(),
+        logger: Logger = Logger(label: "keepalive.poll")
+    ) {
+        let names = peripherals.map(\.name)
+        precondition(Set(names).count == names.count, "peripheral names must be unique")
+        self.configuration = configuration
+        self.peripherals = peripherals
+        self.transport = transport
+        self.keepAlive = keepAlive
+        self.logger = logger
+        self.limiter = ConnectionLimiter(maxPerAdapter: configuration.maxConnections)
+        self.scratch = Dictionary(uniqueKeysWithValues: peripherals.map { ($0.name, PollScratch()) })
+        self.tokens = Mutex([])
+        var tokens: [RegistrationToken] = []
+        for spec in peripherals {
+            let scratch = self.scratch[spec.name]!
+            tokens.append(
+                keepAlive.register(
+                    name: spec.name,
+                    options: KeepAlive.RegistrationOptions(interval: spec.interval, budget: spec.budget),
+                    onReport: { [weak self] report in self?.record(report, spec: spec, scratch: scratch) },
+                    handler: { [weak self] window in
+                        guard let self else { return .failed(CancellationError()) }
+                        return await self.poll(spec, in: window, scratch: scratch)
+                    }
+                )
+            )
+        }
+        self.tokens.withLock { $0 = tokens }
+    }
+
+    /// Unregisters every device from the scheduler.
+    public func detach() {
+        for token in tokens.withLock({ $0 }) { keepAlive.unregister(token) }
+        tokens.withLock { $0 = [] }
+    }
+
+    /// Every record from now on, in completion order.
+    public func records() -> AsyncStream<PollRecord> {
+        broadcast.subscribe()
+    }
+
+    /// The most connections ever up at once on `adapter`.
+    public func maxSimultaneousConnections(adapter: String) -> Int {
+        limiter.highWater(adapter: adapter)
+    }
+
+    // MARK: One device, one window
+
+    func poll(_ spec: PeripheralSpec, in window: PollWindow, scratch: PollScratch) async -> PollResult {
+        scratch.begin(tick: window.tick)
+        let peripheral = spec.peripheral
+        do {
+            try await limiter.acquire(adapter: peripheral.adapter, key: spec.name)
+        } catch {
+            let failure = TransportError(.timeout, "window ended while waiting for a connection slot on \(peripheral.adapter)")
+            scratch.fail(failure)
+            return .failed(failure)
+        }
+        defer { limiter.release(adapter: peripheral.adapter) }
+
+        var attempt = 0
+        while true {
+            attempt += 1
+            scratch.setAttempts(attempt)
+            do {
+                try await pollOnce(spec, window: window, scratch: scratch)
+                return scratch.finishSuccess() ? .newData : .noData
+            } catch {
+                let failure = Self.transportError(error)
+                scratch.fail(failure)
+                let context: Logger.Metadata = [
+                    "device": "\(spec.name)", "address": "\(peripheral.address)", "attempt": "\(attempt)",
+                    "error": "\(failure)",
+                ]
+                guard failure.isTransient, !Task.isCancelled else {
+                    logger.warning("poll failed", metadata: context)
+                    return .failed(failure)
+                }
+                guard let delay = configuration.retry.delay(afterAttempt: attempt),
+                    window.timeRemaining > delay + configuration.retry.minimumAttemptTime
+                else {
+                    logger.warning("poll failed; no attempt left in this window", metadata: context)
+                    return .failed(failure)
+                }
+                logger.info("poll failed; retrying", metadata: context.merging(["delay": "\(delay.formattedSeconds)"]) { $1 })
+                do {
+                    try await window.time.sleep(for: delay)
+                } catch {
+                    return .failed(failure)
+                }
+            }
+        }
+    }
+
+    /// connect → write → read → listen, then disconnect on every path.
+    private func pollOnce(_ spec: PeripheralSpec, window: PollWindow, scratch: PollScratch) async throws {
+        let peripheral = spec.peripheral
+        scratch.resetAttemptData()
+        let timeout = min(configuration.connectTimeout, window.timeRemaining)
+        do {
+            try await transport.connect(peripheral, options: ConnectOptions(timeout: timeout, characteristics: spec.characteristics))
+            for write in spec.writes {
+                try await transport.write(write.value, to: write.characteristic, of: peripheral, type: write.type)
+            }
+            for characteristic in spec.reads {
+                let bytes = try await transport.read(characteristic, from: peripheral)
+                scratch.add(value: PollRecord.Value(characteristic: characteristic, bytes: bytes))
+            }
+            if !spec.notifications.isEmpty {
+                try await listen(spec, window: window, scratch: scratch)
+            }
+        } catch {
+            await disconnect(peripheral)
+            throw error
+        }
+        await disconnect(peripheral)
+    }
+
+    /// Subscribes to every notifying characteristic and collects values for each one's duration, in parallel.
+    private func listen(_ spec: PeripheralSpec, window: PollWindow, scratch: PollScratch) async throws {
+        let peripheral = spec.peripheral
+        var streams: [(PeripheralSpec.Subscription, AsyncThrowingStream<[UInt8], any Error>)] = []
+        for subscription in spec.notifications {
+            streams.append((subscription, try await transport.notifications(from: subscription.characteristic, of: peripheral)))
+        }
+        let time = window.time
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for (subscription, stream) in streams {
+                group.addTask {
+                    try await withThrowingTaskGroup(of: Void.self) { listener in
+                        listener.addTask {
+                            for try await bytes in stream {
+                                scratch.add(
+                                    notification: PollRecord.Notification(
+                                        characteristic: subscription.characteristic,
+                                        at: time.now,
+                                        bytes: bytes
+                                    )
+                                )
+                            }
+                        }
+                        listener.addTask { try await time.sleep(for: subscription.duration) }
+                        // Whichever ends first (the duration, or the stream with an error) ends the listening.
+                        try await listener.next()
+                        listener.cancelAll()
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+    }
+
+    /// Disconnects outside the caller's cancellation (a cancelled or expired window must still drop its link),
+    /// bounded by the transport's contract and `disconnectTimeout`.
+    private func disconnect(_ peripheral: Peripheral) async {
+        let transport = self.transport
+        let timeout = configuration.disconnectTimeout
+        await Task { await transport.disconnect(peripheral, timeout: timeout) }.value
+    }
+
+    static func transportError(_ error: any Error) -> TransportError {
+        switch error {
+        case let error as TransportError: error
+        case is CancellationError: TransportError(.timeout, "window expired or was cancelled")
+        default: TransportError(.failed, String(describing: error))
+        }
+    }
+}

@@ -1,0 +1,55 @@
+/// Exactly one per device per tick: what was read, or a typed failure, and the window it happened in.
+public struct PollRecord: Sendable {
+    public enum Result: String, Sendable, Hashable {
+        /// Something changed since the last poll, or notifications arrived.
+        case newData
+        /// The poll worked and nothing changed.
+        case noData
+        case failed
+    }
+
+    public struct Value: Sendable, Hashable {
+        public var characteristic: BluetoothUUID
+        public var bytes: [UInt8]
+    }
+
+    public struct Notification: Sendable, Hashable {
+        public var characteristic: BluetoothUUID
+        public var at: KeepAliveInstant
+        public var bytes: [UInt8]
+    }
+
+    /// Why the poll failed, in terms a person and a script both read.
+    public struct Failure: Sendable, Hashable {
+        /// A ``TransportError/Code`` name, or `windowExpired`, `forcedEnd`, `skipped`, `cancelled`.
+        public var code: String
+        public var message: String
+        public var transient: Bool
+        public var dbusName: String?
+    }
+
+    public struct Window: Sendable, Hashable {
+        public var id: BackgroundTaskID
+        public var budget: Duration
+        public var used: Duration
+        public var outcome: BackgroundTaskOutcome
+    }
+
+    public var device: String
+    public var peripheral: Peripheral
+    public var tick: UInt64
+    public var scheduled: KeepAliveInstant
+    public var fired: KeepAliveInstant
+    public var result: Result
+    /// In the order the spec lists its reads.
+    public var values: [Value]
+    public var notifications: [Notification]
+    public var failure: Failure?
+    /// `nil` when the tick was skipped (overlap, backoff, ledger closed): no window was opened.
+    public var window: Window?
+    /// Connection attempts made in the window (0 when skipped or never admitted to a connection slot).
+    public var attempts: Int
+    /// The effective interval at the time (stretched in low power).
+    public var interval: Duration
+    public var power: PowerState
+}

@@ -1,0 +1,72 @@
+/// One registered callback and where it stands.
+struct Registration {
+    let token: RegistrationToken
+    let name: String
+    let baseInterval: Duration
+    let budget: Duration
+    let handler: @Sendable (PollWindow) async -> PollResult
+    let onReport: (@Sendable (TickReport) -> Void)?
+    /// `nil` until the scheduler starts.
+    var schedule: RegistrationSchedule?
+    var nextTick: UInt64 = 0
+    var inFlight = false
+    var consecutiveFailures = 0
+    var backoffUntil: KeepAliveInstant?
+}
+
+struct SeedCallback {
+    let token: RegistrationToken
+    let callback: @Sendable () async -> Void
+}
+
+/// The scheduler's state, only touched under its lock.
+struct SchedulerState {
+    var registrations: [RegistrationToken: Registration] = [:]
+    var nextToken: UInt64 = 1
+    var isRunning = false
+    var stopRequested = false
+    var power: PowerState
+    var random: any RandomNumberGenerator & Sendable
+    var seedCallback: SeedCallback?
+    var statistics = KeepAlive.Statistics()
+    var stopWaiters: [CheckedContinuation<Void, Never>] = []
+    var startedTask: Task<Void, Never>?
+
+    init(power: PowerState, random: any RandomNumberGenerator & Sendable) {
+        self.power = power
+        self.random = random
+    }
+
+    mutating func jitter(upTo maximum: Duration) -> Duration {
+        guard maximum > .zero else { return .zero }
+        let nanoseconds = UInt64(clamping: maximum.attoseconds / 1_000_000_000)
+        return .nanoseconds(Int64(clamping: UInt64.random(in: 0...nanoseconds, using: &random)))
+    }
+}
+
+/// A callback the loop decided to run, carried out of the lock.
+struct Launch {
+    let token: RegistrationToken
+    let name: String
+    let tick: UInt64
+    let scheduled: KeepAliveInstant
+    let fired: KeepAliveInstant
+    let interval: Duration
+    let power: PowerState
+    let budget: Duration
+    let handler: @Sendable (PollWindow) async -> PollResult
+    let onReport: (@Sendable (TickReport) -> Void)?
+
+    func report(_ outcome: TickReport.Outcome) -> TickReport {
+        TickReport(
+            name: name,
+            token: token,
+            tick: tick,
+            scheduled: scheduled,
+            fired: fired,
+            interval: interval,
+            power: power,
+            outcome: outcome
+        )
+    }
+}
