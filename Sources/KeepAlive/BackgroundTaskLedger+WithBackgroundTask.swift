@@ -12,6 +12,11 @@ public struct BackgroundTaskError: Error, Sendable, Hashable, CustomStringConver
     public var code: Code
     public var name: String
 
+    public init(code: Code, name: String) {
+        self.code = code
+        self.name = name
+    }
+
     public var description: String {
         switch code {
         case .refused: "background task '\(name)' refused: the ledger is closed"

@@ -164,7 +164,9 @@ struct LedgerState {
                 actions.append(.expire(window.entry, handler: handler, cancel: window.hooks.cancel))
             case .forcedEnd:
                 let hook = window.hooks.forcedEnd
-                if case .ended(let record, let waiters, _) = end(timer.id, now: now, forced: true) {
+                // Recorded at the instant it was due, not when a late wake (a suspend) noticed it: a forced end
+                // always reads as budget + grace used.
+                if case .ended(let record, let waiters, _) = end(timer.id, now: timer.at, forced: true) {
                     actions.append(.forceEnd(record, hook: hook))
                     idleWaiters.append(contentsOf: waiters)  // resumed by the driver after the pass
                 }
