@@ -11,12 +11,23 @@ public struct PollRecord: Sendable {
     public struct Value: Sendable, Hashable {
         public var characteristic: BluetoothUUID
         public var bytes: [UInt8]
+
+        public init(characteristic: BluetoothUUID, bytes: [UInt8]) {
+            self.characteristic = characteristic
+            self.bytes = bytes
+        }
     }
 
     public struct Notification: Sendable, Hashable {
         public var characteristic: BluetoothUUID
         public var at: KeepAliveInstant
         public var bytes: [UInt8]
+
+        public init(characteristic: BluetoothUUID, at: KeepAliveInstant, bytes: [UInt8]) {
+            self.characteristic = characteristic
+            self.at = at
+            self.bytes = bytes
+        }
     }
 
     /// Why the poll failed, in terms a person and a script both read.
@@ -26,6 +37,13 @@ public struct PollRecord: Sendable {
         public var message: String
         public var transient: Bool
         public var dbusName: String?
+
+        public init(code: String, message: String, transient: Bool, dbusName: String? = nil) {
+            self.code = code
+            self.message = message
+            self.transient = transient
+            self.dbusName = dbusName
+        }
     }
 
     public struct Window: Sendable, Hashable {
@@ -33,6 +51,13 @@ public struct PollRecord: Sendable {
         public var budget: Duration
         public var used: Duration
         public var outcome: BackgroundTaskOutcome
+
+        public init(id: BackgroundTaskID, budget: Duration, used: Duration, outcome: BackgroundTaskOutcome) {
+            self.id = id
+            self.budget = budget
+            self.used = used
+            self.outcome = outcome
+        }
     }
 
     public var device: String

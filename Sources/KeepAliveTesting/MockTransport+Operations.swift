@@ -146,7 +146,8 @@ extension MockTransport {
         }
         if let error = script?.error { throw error }
         try state.withLock { state in
-            guard state.devices[peripheral]?.present ?? false else {
+            // Connect reports an absent device itself (deviceNotFound); other calls lost it mid-way.
+            guard operation == .connect || state.devices[peripheral]?.present ?? false else {
                 throw TransportError(.deviceVanished, "device \(peripheral.address) vanished")
             }
             try body(&state)

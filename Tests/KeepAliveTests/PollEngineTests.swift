@@ -1,0 +1,341 @@
+import KeepAlive
+import KeepAliveTesting
+import Synchronization
+import Testing
+
+@Suite("Poll engine")
+struct PollEngineTests {
+    let clock = TestClock()
+    let battery = BluetoothUUID(assigned: 0x2A19)
+    let temperature = BluetoothUUID(assigned: 0x2A6E)
+    let control = BluetoothUUID(assigned: 0x2A56)
+
+    func sensor(_ index: Int, adapter: String = "hci0") -> Peripheral {
+        Peripheral(address: "AA:BB:CC:00:00:" + (index < 16 ? "0" : "") + String(index, radix: 16, uppercase: true), adapter: adapter)
+    }
+
+    func makeKeepAlive(_ configuration: KeepAlive.Configuration = .init(interval: .seconds(30))) -> KeepAlive {
+        KeepAlive(configuration: configuration, clock: clock, logger: quietLogger)
+    }
+
+    func spec(_ index: Int, adapter: String = "hci0") -> PeripheralSpec {
+        PeripheralSpec(name: "sensor-\(index)", peripheral: sensor(index, adapter: adapter), reads: [battery])
+    }
+
+    func addSensors(_ transport: MockTransport, _ indices: Range<Int>, adapter: String = "hci0") {
+        for index in indices {
+            transport.add(
+                sensor(index, adapter: adapter),
+                characteristics: [
+                    battery: .counter { UInt8($0 % 100) },
+                    temperature: .counter(every: .seconds(1)) { UInt8($0) },
+                    control: .fixed([0]),
+                ]
+            )
+        }
+    }
+
+    /// Advances the clock from deadline to deadline (never reaching `limit`) until `done` holds.
+    func drive(_ clock: TestClock, before limit: TestClock.Instant, until done: () -> Bool) async throws {
+        let giveUp = ContinuousClock.now + .seconds(10)
+        while !done() {
+            guard ContinuousClock.now < giveUp else { throw Collector<Int>.Timeout(description: "drive: condition never held") }
+            if let next = clock.pendingDeadlines.first, next < limit {
+                clock.advance(to: next)
+            }
+            await Task.yield()
+        }
+    }
+
+    /// Connect and disconnect calls pair up per device, and no link is left up.
+    func expectAlwaysDisconnected(_ transport: MockTransport, _ peripherals: [Peripheral], sourceLocation: SourceLocation = #_sourceLocation) {
+        #expect(transport.connected.isEmpty, "links left up: \(transport.connected)", sourceLocation: sourceLocation)
+        for peripheral in peripherals {
+            let connects = transport.calls(.connect, on: peripheral).count
+            let disconnects = transport.calls(.disconnect, on: peripheral).count
+            #expect(connects == disconnects, "\(peripheral): \(connects) connects, \(disconnects) disconnects", sourceLocation: sourceLocation)
+        }
+    }
+
+    @Test func neverExceedsMaxConnectionsAndServesEveryDevice() async throws {
+        let transport = MockTransport(clock: clock, latency: .init(connect: .seconds(1)))
+        addSensors(transport, 0..<10)
+        let keepAlive = makeKeepAlive()
+        let engine = PollEngine(
+            peripherals: (0..<10).map { spec($0) },
+            transport: transport,
+            keepAlive: keepAlive,
+            configuration: .init(maxConnections: 3)
+        )
+        let records = Collector(engine.records())
+        try await withRunning(keepAlive) {
+            // Rounds of three 1-second connects: at 1, 2 and 3 s, then the last device at 4 s.
+            for (round, count) in [(1, 3), (2, 3), (3, 3), (4, 1)] {
+                let instant = clock.instant(.seconds(round))
+                try await clock.waitForSleepers(count: count, until: instant)
+                clock.advance(to: instant)
+            }
+            for _ in 0..<10 { _ = try await records.next() }
+        }
+        #expect(transport.maxSimultaneousConnections == 3)
+        #expect(engine.maxSimultaneousConnections(adapter: "hci0") == 3)
+        #expect(Set(records.all.map(\.device)).count == 10)
+        #expect(records.all.allSatisfy { $0.result == .newData && $0.values.count == 1 })
+        expectAlwaysDisconnected(transport, (0..<10).map { sensor($0) })
+    }
+
+    @Test func connectionLimitIsPerAdapter() async throws {
+        let transport = MockTransport(clock: clock, latency: .init(connect: .seconds(1)))
+        addSensors(transport, 0..<4, adapter: "hci0")
+        addSensors(transport, 0..<4, adapter: "hci1")
+        let keepAlive = makeKeepAlive()
+        let specs = (0..<4).map { spec($0, adapter: "hci0") }
+            + (0..<4).map { PeripheralSpec(name: "b\($0)", peripheral: sensor($0, adapter: "hci1"), reads: [battery]) }
+        let engine = PollEngine(peripherals: specs, transport: transport, keepAlive: keepAlive, configuration: .init(maxConnections: 2))
+        let records = Collector(engine.records())
+        try await withRunning(keepAlive) {
+            for round in 1...2 {
+                let instant = clock.instant(.seconds(round))
+                try await clock.waitForSleepers(count: 4, until: instant)
+                clock.advance(to: instant)
+            }
+            for _ in 0..<8 { _ = try await records.next() }
+        }
+        #expect(engine.maxSimultaneousConnections(adapter: "hci0") == 2)
+        #expect(engine.maxSimultaneousConnections(adapter: "hci1") == 2)
+        #expect(transport.maxSimultaneousConnections == 4)
+    }
+
+    @Test func exactlyOneRecordPerDevicePerTickWithMixedFailures() async throws {
+        let transport = MockTransport(clock: clock)
+        addSensors(transport, 0..<5)
+        transport.script(.read(battery), on: sensor(1), .alwaysFail(TransportError(.notPermitted, "Read not permitted")))
+        transport.script(.connect, on: sensor(2), .fail(times: 1, with: TransportError(.connectionAborted, "le-connection-abort-by-local")))
+        transport.vanish(sensor(3))
+        let keepAlive = makeKeepAlive()
+        let engine = PollEngine(peripherals: (0..<5).map { spec($0) }, transport: transport, keepAlive: keepAlive)
+        let records = Collector(engine.records())
+        let ticks = 10
+        try await withRunning(keepAlive) {
+            for tick in 0..<ticks {
+                if tick > 0 {
+                    let instant = clock.instant(.seconds(30) * tick)
+                    try await clock.waitForSleeper(until: instant)
+                    clock.advance(to: instant)
+                }
+                // Retries sleep on the clock: let time run inside the tick until its five records are in.
+                let tickNumber = UInt64(tick)
+                try await drive(clock, before: clock.instant(.seconds(30) * (tick + 1))) {
+                    records.all.count { $0.tick == tickNumber } == 5
+                }
+            }
+        }
+        let all = records.all
+        #expect(all.count == 5 * ticks)
+        for device in 0..<5 {
+            let ticksSeen = all.filter { $0.device == "sensor-\(device)" }.map(\.tick).sorted()
+            #expect(ticksSeen == (0..<UInt64(ticks)).map { $0 }, "sensor-\(device)")
+        }
+        let permanent = all.filter { $0.device == "sensor-1" && $0.window != nil }
+        #expect(permanent.allSatisfy { $0.failure?.code == "notPermitted" && $0.failure?.transient == false && $0.attempts == 1 })
+        let vanished = all.first { $0.device == "sensor-3" }
+        #expect(vanished?.failure?.code == "deviceNotFound")
+        expectAlwaysDisconnected(transport, (0..<5).map { sensor($0) })
+        #expect(keepAlive.ledger.openCount == 0)
+    }
+
+    @Test func retriesTransientErrorsWithGrowingDelays() async throws {
+        let transport = MockTransport(clock: clock)
+        addSensors(transport, 0..<1)
+        let aborted = TransportError(.connectionAborted, "le-connection-abort-by-local", dbusName: "org.bluez.Error.Failed")
+        transport.script(.connect, on: sensor(0), .fail(times: 4, with: aborted))
+        let keepAlive = makeKeepAlive()
+        let engine = PollEngine(peripherals: [spec(0)], transport: transport, keepAlive: keepAlive)
+        let records = Collector(engine.records())
+        try await withRunning(keepAlive) {
+            for milliseconds in [100, 350, 850, 1_850] as [Int64] {
+                let instant = clock.instant(.milliseconds(milliseconds))
+                try await clock.waitForSleeper(until: instant)
+                clock.advance(to: instant)
+            }
+            let record = try await records.next()
+            #expect(record.result == .newData)
+            #expect(record.attempts == 5)
+            #expect(record.failure == nil)
+        }
+        let attempts = transport.calls(.connect, on: sensor(0)).map(\.at)
+        #expect(attempts == [0, 100, 350, 850, 1_850].map { KeepAliveInstant.at(.milliseconds($0)) })
+        expectAlwaysDisconnected(transport, [sensor(0)])
+    }
+
+    @Test func neverRetriesPermanentErrors() async throws {
+        let transport = MockTransport(clock: clock)
+        addSensors(transport, 0..<1)
+        transport.script(.connect, on: sensor(0), .alwaysFail(TransportError(.doesNotExist, "Does Not Exist", dbusName: "org.bluez.Error.DoesNotExist")))
+        let keepAlive = makeKeepAlive()
+        let engine = PollEngine(peripherals: [spec(0)], transport: transport, keepAlive: keepAlive)
+        let records = Collector(engine.records())
+        try await withRunning(keepAlive) {
+            let record = try await records.next()
+            #expect(record.result == .failed)
+            #expect(record.attempts == 1)
+            #expect(record.failure?.code == "doesNotExist")
+            #expect(record.failure?.dbusName == "org.bluez.Error.DoesNotExist")
+        }
+        #expect(transport.calls(.connect, on: sensor(0)).count == 1)
+        expectAlwaysDisconnected(transport, [sensor(0)])
+    }
+
+    @Test func retriesStopWhenTheWindowHasNoRoomLeft() async throws {
+        let transport = MockTransport(clock: clock)
+        addSensors(transport, 0..<1)
+        transport.script(.connect, on: sensor(0), .alwaysFail(TransportError(.inProgress, "Operation already in progress")))
+        let keepAlive = makeKeepAlive(.init(interval: .seconds(30), windowBudget: .seconds(3)))
+        let engine = PollEngine(peripherals: [spec(0)], transport: transport, keepAlive: keepAlive)
+        let records = Collector(engine.records())
+        try await withRunning(keepAlive) {
+            // 3 s budget: retries at 0.1, 0.35, 0.85 and 1.85 s; the next (2 s later, +1 s minimum) would not fit.
+            for milliseconds in [100, 350, 850, 1_850] as [Int64] {
+                let instant = clock.instant(.milliseconds(milliseconds))
+                try await clock.waitForSleeper(until: instant)
+                clock.advance(to: instant)
+            }
+            let record = try await records.next()
+            #expect(record.attempts == 5)
+            #expect(record.failure?.code == "inProgress")
+            #expect(record.window?.outcome == .completed)
+        }
+        expectAlwaysDisconnected(transport, [sensor(0)])
+    }
+
+    @Test func disconnectsAfterExpiry() async throws {
+        let transport = MockTransport(clock: clock)
+        addSensors(transport, 0..<1)
+        transport.script(.read(battery), on: sensor(0), .hang)
+        let keepAlive = makeKeepAlive(.init(interval: .seconds(30), windowBudget: .seconds(10)))
+        let engine = PollEngine(peripherals: [spec(0)], transport: transport, keepAlive: keepAlive)
+        let records = Collector(engine.records())
+        try await withRunning(keepAlive) {
+            // The ledger sleeps until its warning (10 s / 3 before the deadline); the read hangs.
+            try await clock.waitForSleeper(until: clock.instant(.seconds(10) - .seconds(10) / 3))
+            while transport.calls(.read(battery), on: sensor(0)).isEmpty { await Task.yield() }
+            clock.advance(to: clock.instant(.seconds(10)))
+            let record = try await records.next()
+            #expect(record.result == .failed)
+            #expect(record.window?.outcome == .expired)
+            #expect(record.failure?.code == "windowExpired")
+        }
+        expectAlwaysDisconnected(transport, [sensor(0)])
+        #expect(transport.calls(.disconnect, on: sensor(0)).count == 1)
+    }
+
+    @Test func disconnectsAfterCancellationByStop() async throws {
+        let transport = MockTransport(clock: clock)
+        addSensors(transport, 0..<2)
+        transport.script(.read(battery), on: sensor(0), .hang)
+        transport.script(.read(battery), on: sensor(1), .hang)
+        let keepAlive = makeKeepAlive()
+        let engine = PollEngine(peripherals: [spec(0), spec(1)], transport: transport, keepAlive: keepAlive)
+        let records = Collector(engine.records())
+        let run = Task { try await keepAlive.run() }
+        while transport.calls.filter({ $0.operation == .read(battery) }).count < 2 { await Task.yield() }
+        await keepAlive.stop()
+        try await run.value
+        for _ in 0..<2 {
+            let record = try await records.next()
+            #expect(record.window?.outcome == .cancelled)
+            #expect(record.failure?.code == "cancelled")
+        }
+        expectAlwaysDisconnected(transport, [sensor(0), sensor(1)])
+    }
+
+    @Test func vanishingDeviceFailsInFlightOperationAtOnce() async throws {
+        let transport = MockTransport(clock: clock)
+        addSensors(transport, 0..<1)
+        transport.script(.read(battery), on: sensor(0), .hang)
+        let keepAlive = makeKeepAlive(.init(interval: .seconds(30), windowBudget: .seconds(3)))
+        let engine = PollEngine(peripherals: [spec(0)], transport: transport, keepAlive: keepAlive)
+        let records = Collector(engine.records())
+        try await withRunning(keepAlive) {
+            while transport.calls(.read(battery), on: sensor(0)).isEmpty { await Task.yield() }
+            transport.vanish(sensor(0))
+            // The hanging read fails at once (deviceVanished, transient); the retries at 0.1, 0.35, 0.85 and
+            // 1.85 s find no device (deviceNotFound, transient) until the 3 s window has no room left.
+            for milliseconds in [100, 350, 850, 1_850] as [Int64] {
+                let instant = clock.instant(.milliseconds(milliseconds))
+                try await clock.waitForSleeper(until: instant)
+                clock.advance(to: instant)
+            }
+            let record = try await records.next()
+            #expect(record.result == .failed)
+            #expect(record.attempts == 5)
+            #expect(record.failure?.code == "deviceNotFound")
+            #expect(record.window?.outcome == .completed)
+        }
+        expectAlwaysDisconnected(transport, [sensor(0)])
+    }
+
+    @Test func writesThenReadsThenListensAndReportsNewOrNoData() async throws {
+        let transport = MockTransport(clock: clock)
+        let peripheral = sensor(0)
+        transport.add(peripheral, characteristics: [battery: .fixed([77]), temperature: .counter(every: .seconds(1)) { UInt8($0) }, control: .fixed([])])
+        let keepAlive = makeKeepAlive()
+        let withNotify = PeripheralSpec(
+            name: "full",
+            peripheral: peripheral,
+            writes: [.init(characteristic: control, value: [1, 2])],
+            reads: [battery],
+            notifications: [.init(characteristic: temperature, duration: .milliseconds(3_500))]
+        )
+        let engine = PollEngine(peripherals: [withNotify], transport: transport, keepAlive: keepAlive)
+        let records = Collector(engine.records())
+        try await withRunning(keepAlive) {
+            for second in 1...4 {  // notifications at 1, 2, 3 s; the listening ends at 3.5 s
+                let instant = second == 4 ? clock.instant(.milliseconds(3_500)) : clock.instant(.seconds(second))
+                try await clock.waitForSleeper(until: instant)
+                clock.advance(to: instant)
+            }
+            let first = try await records.next()
+            #expect(first.result == .newData)
+            #expect(first.values == [PollRecord.Value(characteristic: battery, bytes: [77])])
+            #expect(first.notifications.map(\.bytes) == [[0], [1], [2]])
+            #expect(first.notifications.map(\.at) == [1, 2, 3].map { KeepAliveInstant.at(.seconds($0)) })
+            #expect(transport.written(to: control, of: peripheral) == [[1, 2]])
+            let order = transport.calls.map(\.operation)
+            #expect(order.prefix(4) == [.connect, .write(control), .read(battery), .subscribe(temperature)])
+        }
+        expectAlwaysDisconnected(transport, [peripheral])
+
+        // A device with reads only: unchanged values the second time → noData.
+        let clock2 = TestClock()
+        let transport2 = MockTransport(clock: clock2)
+        transport2.add(peripheral, characteristics: [battery: .fixed([5])])
+        let keepAlive2 = KeepAlive(configuration: .init(interval: .seconds(30)), clock: clock2, logger: quietLogger)
+        let engine2 = PollEngine(peripherals: [PeripheralSpec(name: "r", peripheral: peripheral, reads: [battery])], transport: transport2, keepAlive: keepAlive2)
+        let records2 = Collector(engine2.records())
+        try await withRunning(keepAlive2) {
+            #expect(try await records2.next().result == .newData)
+            try await clock2.waitForSleeper(until: clock2.instant(.seconds(30)))
+            clock2.advance(to: clock2.instant(.seconds(30)))
+            #expect(try await records2.next().result == .noData)
+        }
+    }
+
+    @Test func unknownCharacteristicIsAPermanentFailure() async throws {
+        let transport = MockTransport(clock: clock)
+        transport.add(sensor(0), characteristics: [battery: .fixed([1])])
+        let keepAlive = makeKeepAlive()
+        let engine = PollEngine(
+            peripherals: [PeripheralSpec(name: "x", peripheral: sensor(0), reads: [BluetoothUUID(assigned: 0xFFFF)])],
+            transport: transport,
+            keepAlive: keepAlive
+        )
+        let records = Collector(engine.records())
+        try await withRunning(keepAlive) {
+            let record = try await records.next()
+            #expect(record.failure?.code == "characteristicNotFound")
+            #expect(record.attempts == 1)
+        }
+        expectAlwaysDisconnected(transport, [sensor(0)])
+    }
+}
