@@ -22,6 +22,17 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
+        // libdbus-1, as a system library: a module map and a shim header only.
+        .systemLibrary(
+            name: "CDBus",
+            pkgConfig: "dbus-1",
+            providers: [.apt(["libdbus-1-dev"])]
+        ),
+        // The one safe Swift face of libdbus: no other module touches a libdbus pointer.
+        .target(
+            name: "DBus",
+            dependencies: ["CDBus"]
+        ),
         .target(
             name: "KeepAliveTesting",
             dependencies: [
@@ -38,6 +49,26 @@ let package = Package(
             ],
             path: "Benchmarks/KeepAliveBenchmarks"
         ),
+        .executableTarget(
+            name: "KeepAliveExample",
+            dependencies: [
+                "KeepAlive",
+                "KeepAliveTesting",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            path: "Examples/KeepAliveExample"
+        ),
+        .executableTarget(
+            name: "DBusBenchmark",
+            dependencies: ["DBus"],
+            path: "Benchmarks/DBusBenchmark"
+        ),
+        .testTarget(
+            name: "DBusTests",
+            dependencies: ["DBus"],
+            resources: [.copy("Resources")]
+        ),
         .testTarget(
             name: "KeepAliveTests",
             dependencies: [
@@ -49,7 +80,7 @@ let package = Package(
     ]
 )
 
-for target in package.targets {
+for target in package.targets where target.type != .system {
     var settings = target.swiftSettings ?? []
     // Spell existentials as `any P` (SE-0335) and keep imports out of the public API unless said so
     // (SE-0409); both as in swift-log's own Package.swift.

@@ -1,0 +1,71 @@
+/* The C floor for DBusBenchmark: the same Ping round trip with plain libdbus and a blocking call.
+ * Build: cc -O2 -o dbus_ping dbus_ping.c $(pkg-config --cflags --libs dbus-1)
+ * Run:   dbus_ping ADDRESS N   → prints "median_us=… cpu_us_per_call=…" */
+#include <dbus/dbus.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/resource.h>
+#include <time.h>
+
+static double now_us(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
+}
+
+static double cpu_us(void) {
+    struct rusage usage;
+    getrusage(RUSAGE_SELF, &usage);
+    return (usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) * 1e6 + usage.ru_utime.tv_usec + usage.ru_stime.tv_usec;
+}
+
+static int compare(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static int ping(DBusConnection *connection) {
+    DBusError error;
+    dbus_error_init(&error);
+    DBusMessage *call = dbus_message_new_method_call("org.example.Bench", "/bench", "org.example.Bench", "Ping");
+    DBusMessage *reply = dbus_connection_send_with_reply_and_block(connection, call, DBUS_TIMEOUT_USE_DEFAULT, &error);
+    dbus_message_unref(call);
+    if (reply == NULL) {
+        fprintf(stderr, "call failed: %s: %s\n", error.name, error.message);
+        dbus_error_free(&error);
+        return -1;
+    }
+    dbus_message_unref(reply);
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 3) {
+        fprintf(stderr, "usage: %s ADDRESS N\n", argv[0]);
+        return 2;
+    }
+    int n = atoi(argv[2]);
+    DBusError error;
+    dbus_error_init(&error);
+    DBusConnection *connection = dbus_connection_open_private(argv[1], &error);
+    if (connection == NULL || !dbus_bus_register(connection, &error)) {
+        fprintf(stderr, "connect failed: %s\n", error.message);
+        return 1;
+    }
+    for (int i = 0; i < 1000; i++)
+        if (ping(connection) != 0) return 1;
+    double *latencies = malloc(sizeof(double) * n);
+    double cpu_before = cpu_us();
+    for (int i = 0; i < n; i++) {
+        double start = now_us();
+        if (ping(connection) != 0) return 1;
+        latencies[i] = now_us() - start;
+    }
+    double cpu = cpu_us() - cpu_before;
+    qsort(latencies, n, sizeof(double), compare);
+    printf("median_us=%.1f cpu_us_per_call=%.2f\n", latencies[n / 2], cpu / n);
+    free(latencies);
+    dbus_connection_close(connection);
+    dbus_connection_unref(connection);
+    return 0;
+}

@@ -1,0 +1,236 @@
+import CDBus
+import Dispatch
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// A private connection to a D-Bus message bus: method calls, signals, properties and exported objects.
+///
+/// The connection is an actor whose executor is one serial `DispatchQueue` that also runs libdbus's I/O
+/// (watches and timeouts as DispatchSources), its message filter and its pending-call notifications, so that
+/// libdbus is only ever entered from that queue. Each connection is private (`dbus_connection_open_private`),
+/// never libdbus's shared one.
+///
+/// ```swift
+/// let bus = try await DBusConnection(bus: .system)      // honours DBUS_SYSTEM_BUS_ADDRESS
+/// let reply = try await bus.call(destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",
+///                                interface: "org.freedesktop.DBus", method: "GetNameOwner",
+///                                arguments: [.string("org.bluez")])
+/// let owner = try reply.decode(String.self)
+/// await bus.close()
+/// ```
+///
+/// When the bus goes away, every pending call fails at once with `DBusError.Code.disconnected`, every signal
+/// stream ends with that error, and later calls fail immediately.
+public actor DBusConnection {
+    /// Which bus to connect to.
+    public enum Bus: Sendable, Hashable {
+        /// The system bus: `DBUS_SYSTEM_BUS_ADDRESS`, or `unix:path=/var/run/dbus/system_bus_socket`.
+        case system
+        /// The session bus: `DBUS_SESSION_BUS_ADDRESS` (there is no autolaunch).
+        case session
+        /// A bus at a D-Bus address such as `unix:path=/tmp/bus` or `tcp:host=127.0.0.1,port=7000`.
+        case address(String)
+    }
+
+    /// The life of a connection: open until the bus goes away (`disconnected`) or `close()` (`closed`).
+    public enum State: Sendable, Hashable {
+        case open, disconnected, closed
+    }
+
+    nonisolated let executor: DBusQueueExecutor
+    nonisolated let handle: ConnectionHandle
+    nonisolated let mainLoop: MainLoop
+    /// The unique name the bus gave this connection (`:1.42`).
+    public nonisolated let uniqueName: String
+
+    public nonisolated var unownedExecutor: UnownedSerialExecutor {
+        executor.asUnownedSerialExecutor()
+    }
+
+    /// Whether the connection is still usable.
+    public internal(set) var state: State = .open
+
+    var replies: [ObjectIdentifier: ReplyBox] = [:]
+    var subscriptions: [UInt64: SignalSubscription] = [:]
+    var nextSubscriptionID: UInt64 = 1
+    var ownerTrackers: [String: OwnerTracker] = [:]
+    var exportedObjects: [ObjectPath: ExportedObject] = [:]
+    var objectManagers: Set<ObjectPath> = []
+    var statistics = Statistics()
+
+    /// Counters for diagnostics and tests.
+    struct Statistics {
+        var signalsReceived = 0
+        var methodCallsReceived = 0
+    }
+
+    /// Connects to `bus` and registers (`Hello`). Throws `DBusError.Code.connectFailed`.
+    public init(bus: Bus) async throws {
+        let address = try bus.resolvedAddress()
+        let executor = DBusQueueExecutor(label: "DBusConnection")
+        // Opening blocks (authentication, Hello): do it on the connection's own queue, not the cooperative pool.
+        let handoff = Handoff<(ConnectionHandle, uniqueName: String)>()
+        await withCheckedContinuation { continuation in
+            executor.queue.async {
+                handoff.put(Result { try ConnectionHandle.open(address: address) })
+                continuation.resume()
+            }
+        }
+        let (handle, uniqueName) = try handoff.take()
+        self.executor = executor
+        self.handle = handle
+        self.uniqueName = uniqueName
+        self.mainLoop = MainLoop(connection: handle.pointer, queue: executor.queue)
+        // Fully initialised: from here on the initialiser runs on the connection's executor.
+        installFilter()
+        mainLoop.start()
+    }
+
+    deinit {
+        let handle = handle
+        let mainLoop = mainLoop
+        // The last reference may go on any thread; the sources and libdbus are torn down on the queue.
+        executor.queue.async {
+            mainLoop.stop()
+            handle.close()
+        }
+        let error = DBusError.disconnected("the connection was released")
+        for subscription in subscriptions.values { subscription.finish(error) }
+    }
+
+    /// Closes the connection: pending calls fail and signal streams end with `DBusError.Code.disconnected`.
+    public func close() {
+        guard state != .closed else { return }
+        state = .closed
+        failEverything(DBusError.disconnected("the connection was closed"))
+        mainLoop.stop()
+        handle.close()
+    }
+
+    /// Throws `DBusError.Code.disconnected` unless the connection is open.
+    func checkOpen() throws {
+        switch state {
+        case .open: return
+        case .disconnected: throw DBusError.disconnected("the bus connection was lost")
+        case .closed: throw DBusError.disconnected("the connection was closed")
+        }
+    }
+
+    func failEverything(_ error: DBusError) {
+        let boxes = replies.values
+        replies.removeAll()
+        for box in boxes { box.fail(error, on: self) }
+        let ended = subscriptions.values
+        subscriptions.removeAll()
+        ownerTrackers.removeAll()
+        for subscription in ended { subscription.finish(error) }
+    }
+
+    // MARK: Incoming messages
+
+    private func installFilter() {
+        let context = FilterContext(connection: self)
+        _ = libdbus_connection_add_filter(
+            handle.pointer,
+            { _, message, context in
+                let box = Unmanaged<FilterContext>.fromOpaque(context!).takeUnretainedValue()
+                guard let message, let connection = box.connection else {
+                    return DBUS_HANDLER_RESULT_NOT_YET_HANDLED
+                }
+                let incoming = DBusMessage(retaining: message)
+                let handled = connection.assumeIsolated { $0.handleIncoming(incoming) }
+                return handled ? DBUS_HANDLER_RESULT_HANDLED : DBUS_HANDLER_RESULT_NOT_YET_HANDLED
+            },
+            data: Unmanaged.passRetained(context).toOpaque(),
+            free: { Unmanaged<FilterContext>.fromOpaque($0!).release() })
+    }
+
+    /// Called by the filter, on the queue, for every message that is not a reply to a pending call.
+    private func handleIncoming(_ message: DBusMessage) -> Bool {
+        switch message.kind {
+        case .signal:
+            if message.isLocalDisconnected {
+                handleDisconnected()
+            } else {
+                deliverSignal(message)
+            }
+            return true
+        case .methodCall:
+            handleMethodCall(message)
+            return true
+        default:
+            return false
+        }
+    }
+
+    private func handleDisconnected() {
+        guard state == .open else { return }
+        state = .disconnected
+        failEverything(DBusError.disconnected("the bus connection was lost"))
+        mainLoop.stop()
+        handle.close()
+    }
+
+    // MARK: Sending
+
+    /// Sends a message now, in order with everything else this connection sends.
+    func sendNow(_ message: DBusMessage) throws {
+        try checkOpen()
+        guard libdbus_connection_send(handle.pointer, message.pointer) else { throw DBusError.outOfMemory }
+    }
+
+    /// Sends a method call without waiting for (or wanting) a reply.
+    public func send(
+        destination: String?, path: ObjectPath, interface: String?, method: String, arguments: [DBusValue] = []
+    ) throws {
+        let message = try DBusMessage.methodCall(
+            destination: destination, path: path, interface: interface, member: method)
+        try message.appendArguments(arguments)
+        message.setNoReply()
+        try sendNow(message)
+    }
+
+    /// Emits a signal from `path`; with a `destination` it is unicast. Signals and replies sent through this
+    /// connection leave in the order they were sent, so a handler that emits and then returns has its signal
+    /// delivered before its reply.
+    public func emitSignal(
+        path: ObjectPath, interface: String, member: String, arguments: [DBusValue] = [],
+        destination: String? = nil
+    ) throws {
+        let message = try DBusMessage.signal(path: path, interface: interface, member: member, destination: destination)
+        try message.appendArguments(arguments)
+        try sendNow(message)
+    }
+}
+
+extension DBusConnection.Bus {
+    func resolvedAddress() throws -> String {
+        switch self {
+        case .system:
+            return getenv("DBUS_SYSTEM_BUS_ADDRESS").map { String(cString: $0) }
+                ?? "unix:path=/var/run/dbus/system_bus_socket"
+        case .session:
+            guard let address = getenv("DBUS_SESSION_BUS_ADDRESS") else {
+                throw DBusError(code: .connectFailed, message: "DBUS_SESSION_BUS_ADDRESS is not set")
+            }
+            return String(cString: address)
+        case .address(let address):
+            return address
+        }
+    }
+}
+
+/// The filter's context: a weak reference, so that libdbus holding it does not keep the connection alive.
+final class FilterContext: @unchecked Sendable {
+    // @unchecked Sendable: `connection` is assigned once, before libdbus can call the filter; weak loads are
+    // atomic.
+    weak var connection: DBusConnection?
+
+    init(connection: DBusConnection) {
+        self.connection = connection
+    }
+}

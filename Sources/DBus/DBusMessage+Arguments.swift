@@ -1,0 +1,249 @@
+import CDBus
+
+// Reading and writing message arguments. Values are checked completely before the first byte is written:
+// libdbus has no way to take back a half-written argument list, and handing it an ill-typed array element or
+// an invalid name aborts the process.
+
+extension DBusMessage {
+    /// The D-Bus limit on a signature's length.
+    static let maximumSignatureLength = 255
+    /// The D-Bus limit on container nesting (32 arrays plus 32 structs).
+    static let maximumContainerDepth = 64
+
+    /// Appends `values` as the message's arguments, after checking that all of them are valid D-Bus.
+    func appendArguments(_ values: [DBusValue]) throws {
+        guard !values.isEmpty else { return }
+        for value in values { try value.checkForWire(depth: 0) }
+        let signature = values.signature
+        guard signature.rawValue.utf8.count <= Self.maximumSignatureLength else {
+            throw DBusError.invalidArgument("the arguments' signature is longer than 255 characters")
+        }
+        var iterator = MessageIterator()
+        libdbus_message_iter_init_append(pointer, &iterator)
+        for value in values {
+            guard Self.append(value, to: &iterator) else { throw DBusError.outOfMemory }
+        }
+    }
+
+    /// Reads every argument of the message. Unix file descriptors throw `DBusError.Code.unsupportedType`.
+    func arguments() throws -> [DBusValue] {
+        var iterator = MessageIterator()
+        guard libdbus_message_iter_init(pointer, &iterator) else { return [] }
+        var values: [DBusValue] = []
+        while libdbus_message_iter_get_arg_type(&iterator) != CDBUS_TYPE_INVALID {
+            values.append(try Self.read(&iterator))
+            _ = libdbus_message_iter_next(&iterator)
+        }
+        return values
+    }
+
+    // MARK: Writing
+
+    /// Writes one already checked value; false only when libdbus ran out of memory.
+    private static func append(_ value: DBusValue, to iterator: inout MessageIterator) -> Bool {
+        switch value {
+        case .byte(let v): return libdbus_message_iter_append_basic(&iterator, CDBUS_TYPE_BYTE, v)
+        case .boolean(let v):
+            return libdbus_message_iter_append_basic(&iterator, CDBUS_TYPE_BOOLEAN, dbus_bool_t(v ? 1 : 0))
+        case .int16(let v): return libdbus_message_iter_append_basic(&iterator, CDBUS_TYPE_INT16, v)
+        case .uint16(let v): return libdbus_message_iter_append_basic(&iterator, CDBUS_TYPE_UINT16, v)
+        case .int32(let v): return libdbus_message_iter_append_basic(&iterator, CDBUS_TYPE_INT32, v)
+        case .uint32(let v): return libdbus_message_iter_append_basic(&iterator, CDBUS_TYPE_UINT32, v)
+        case .int64(let v): return libdbus_message_iter_append_basic(&iterator, CDBUS_TYPE_INT64, v)
+        case .uint64(let v): return libdbus_message_iter_append_basic(&iterator, CDBUS_TYPE_UINT64, v)
+        case .double(let v): return libdbus_message_iter_append_basic(&iterator, CDBUS_TYPE_DOUBLE, v)
+        case .string(let v): return libdbus_message_iter_append_string(&iterator, CDBUS_TYPE_STRING, v)
+        case .objectPath(let v):
+            return libdbus_message_iter_append_string(&iterator, CDBUS_TYPE_OBJECT_PATH, v.rawValue)
+        case .signature(let v):
+            return libdbus_message_iter_append_string(&iterator, CDBUS_TYPE_SIGNATURE, v.rawValue)
+        case .bytes(let bytes):
+            return appendContainer(CDBUS_TYPE_ARRAY, "y", to: &iterator) { sub in
+                bytes.isEmpty || libdbus_message_iter_append_bytes(&sub, bytes)
+            }
+        case .array(let element, let values):
+            return appendContainer(CDBUS_TYPE_ARRAY, element.rawValue, to: &iterator) { sub in
+                values.allSatisfy { append($0, to: &sub) }
+            }
+        case .dictionary(let key, let value, let entries):
+            let entrySignature = "{" + key.rawValue + value.rawValue + "}"
+            return appendContainer(CDBUS_TYPE_ARRAY, entrySignature, to: &iterator) { sub in
+                entries.allSatisfy { entry in
+                    appendContainer(CDBUS_TYPE_DICT_ENTRY, nil, to: &sub) { entryIterator in
+                        append(entry.key, to: &entryIterator) && append(entry.value, to: &entryIterator)
+                    }
+                }
+            }
+        case .structure(let fields):
+            return appendContainer(CDBUS_TYPE_STRUCT, nil, to: &iterator) { sub in
+                fields.allSatisfy { append($0, to: &sub) }
+            }
+        case .variant(let inner):
+            return appendContainer(CDBUS_TYPE_VARIANT, inner.signature.rawValue, to: &iterator) { sub in
+                append(inner, to: &sub)
+            }
+        }
+    }
+
+    /// Opens a container, fills it with `body` and closes it, or abandons it when anything failed.
+    private static func appendContainer(
+        _ type: Int32, _ signature: String?, to iterator: inout MessageIterator,
+        _ body: (inout MessageIterator) -> Bool
+    ) -> Bool {
+        var sub = MessageIterator()
+        guard libdbus_message_iter_open_container(&iterator, type, signature, &sub) else { return false }
+        guard body(&sub), libdbus_message_iter_close_container(&iterator, &sub) else {
+            libdbus_message_iter_abandon_container_if_open(&iterator, &sub)
+            return false
+        }
+        return true
+    }
+
+    // MARK: Reading
+
+    private static func read(_ iterator: inout MessageIterator) throws -> DBusValue {
+        let type = libdbus_message_iter_get_arg_type(&iterator)
+        switch type {
+        case CDBUS_TYPE_BYTE: return .byte(libdbus_message_iter_get_basic(&iterator).byt)
+        case CDBUS_TYPE_BOOLEAN: return .boolean(libdbus_message_iter_get_basic(&iterator).bool_val != 0)
+        case CDBUS_TYPE_INT16: return .int16(libdbus_message_iter_get_basic(&iterator).i16)
+        case CDBUS_TYPE_UINT16: return .uint16(libdbus_message_iter_get_basic(&iterator).u16)
+        case CDBUS_TYPE_INT32: return .int32(libdbus_message_iter_get_basic(&iterator).i32)
+        case CDBUS_TYPE_UINT32: return .uint32(libdbus_message_iter_get_basic(&iterator).u32)
+        case CDBUS_TYPE_INT64: return .int64(Int64(libdbus_message_iter_get_basic(&iterator).i64))
+        case CDBUS_TYPE_UINT64: return .uint64(UInt64(libdbus_message_iter_get_basic(&iterator).u64))
+        case CDBUS_TYPE_DOUBLE: return .double(libdbus_message_iter_get_basic(&iterator).dbl)
+        case CDBUS_TYPE_STRING: return .string(libdbus_message_iter_get_string(&iterator))
+        case CDBUS_TYPE_OBJECT_PATH:
+            return .objectPath(ObjectPath(unchecked: libdbus_message_iter_get_string(&iterator)))
+        case CDBUS_TYPE_SIGNATURE:
+            return .signature(DBusSignature(unchecked: libdbus_message_iter_get_string(&iterator)))
+        case CDBUS_TYPE_UNIX_FD:
+            throw unixFDRefused
+        case CDBUS_TYPE_ARRAY:
+            return try readArray(&iterator)
+        case CDBUS_TYPE_STRUCT:
+            var sub = MessageIterator()
+            libdbus_message_iter_recurse(&iterator, &sub)
+            var fields: [DBusValue] = []
+            while libdbus_message_iter_get_arg_type(&sub) != CDBUS_TYPE_INVALID {
+                fields.append(try read(&sub))
+                _ = libdbus_message_iter_next(&sub)
+            }
+            return .structure(fields)
+        case CDBUS_TYPE_VARIANT:
+            var sub = MessageIterator()
+            libdbus_message_iter_recurse(&iterator, &sub)
+            return .variant(try read(&sub))
+        default:
+            throw DBusError(code: .unsupportedType, message: "unknown D-Bus type code \(type) in a message")
+        }
+    }
+
+    private static func readArray(_ iterator: inout MessageIterator) throws -> DBusValue {
+        let elementType = libdbus_message_iter_get_element_type(&iterator)
+        if elementType == CDBUS_TYPE_BYTE {
+            return .bytes(libdbus_message_iter_get_byte_array(&iterator))
+        }
+        // The array's own signature ("a…") keeps the element type even when the array is empty.
+        let arraySignature = libdbus_message_iter_get_signature(&iterator)
+        guard !arraySignature.utf8.contains(UInt8(ascii: "h")) else { throw unixFDRefused }
+        var sub = MessageIterator()
+        libdbus_message_iter_recurse(&iterator, &sub)
+        if elementType == CDBUS_TYPE_DICT_ENTRY {
+            // "a{" key value "}": the key is always one basic type code.
+            let inner = arraySignature.dropFirst(2).dropLast()
+            let key = DBusSignature(unchecked: String(inner.prefix(1)))
+            let value = DBusSignature(unchecked: String(inner.dropFirst()))
+            var entries: [DBusDictionaryEntry] = []
+            while libdbus_message_iter_get_arg_type(&sub) != CDBUS_TYPE_INVALID {
+                var entryIterator = MessageIterator()
+                libdbus_message_iter_recurse(&sub, &entryIterator)
+                let entryKey = try read(&entryIterator)
+                _ = libdbus_message_iter_next(&entryIterator)
+                let entryValue = try read(&entryIterator)
+                entries.append(DBusDictionaryEntry(key: entryKey, value: entryValue))
+                _ = libdbus_message_iter_next(&sub)
+            }
+            return .dictionary(key: key, value: value, entries)
+        }
+        var values: [DBusValue] = []
+        while libdbus_message_iter_get_arg_type(&sub) != CDBUS_TYPE_INVALID {
+            values.append(try read(&sub))
+            _ = libdbus_message_iter_next(&sub)
+        }
+        return .array(element: DBusSignature(unchecked: String(arraySignature.dropFirst())), values)
+    }
+
+    private static var unixFDRefused: DBusError {
+        DBusError(code: .unsupportedType, message: "Unix file descriptors (type 'h') are not supported")
+    }
+}
+
+// MARK: - Checking values before they are written
+
+extension DBusValue {
+    /// Throws unless this value can be written as it is: strings without NUL, arrays whose elements all have
+    /// the declared element type, dictionary keys of a basic type, non-empty structs, no Unix fds, bounded depth.
+    func checkForWire(depth: Int) throws {
+        switch self {
+        case .string(let v):
+            guard Names.hasNoNUL(v) else { throw DBusError.invalidArgument("D-Bus strings cannot contain NUL") }
+        case .array(let element, let values):
+            try Self.checkContainerType(element, depth: depth)
+            for value in values {
+                guard value.hasSignature(element) else {
+                    throw DBusError.typeMismatch(
+                        expected: element.rawValue, found: value.signature.rawValue, context: "array element")
+                }
+                try value.checkForWire(depth: depth + 1)
+            }
+        case .dictionary(let key, let value, let entries):
+            guard key.rawValue.utf8.count == 1, let code = key.rawValue.utf8.first,
+                Self.basicTypeCodes.contains(code)
+            else { throw DBusError.invalidArgument("dictionary keys must have a basic type, not '\(key)'") }
+            try Self.checkContainerType(value, depth: depth)
+            for entry in entries {
+                guard entry.key.hasSignature(key), entry.value.hasSignature(value) else {
+                    throw DBusError.typeMismatch(
+                        expected: "{\(key)\(value)}",
+                        found: "{\(entry.key.signature)\(entry.value.signature)}", context: "dictionary entry")
+                }
+                try entry.key.checkForWire(depth: depth + 1)
+                try entry.value.checkForWire(depth: depth + 1)
+            }
+        case .structure(let fields):
+            guard !fields.isEmpty else { throw DBusError.invalidArgument("D-Bus structs need at least one field") }
+            guard depth < DBusMessage.maximumContainerDepth else { throw Self.tooDeep }
+            for field in fields { try field.checkForWire(depth: depth + 1) }
+        case .variant(let inner):
+            guard depth < DBusMessage.maximumContainerDepth else { throw Self.tooDeep }
+            try inner.checkForWire(depth: depth + 1)
+        default:
+            break
+        }
+    }
+
+    /// True when this value has exactly `signature`, without building a string for basic types.
+    func hasSignature(_ signature: DBusSignature) -> Bool {
+        let utf8 = signature.rawValue.utf8
+        if utf8.count == 1 { return typeCode == utf8.first }
+        return self.signature == signature
+    }
+
+    private static func checkContainerType(_ element: DBusSignature, depth: Int) throws {
+        guard depth < DBusMessage.maximumContainerDepth else { throw tooDeep }
+        guard element.isSingleCompleteType else {
+            throw DBusError.invalidArgument("'\(element)' is not a single complete type")
+        }
+        guard !element.containsUnixFD else {
+            throw DBusError(code: .unsupportedType, message: "Unix file descriptors (type 'h') are not supported")
+        }
+    }
+
+    private static let basicTypeCodes = Set("ybnqiuxtdsog".utf8)
+
+    private static var tooDeep: DBusError {
+        DBusError.invalidArgument("values are nested deeper than D-Bus allows (64 containers)")
+    }
+}

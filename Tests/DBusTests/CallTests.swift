@@ -1,0 +1,130 @@
+import Testing
+@testable import DBus
+
+extension DBusTests {
+    @Suite struct Calls {
+        @Test func errorRepliesKeepTheirDBusNameAndMessage() async throws {
+            try await PrivateBus.with { bus in
+                _ = try await EchoService.start(on: bus)
+                let client = try await bus.connect()
+                let error = await #expect(throws: DBusError.self) { _ = try await EchoService.call(client, "Fail") }
+                #expect(error?.code == .remote)
+                #expect(error?.name == EchoService.errorName)
+                #expect(error?.message == EchoService.errorText)
+            }
+        }
+
+        @Test func unknownObjectsMethodsAndArgumentsGetStandardErrors() async throws {
+            try await PrivateBus.with { bus in
+                _ = try await EchoService.start(on: bus)
+                let client = try await bus.connect()
+                func errorName(_ path: ObjectPath, _ interface: String?, _ method: String, _ arguments: [DBusValue] = [])
+                    async -> String?
+                {
+                    do {
+                        _ = try await client.call(
+                            destination: EchoService.name, path: path, interface: interface, method: method,
+                            arguments: arguments)
+                        return nil
+                    } catch let error as DBusError {
+                        return error.name
+                    } catch {
+                        return "\(error)"
+                    }
+                }
+                #expect(await errorName("/nowhere", EchoService.interface, "Ping") == DBusError.StandardName.unknownObject)
+                #expect(await errorName(EchoService.path, EchoService.interface, "Nope") == DBusError.StandardName.unknownMethod)
+                #expect(await errorName(EchoService.path, "org.example.Other", "Ping") == DBusError.StandardName.unknownMethod)
+                #expect(await errorName(EchoService.path, EchoService.interface, "Delayed", [.string("x")])
+                    == DBusError.StandardName.invalidArgs)
+                // Without an interface, the member is found in any interface.
+                #expect(await errorName(EchoService.path, nil, "Ping") == nil)
+                // Peer.Ping is answered at any path.
+                try await client.ping(destination: EchoService.name)
+                let missing = await #expect(throws: DBusError.self) { try await client.ping(destination: "org.example.Nobody") }
+                #expect(missing?.name == DBusError.StandardName.serviceUnknown)
+            }
+        }
+
+        @Test func aCallToAMethodThatNeverRepliesTimesOutAfterItsTimeout() async throws {
+            try await PrivateBus.with { bus in
+                _ = try await EchoService.start(on: bus)
+                let client = try await bus.connect()
+                let clock = ContinuousClock()
+                let start = clock.now
+                let error = await #expect(throws: DBusError.self) {
+                    _ = try await EchoService.call(client, "Never", timeout: .milliseconds(300))
+                }
+                let elapsed = clock.now - start
+                #expect(error?.code == .timeout)
+                #expect(error?.name == DBusError.StandardName.noReply)
+                #expect(elapsed >= .milliseconds(290))
+                #expect(elapsed < .seconds(2), "took \(elapsed)")
+                // The connection still works.
+                #expect(try await EchoService.call(client, "Echo", [.byte(1)]) == [.byte(1)])
+            }
+        }
+
+        @Test func cancellingTheTaskCancelsAPendingCallPromptly() async throws {
+            try await PrivateBus.with { bus in
+                let service = try await EchoService.start(on: bus)
+                let client = try await bus.connect()
+                let call = Task { try await EchoService.call(client, "Never") }
+                try await waitUntil("the service has the call") { await service.state.neverCalls == 1 }
+                let clock = ContinuousClock()
+                let start = clock.now
+                call.cancel()
+                let result = await call.result
+                #expect(clock.now - start < .milliseconds(500))
+                #expect(throws: CancellationError.self) { try result.get() }
+                #expect(await client.replies.isEmpty)
+                // A call made in an already cancelled task never leaves.
+                let cancelled = Task {
+                    withUnsafeCurrentTask { $0?.cancel() }
+                    return try await EchoService.call(client, "Echo", [.byte(1)])
+                }
+                let cancelledResult = await cancelled.result
+                #expect(throws: CancellationError.self) { try cancelledResult.get() }
+            }
+        }
+
+        @Test func repliesMayComeBackOutOfOrder() async throws {
+            try await PrivateBus.with { bus in
+                _ = try await EchoService.start(on: bus)
+                let client = try await bus.connect()
+                let order = OrderRecorder()
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    for milliseconds: UInt32 in [300, 10, 150] {
+                        group.addTask {
+                            _ = try await EchoService.call(client, "Delayed", [.uint32(milliseconds)])
+                            await order.append(milliseconds)
+                        }
+                    }
+                    try await group.waitForAll()
+                }
+                #expect(await order.values == [10, 150, 300])
+            }
+        }
+
+        @Test func tenThousandCallsDoNotGrowMemory() async throws {
+            try await PrivateBus.with { bus in
+                _ = try await EchoService.start(on: bus)
+                let client = try await bus.connect()
+                let arguments: [DBusValue] = [.string("payload"), .uint32(1)]
+                for _ in 0..<2_000 { _ = try await EchoService.call(client, "Echo", arguments) }
+                let before = residentSetKilobytes()
+                for _ in 0..<10_000 { _ = try await EchoService.call(client, "Echo", arguments) }
+                let after = residentSetKilobytes()
+                #expect(before > 0)
+                // A leak of one message or box per call would be several megabytes.
+                #expect(after - before < 2_048, "RSS grew from \(before) kB to \(after) kB")
+                #expect(await client.replies.isEmpty)
+            }
+        }
+    }
+}
+
+actor OrderRecorder {
+    var values: [UInt32] = []
+    func append(_ value: UInt32) { values.append(value) }
+}
