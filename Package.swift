@@ -33,6 +33,15 @@ let package = Package(
             name: "DBus",
             dependencies: ["CDBus"]
         ),
+        // BlueZ's object model over DBus and the BlueZTransport (the client side).
+        .target(
+            name: "BlueZ",
+            dependencies: [
+                "DBus",
+                "KeepAlive",
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         .target(
             name: "KeepAliveTesting",
             dependencies: [
@@ -68,6 +77,10 @@ let package = Package(
             name: "DBusTests",
             dependencies: ["DBus"],
             resources: [.copy("Resources")]
+        ),
+        .testTarget(
+            name: "BlueZTests",
+            dependencies: ["BlueZ", "DBus", "KeepAlive", "KeepAliveTesting"]
         ),
         .testTarget(
             name: "KeepAliveTests",

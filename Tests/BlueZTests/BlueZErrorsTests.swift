@@ -1,0 +1,56 @@
+import BlueZ
+import DBus
+import KeepAlive
+import Testing
+
+@Suite("BlueZ error mapping")
+struct BlueZErrorsTests {
+    static let cases: [(name: String, message: String, code: TransportError.Code)] = [
+        ("org.bluez.Error.Failed", "le-connection-abort-by-local", .connectionAborted),
+        ("org.bluez.Error.Failed", "br-connection-canceled", .connectionCanceled),
+        ("org.bluez.Error.Failed", "Operation already in progress", .inProgress),
+        ("org.bluez.Error.Failed", "Input/output error", .ioError),
+        ("org.bluez.Error.Failed", "Not connected", .notConnected),
+        ("org.bluez.Error.Failed", "Software caused connection abort", .ioError),
+        ("org.bluez.Error.Failed", "No discovery started", .notReady),
+        ("org.bluez.Error.Failed", "No notify session started", .notReady),
+        ("org.bluez.Error.Failed", "Operation failed with ATT error: 0x0e", .attError),
+        ("org.bluez.Error.Failed", "something new", .failed),
+        ("org.bluez.Error.InProgress", "In Progress", .inProgress),
+        ("org.bluez.Error.NotReady", "Resource Not Ready", .notReady),
+        ("org.bluez.Error.NotSupported", "Operation is not supported", .notSupported),
+        ("org.bluez.Error.NotPermitted", "Read not permitted", .notPermitted),
+        ("org.bluez.Error.NotAuthorized", "Operation Not Authorized", .notPermitted),
+        ("org.bluez.Error.InvalidArguments", "Invalid arguments in method call", .invalidArguments),
+        ("org.bluez.Error.DoesNotExist", "Does Not Exist", .doesNotExist),
+        ("org.freedesktop.DBus.Error.UnknownObject", "Method \"ReadValue\" … doesn't exist", .deviceVanished),
+        ("org.freedesktop.DBus.Error.ServiceUnknown", "The name org.bluez was not provided by any .service files", .serviceUnavailable),
+        ("org.freedesktop.DBus.Error.NoReply", "Did not receive a reply", .timeout),
+        ("org.freedesktop.DBus.Error.UnknownMethod", "No such method", .protocolError),
+        ("org.freedesktop.DBus.Error.AccessDenied", "Rejected send message", .accessDenied),
+    ]
+
+    @Test(arguments: 0..<cases.count)
+    func everyErrorBlueZSendsMapsToATypedCodeAndKeepsItsName(_ index: Int) {
+        let (name, message, code) = Self.cases[index]
+        let error = BlueZErrors.transportError(DBusError(name: name, message: message), context: "ReadValue 2a19")
+        #expect(error.code == code, "\(name): \(message)")
+        #expect(error.dbusName == name)
+        #expect(error.message == "ReadValue 2a19: \(message)")
+    }
+
+    @Test func attErrorCarriesItsCode() {
+        let error = BlueZErrors.transportError(
+            DBusError(name: "org.bluez.Error.Failed", message: "Operation failed with ATT error: 0x0e"),
+            context: "read"
+        )
+        #expect(error.attError == 0x0E)
+        #expect(!error.isTransient)
+    }
+
+    @Test func localFailuresMapToo() {
+        #expect(BlueZErrors.transportError(DBusError(code: .disconnected, message: "bus gone"), context: "x").code == .serviceUnavailable)
+        #expect(BlueZErrors.transportError(DBusError(code: .timeout, name: "org.freedesktop.DBus.Error.NoReply", message: "t"), context: "x").code == .timeout)
+        #expect(BlueZErrors.transportError(DBusError(code: .typeMismatch, message: "expected ay, found s"), context: "x").code == .protocolError)
+    }
+}
