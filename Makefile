@@ -1,0 +1,56 @@
+# The two quick-start commands, and the rest of the project's chores.
+#
+#   make demo    the main job on the embedded default: simulated sensors, no Bluetooth hardware, no root needed
+#                (apt packages are installed first when missing, which needs root or sudo)
+#   make test    every test: core on a manual clock, D-Bus against a private dbus-daemon
+#   make bench   release benchmarks (core, and D-Bus against a C libdbus client)
+#   make tsan    the tests under ThreadSanitizer
+#
+# Apt packages and why:
+#   libdbus-1-dev    the CDBus system library (pkg-config dbus-1)
+#   libbluetooth-dev the CBluetooth system library (pkg-config bluez): address checks, company names, HCI info
+#   dbus-daemon      private buses for the tests, the simulator and the demo
+#   systemd          busctl: calls our exported objects from the outside in the D-Bus tests
+#   libglib2.0-bin   gdbus: the same, with GLib's D-Bus implementation
+#   libxml2-utils    xmllint: validates introspection XML
+#   bluez            bluetoothctl, for the simulator fidelity check
+#   python3-venv     the fidelity check's bleak venv
+#   gcc, pkg-config  the C libdbus client that sets the floor in the D-Bus benchmark
+
+SWIFT ?= swift
+APT_PACKAGES := libdbus-1-dev libbluetooth-dev dbus-daemon systemd libglib2.0-bin libxml2-utils bluez python3-venv gcc pkg-config
+
+.PHONY: deps build test demo bench tsan clean
+
+deps:
+	@missing=""; for p in $(APT_PACKAGES); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing apt packages:$$missing"; \
+	  if [ "$$(id -u)" = 0 ]; then sudo=""; else sudo="sudo"; fi; \
+	  $$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq $$missing >/dev/null; \
+	fi
+
+# Zero warnings in our own code: the build log is checked (dependencies' warnings are theirs).
+build: deps
+	@$(SWIFT) build --build-tests 2>&1 | tee .build-log.txt | grep -E "error|warning:|Compiling|Build complete" | grep -v "^\[" || true
+	@if grep -E "^/.*/(Sources|Tests|Benchmarks|Examples)/.*(warning|error):" .build-log.txt; then \
+	  echo "build has warnings or errors in the project's own code"; exit 1; fi
+	@grep -q "Build complete" .build-log.txt || (tail -30 .build-log.txt; exit 1)
+
+test: build
+	$(SWIFT) test --skip-build
+
+demo: deps
+	$(SWIFT) run KeepAliveExample
+
+bench: deps
+	$(SWIFT) run -c release KeepAliveBenchmarks
+	$(SWIFT) run -c release DBusBenchmark 20000
+
+tsan: deps
+	$(SWIFT) test --sanitize=thread --scratch-path .build-tsan
+
+clean:
+	rm -rf .build .build-tsan .build-log.txt
