@@ -40,6 +40,7 @@ let package = Package(
                 "DBus",
                 "KeepAlive",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
         .target(

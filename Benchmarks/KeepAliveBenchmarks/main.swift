@@ -1,1 +1,177 @@
-print("bench")
+// Release benchmarks for the core (not tests): `swift run -c release KeepAliveBenchmarks [--quick]`.
+//
+// 1. Ledger begin/end pairs per second (one thread, then two).
+// 2. Scheduler overhead per registration per tick with 10,000 trivial callbacks.
+// 3. Scheduler + poll engine overhead per device per tick with 10,000 MockTransport devices
+//    (connect → read → disconnect, zero latency): CPU time (getrusage) divided by devices.
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import KeepAlive
+import KeepAliveTesting
+import Logging
+import Synchronization
+
+let quick = CommandLine.arguments.contains("--quick")
+let logger = Logger(label: "bench", factory: { _ in SwiftLogNoOpLogHandler() })
+
+func cpuTime() -> Duration {
+    var usage = rusage()
+    getrusage(RUSAGE_SELF.rawValue, &usage)
+    let micros = (Int64(usage.ru_utime.tv_sec) + Int64(usage.ru_stime.tv_sec)) * 1_000_000
+        + Int64(usage.ru_utime.tv_usec) + Int64(usage.ru_stime.tv_usec)
+    return .microseconds(micros)
+}
+
+func format(_ value: Double, _ digits: Int = 2) -> String {
+    var scale = 1.0
+    for _ in 0..<digits { scale *= 10 }
+    let rounded = (value * scale).rounded() / scale
+    return "\(rounded)"
+}
+
+func microseconds(_ duration: Duration) -> Double {
+    duration.secondsDouble * 1_000_000
+}
+
+extension Duration {
+    var secondsDouble: Double {
+        Double(components.seconds) + Double(components.attoseconds) / 1e18
+    }
+}
+
+// MARK: 1. Ledger
+
+/// `keepOneOpen`: another window stays open throughout, as during a tick; otherwise every end empties the
+/// ledger, which stops its timer driver and the next begin starts it again (the worst case).
+func benchmarkLedger(pairs: Int, keepOneOpen: Bool) -> (perSecond: Double, cpuPerPair: Duration) {
+    let ledger = BackgroundTaskLedger(clock: ContinuousClock(), logger: logger)
+    let held = keepOneOpen ? ledger.begin(name: "held", budget: .seconds(3_600)) : .invalid
+    defer { ledger.end(held) }
+    // Warm up (first begin starts the driver).
+    for _ in 0..<1_000 { ledger.end(ledger.begin(name: "warm", budget: .seconds(20))) }
+    let cpuStart = cpuTime()
+    let start = ContinuousClock.now
+    for _ in 0..<pairs {
+        let id = ledger.begin(name: "device", budget: .seconds(20))
+        ledger.end(id)
+    }
+    let elapsed = ContinuousClock.now - start
+    let cpu = cpuTime() - cpuStart
+    return (Double(pairs) / elapsed.secondsDouble, cpu / pairs)
+}
+
+func benchmarkLedgerTwoThreads(pairsEach: Int) async -> Double {
+    let ledger = BackgroundTaskLedger(clock: ContinuousClock(), logger: logger)
+    let held = ledger.begin(name: "held", budget: .seconds(3_600))
+    defer { ledger.end(held) }
+    let start = ContinuousClock.now
+    await withTaskGroup(of: Void.self) { group in
+        for _ in 0..<2 {
+            group.addTask {
+                for _ in 0..<pairsEach { ledger.end(ledger.begin(name: "device", budget: .seconds(20))) }
+            }
+        }
+    }
+    return Double(2 * pairsEach) / (ContinuousClock.now - start).secondsDouble
+}
+
+final class Counter: Sendable {
+    private let atomic = Atomic(0)
+    func increment() { atomic.add(1, ordering: .relaxed) }
+    var value: Int { atomic.load(ordering: .relaxed) }
+}
+
+// MARK: 2 & 3. Scheduler and poll engine on a manual clock
+
+/// Runs `ticks` ticks of a scheduler with `devices` registrations; returns CPU per device per tick and wall
+/// time per tick. `withEngine` polls MockTransport devices through the PollEngine; otherwise each
+/// registration is a trivial callback.
+func benchmarkTicks(devices: Int, ticks: Int, withEngine: Bool) async throws -> (cpuPerDevice: Duration, wallPerTick: Duration) {
+    let clock = TestClock()
+    let keepAlive = KeepAlive(configuration: .init(interval: .seconds(30)), clock: clock, logger: logger)
+    let completed = Counter()
+    var engine: PollEngine?
+    var consumer: Task<Void, Never>?
+    if withEngine {
+        let transport = MockTransport(clock: clock)
+        let battery = BluetoothUUID(assigned: 0x2A19)
+        var specs: [PeripheralSpec] = []
+        for index in 0..<devices {
+            let address = "AA:BB:" + [index >> 24, index >> 16, index >> 8, index].map {
+                let byte = $0 & 0xFF
+                return (byte < 16 ? "0" : "") + String(byte, radix: 16, uppercase: true)
+            }.joined(separator: ":")
+            let peripheral = Peripheral(address: address, adapter: "hci\(index % 4)")
+            transport.add(peripheral, characteristics: [battery: .counter { UInt8(truncatingIfNeeded: $0) }])
+            specs.append(PeripheralSpec(name: "d\(index)", peripheral: peripheral, reads: [battery]))
+        }
+        let pollEngine = PollEngine(
+            peripherals: specs,
+            transport: transport,
+            keepAlive: keepAlive,
+            configuration: .init(maxConnections: 64),
+            logger: logger
+        )
+        let records = pollEngine.records()
+        consumer = Task {
+            for await _ in records { completed.increment() }
+        }
+        engine = pollEngine
+    } else {
+        for index in 0..<devices {
+            keepAlive.register(name: "r\(index)", onReport: { _ in completed.increment() }) { _ in .noData }
+        }
+    }
+    _ = engine
+    let run = Task { try await keepAlive.run() }
+    func waitFor(_ target: Int) async {
+        while completed.value < target { await Task.yield() }
+    }
+    await waitFor(devices)  // tick 0 (warm-up: first allocations, first grid)
+    let cpuStart = cpuTime()
+    let wallStart = ContinuousClock.now
+    for tick in 1...ticks {
+        let deadline = TestClock.Instant(offset: .seconds(30) * tick)
+        try await clock.waitForSleeper(until: deadline, timeout: .seconds(600))
+        clock.advance(to: deadline)
+        await waitFor(devices * (tick + 1))
+    }
+    let cpu = cpuTime() - cpuStart
+    let wall = ContinuousClock.now - wallStart
+    run.cancel()
+    try? await run.value
+    consumer?.cancel()
+    return (cpu / (devices * ticks), wall / ticks)
+}
+
+// MARK: Report
+
+print("KeepAlive core benchmarks (release\(quick ? ", quick" : ""))")
+print(String(repeating: "-", count: 72))
+
+let pairs = quick ? 200_000 : 2_000_000
+for keepOneOpen in [true, false] {
+    let ledger = benchmarkLedger(pairs: pairs, keepOneOpen: keepOneOpen)
+    print(
+        "ledger begin/end, 1 thread, \(keepOneOpen ? "others open:    " : "from empty each:")  "
+            + "\(format(ledger.perSecond / 1e6, 3)) M pairs/s   (\(format(microseconds(ledger.cpuPerPair) * 1_000, 0)) ns CPU per pair)"
+    )
+}
+let twoThreads = await benchmarkLedgerTwoThreads(pairsEach: pairs / 2)
+print("ledger begin/end, 2 threads, others open:      \(format(twoThreads / 1e6, 3)) M pairs/s")
+
+let devices = quick ? 1_000 : 10_000
+let ticks = quick ? 3 : 10
+let scheduler = try await benchmarkTicks(devices: devices, ticks: ticks, withEngine: false)
+print(
+    "scheduler, \(devices) callbacks:     \(format(microseconds(scheduler.cpuPerDevice))) µs CPU per callback per tick, "
+        + "\(format(microseconds(scheduler.wallPerTick) / 1_000)) ms wall per tick"
+)
+let engineResult = try await benchmarkTicks(devices: devices, ticks: ticks, withEngine: true)
+print(
+    "scheduler + poll engine, \(devices) mock devices: \(format(microseconds(engineResult.cpuPerDevice))) µs CPU per device per tick, "
+        + "\(format(microseconds(engineResult.wallPerTick) / 1_000)) ms wall per tick"
+)

@@ -1,0 +1,129 @@
+public import DBus
+public import KeepAlive
+
+/// Names of the BlueZ D-Bus API this client uses, and where BlueZ puts its objects.
+public enum BlueZ {
+    public static let service = "org.bluez"
+    public static let adapterInterface = "org.bluez.Adapter1"
+    public static let deviceInterface = "org.bluez.Device1"
+    public static let gattServiceInterface = "org.bluez.GattService1"
+    public static let gattCharacteristicInterface = "org.bluez.GattCharacteristic1"
+    public static let gattDescriptorInterface = "org.bluez.GattDescriptor1"
+    public static let batteryInterface = "org.bluez.Battery1"
+    static let propertiesInterface = "org.freedesktop.DBus.Properties"
+    static let objectManagerInterface = "org.freedesktop.DBus.ObjectManager"
+
+    /// `/org/bluez/hci0`.
+    public static func adapterPath(_ adapter: String) throws -> ObjectPath {
+        try ObjectPath("/org/bluez/" + adapter)
+    }
+
+    /// `/org/bluez/hci0/dev_AA_BB_CC_DD_EE_FF` — BlueZ's path for a device, derived from its address.
+    public static func devicePath(_ peripheral: Peripheral) throws -> ObjectPath {
+        let address = peripheral.address.uppercased()
+        let octets = address.split(separator: ":", omittingEmptySubsequences: false)
+        guard octets.count == 6, octets.allSatisfy({ $0.count == 2 && $0.allSatisfy(\.isHexDigit) }) else {
+            throw TransportError(.invalidArguments, "\"\(peripheral.address)\" is not a Bluetooth address (AA:BB:CC:DD:EE:FF)")
+        }
+        return try ObjectPath("/org/bluez/\(peripheral.adapter)/dev_" + octets.joined(separator: "_"))
+    }
+}
+
+/// The properties of one interface of one object, with typed getters that never trap: a property of the wrong
+/// type reads as `nil`, exactly like a missing one.
+public struct BlueZProperties: Sendable, Hashable {
+    public var values: [String: DBusValue]
+
+    public init(_ values: [String: DBusValue]) {
+        self.values = values
+    }
+
+    public subscript(_ name: String) -> DBusValue? {
+        values[name]?.unwrappingVariants
+    }
+
+    func string(_ name: String) -> String? { self[name]?.string }
+    func bool(_ name: String) -> Bool? { self[name]?.boolean }
+    func path(_ name: String) -> ObjectPath? { self[name]?.objectPath }
+    func strings(_ name: String) -> [String]? { self[name]?.array?.compactMap(\.string) }
+    func uuid(_ name: String) -> BluetoothUUID? { string(name).flatMap { try? BluetoothUUID($0) } }
+}
+
+/// `org.bluez.Adapter1`.
+public struct Adapter1: Sendable, Hashable {
+    public var path: ObjectPath
+    public var properties: BlueZProperties
+
+    /// `hci0`.
+    public var name: String { path.rawValue.split(separator: "/").last.map(String.init) ?? path.rawValue }
+    public var address: String? { properties.string("Address") }
+    public var powered: Bool { properties.bool("Powered") ?? false }
+    /// `on`, `off`, `off-enabling`, `on-disabling`, `off-blocked` (rfkill).
+    public var powerState: String? { properties.string("PowerState") }
+    public var discovering: Bool { properties.bool("Discovering") ?? false }
+    public var roles: [String] { properties.strings("Roles") ?? [] }
+}
+
+/// `org.bluez.Device1`.
+public struct Device1: Sendable, Hashable {
+    public var path: ObjectPath
+    public var properties: BlueZProperties
+
+    public var address: String? { properties.string("Address") }
+    public var name: String? { properties.string("Name") }
+    public var alias: String? { properties.string("Alias") }
+    public var adapter: ObjectPath? { properties.path("Adapter") }
+    public var connected: Bool { properties.bool("Connected") ?? false }
+    public var servicesResolved: Bool { properties.bool("ServicesResolved") ?? false }
+    public var rssi: Int16? { properties["RSSI"]?.int16 }
+    public var txPower: Int16? { properties["TxPower"]?.int16 }
+    public var uuids: [BluetoothUUID] { (properties.strings("UUIDs") ?? []).compactMap { try? BluetoothUUID($0) } }
+    /// `a{qv}`: company identifier → payload.
+    public var manufacturerData: [UInt16: [UInt8]] {
+        var result: [UInt16: [UInt8]] = [:]
+        for entry in properties["ManufacturerData"]?.dictionaryEntries ?? [] {
+            if let company = entry.key.uint16, let bytes = entry.value.unwrappingVariants.bytes { result[company] = bytes }
+        }
+        return result
+    }
+}
+
+/// `org.bluez.GattService1`.
+public struct GattService1: Sendable, Hashable {
+    public var path: ObjectPath
+    public var properties: BlueZProperties
+
+    public var uuid: BluetoothUUID? { properties.uuid("UUID") }
+    public var device: ObjectPath? { properties.path("Device") }
+    public var primary: Bool { properties.bool("Primary") ?? false }
+}
+
+/// `org.bluez.GattCharacteristic1`.
+public struct GattCharacteristic1: Sendable, Hashable {
+    public var path: ObjectPath
+    public var properties: BlueZProperties
+
+    public var uuid: BluetoothUUID? { properties.uuid("UUID") }
+    public var service: ObjectPath? { properties.path("Service") }
+    /// `read`, `write`, `write-without-response`, `notify`, `indicate`, …
+    public var flags: [String] { properties.strings("Flags") ?? [] }
+    public var value: [UInt8]? { properties["Value"]?.bytes }
+    public var notifying: Bool { properties.bool("Notifying") ?? false }
+}
+
+/// `org.bluez.GattDescriptor1`.
+public struct GattDescriptor1: Sendable, Hashable {
+    public var path: ObjectPath
+    public var properties: BlueZProperties
+
+    public var uuid: BluetoothUUID? { properties.uuid("UUID") }
+    public var characteristic: ObjectPath? { properties.path("Characteristic") }
+}
+
+/// `org.bluez.Battery1` (the battery plugin, on devices with the Battery Service).
+public struct Battery1: Sendable, Hashable {
+    public var path: ObjectPath
+    public var properties: BlueZProperties
+
+    public var percentage: UInt8? { properties["Percentage"]?.byte }
+}

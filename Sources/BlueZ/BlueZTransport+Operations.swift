@@ -1,0 +1,263 @@
+import DBus
+public import KeepAlive
+import Logging
+import Synchronization
+
+extension BlueZTransport {
+    // MARK: Connect
+
+    public func connect(_ peripheral: Peripheral, options: ConnectOptions) async throws {
+        let deadline = time.now + options.timeout
+        _ = try checkAdapter(peripheral.adapter)
+        let path = try BlueZ.devicePath(peripheral)
+        if cache.device(path) == nil {
+            try await discover(path, of: peripheral, before: deadline)
+        }
+        do {
+            try await connectFound(path, peripheral: peripheral, options: options, deadline: deadline)
+            health.withLock { $0[peripheral, default: DeviceHealth()].consecutiveFailures = 0 }
+        } catch {
+            // Never leave a half-open link: Disconnect also cancels a Connect still pending in BlueZ.
+            await disconnect(peripheral, timeout: .seconds(5))
+            await noteFailure(of: peripheral, path: path, error: error)
+            throw error
+        }
+    }
+
+    private func connectFound(_ path: ObjectPath, peripheral: Peripheral, options: ConnectOptions, deadline: KeepAliveInstant) async throws {
+        let address = peripheral.address
+        let remaining: @Sendable () -> Duration = { self.time.now.duration(to: deadline) }
+        do {
+            _ = try await cache.guarded(device: path, requireConnected: false) {
+                try await self.call(path, BlueZ.deviceInterface, "Connect", timeout: remaining(), context: "Connect \(address)")
+            }
+        } catch let error as TransportError where error.code == .timeout && error.dbusName == BlueZErrors.Name.noReply {
+            throw TransportError(.timeout, "Connect \(address) did not complete within \(options.timeout.formattedSeconds)", dbusName: error.dbusName)
+        }
+        // Quirk 2: the Connected=true signal is sometimes never sent. Ask.
+        let connected = try await call(
+            path, BlueZ.propertiesInterface, "Get", [.string(BlueZ.deviceInterface), .string("Connected")],
+            timeout: max(remaining(), .seconds(1)), context: "Get Connected of \(address)"
+        )
+        guard connected.first?.unwrappingVariants.boolean == true else {
+            throw TransportError(.notConnected, "Connect \(address) returned but the device is not connected")
+        }
+        cache.update(path, BlueZ.deviceInterface, ["Connected": .boolean(true)])
+
+        try await cache.wait(until: deadline, for: "ServicesResolved on \(address)") { objects in
+            guard let device = objects[path]?[BlueZ.deviceInterface] else {
+                return .failed(TransportError(.deviceVanished, "device \(address) disappeared while resolving services"))
+            }
+            if device.bool("Connected") == false {
+                return .failed(TransportError(.notConnected, "\(address) disconnected while resolving services"))
+            }
+            return device.bool("ServicesResolved") == true ? .satisfied : .waiting
+        }
+        try await waitForCharacteristics(options.characteristics, path: path, address: address, deadline: deadline)
+    }
+
+    /// Quirk 1: ServicesResolved can come before the GATT objects. Wait a little for the wanted
+    /// characteristics, then fetch the tree again, then give up with a permanent error naming what is missing.
+    private func waitForCharacteristics(_ wanted: [BluetoothUUID], path: ObjectPath, address: String, deadline: KeepAliveInstant) async throws {
+        guard !wanted.isEmpty else { return }
+        let missing: @Sendable (BlueZObjectCache.Objects) -> [BluetoothUUID] = { objects in
+            wanted.filter { BlueZObjectCache.characteristic($0, of: path, in: objects) == nil }
+        }
+        let graceEnd = min(deadline, time.now + configuration.characteristicGrace)
+        do {
+            try await cache.wait(until: graceEnd, for: "characteristics on \(address)") { objects in
+                objects[path] == nil
+                    ? .failed(TransportError(.deviceVanished, "device \(address) disappeared"))
+                    : (missing(objects).isEmpty ? .satisfied : .waiting)
+            }
+            return
+        } catch let error as TransportError where error.code == .timeout {
+            logger.notice("wanted characteristics not there after ServicesResolved; fetching BlueZ's tree again", metadata: ["address": "\(address)"])
+        }
+        await cache.resync()
+        let stillMissing = missing(cache.state.withLock { $0.objects })
+        guard stillMissing.isEmpty else {
+            let found = cache.characteristics(of: path).compactMap(\.uuid?.shortDescription).joined(separator: ", ")
+            throw TransportError(
+                .characteristicNotFound,
+                "\(address) has no characteristic \(stillMissing.map(\.shortDescription).joined(separator: ", ")) (found: \(found.isEmpty ? "none" : found))"
+            )
+        }
+    }
+
+    /// Runs discovery on the adapter until the device object appears.
+    private func discover(_ path: ObjectPath, of peripheral: Peripheral, before deadline: KeepAliveInstant) async throws {
+        try await discovery.acquire(adapter: peripheral.adapter, filter: DiscoveryFilter())
+        do {
+            try await cache.wait(until: deadline, for: "\(peripheral.address) to be discovered") { objects in
+                objects[path]?[BlueZ.deviceInterface] != nil ? .satisfied : .waiting
+            }
+        } catch let error as TransportError where error.code == .timeout {
+            await discovery.release(adapter: peripheral.adapter)
+            throw TransportError(.deviceNotFound, "\(peripheral.address) not found on \(peripheral.adapter): not advertising, or out of range")
+        } catch {
+            await discovery.release(adapter: peripheral.adapter)
+            throw error
+        }
+        await discovery.release(adapter: peripheral.adapter)
+    }
+
+    /// Stale-cache escalation: a device that keeps failing to connect gets its BlueZ object removed, so the next
+    /// attempt rediscovers it from a fresh advertisement. At most once per cooldown per device.
+    private func noteFailure(of peripheral: Peripheral, path: ObjectPath, error: any Error) async {
+        guard let error = error as? TransportError, error.isTransient, error.code != .serviceRestarted,
+            error.code != .serviceUnavailable, error.code != .adapterUnavailable
+        else { return }
+        let now = time.now
+        let threshold = configuration.staleDeviceThreshold
+        let cooldown = configuration.staleDeviceCooldown
+        let remove: Bool = health.withLock { health in
+            var entry = health[peripheral, default: DeviceHealth()]
+            entry.consecutiveFailures += 1
+            defer { health[peripheral] = entry }
+            guard entry.consecutiveFailures >= threshold else { return false }
+            if let last = entry.lastRemoval, last.duration(to: now) < cooldown { return false }
+            entry.lastRemoval = now
+            entry.consecutiveFailures = 0
+            return true
+        }
+        guard remove, let adapterPath = try? BlueZ.adapterPath(peripheral.adapter) else { return }
+        logger.warning(
+            "device keeps failing to connect: removing its BlueZ object so it is rediscovered",
+            metadata: ["address": "\(peripheral.address)", "adapter": "\(peripheral.adapter)", "last_error": "\(error)"]
+        )
+        await detached {
+            _ = try? await self.call(adapterPath, BlueZ.adapterInterface, "RemoveDevice", [.objectPath(path)], timeout: .seconds(5), context: "RemoveDevice")
+        }
+    }
+
+    // MARK: GATT
+
+    /// The resolved characteristic with `uuid` on a connected device.
+    func characteristicPath(_ uuid: BluetoothUUID, of peripheral: Peripheral) throws -> (device: ObjectPath, characteristic: GattCharacteristic1) {
+        let path = try BlueZ.devicePath(peripheral)
+        guard let device = cache.device(path) else {
+            throw TransportError(.deviceVanished, "device \(peripheral.address) is not known to BlueZ on \(peripheral.adapter)")
+        }
+        guard let characteristic = cache.characteristic(uuid, of: path) else {
+            if !device.connected { throw TransportError(.notConnected, "Not connected: \(peripheral.address)") }
+            throw TransportError(.characteristicNotFound, "\(peripheral.address) has no characteristic \(uuid.shortDescription)")
+        }
+        return (path, characteristic)
+    }
+
+    public func read(_ characteristic: BluetoothUUID, from peripheral: Peripheral) async throws -> [UInt8] {
+        let (device, target) = try characteristicPath(characteristic, of: peripheral)
+        let context = "ReadValue \(characteristic.shortDescription) on \(peripheral.address)"
+        let reply = try await cache.guarded(device: device, requireConnected: true) {
+            try await self.call(
+                target.path, BlueZ.gattCharacteristicInterface, "ReadValue", [Self.emptyOptions()],
+                timeout: self.configuration.gattTimeout, context: context)
+        }
+        guard reply.count == 1, let bytes = reply[0].bytes else {
+            throw TransportError(.protocolError, "\(context): expected a reply of type 'ay', got '\(reply.signature)'")
+        }
+        return bytes
+    }
+
+    public func write(_ value: [UInt8], to characteristic: BluetoothUUID, of peripheral: Peripheral, type: WriteType) async throws {
+        let (device, target) = try characteristicPath(characteristic, of: peripheral)
+        let options: DBusValue = .dictionary(key: "s", value: "v", [.init(key: .string("type"), value: .variant(.string(type.rawValue)))])
+        _ = try await cache.guarded(device: device, requireConnected: true) {
+            try await self.call(
+                target.path, BlueZ.gattCharacteristicInterface, "WriteValue", [.bytes(value), options],
+                timeout: self.configuration.gattTimeout,
+                context: "WriteValue \(characteristic.shortDescription) on \(peripheral.address)")
+        }
+    }
+
+    public func notifications(from characteristic: BluetoothUUID, of peripheral: Peripheral) async throws -> AsyncThrowingStream<[UInt8], any Error> {
+        let (device, target) = try characteristicPath(characteristic, of: peripheral)
+        // Listen before StartNotify, so the first notification cannot slip through.
+        let (values, unsubscribe) = cache.notifications(of: target.path)
+        let context = "StartNotify \(characteristic.shortDescription) on \(peripheral.address)"
+        do {
+            _ = try await cache.guarded(device: device, requireConnected: true) {
+                try await self.call(target.path, BlueZ.gattCharacteristicInterface, "StartNotify", timeout: self.configuration.gattTimeout, context: context)
+            }
+        } catch {
+            unsubscribe()
+            throw error
+        }
+        let (stream, continuation) = AsyncThrowingStream<[UInt8], any Error>.makeStream()
+        let forward = Task {
+            do {
+                for try await value in values { continuation.yield(value) }
+                continuation.finish()
+            } catch {
+                continuation.finish(throwing: error)
+            }
+        }
+        let path = target.path
+        continuation.onTermination = { _ in
+            forward.cancel()
+            unsubscribe()
+            // Notify sessions outlive a disconnect in BlueZ: end ours explicitly, best effort.
+            Task {
+                _ = try? await self.call(path, BlueZ.gattCharacteristicInterface, "StopNotify", timeout: .seconds(5), context: "StopNotify")
+            }
+        }
+        return stream
+    }
+
+    // MARK: Disconnect
+
+    public func disconnect(_ peripheral: Peripheral, timeout: Duration) async {
+        guard let path = try? BlueZ.devicePath(peripheral) else { return }
+        await detached {
+            do {
+                _ = try await self.call(path, BlueZ.deviceInterface, "Disconnect", timeout: timeout, context: "Disconnect \(peripheral.address)")
+            } catch let error as TransportError where [.notConnected, .deviceVanished, .serviceUnavailable, .serviceRestarted].contains(error.code) {
+                // Nothing (left) to disconnect.
+            } catch {
+                self.logger.warning("Disconnect failed", metadata: ["address": "\(peripheral.address)", "error": "\(error)"])
+            }
+        }
+    }
+
+    // MARK: Discovery
+
+    public func discover(on adapter: String, filter: DiscoveryFilter) -> AsyncThrowingStream<Advertisement, any Error> {
+        let (stream, continuation) = AsyncThrowingStream<Advertisement, any Error>.makeStream()
+        let task = Task {
+            do {
+                _ = try self.checkAdapter(adapter)
+                let changes = self.cache.deviceChanges.subscribe()
+                try await self.discovery.acquire(adapter: adapter, filter: filter)
+                // Devices BlueZ already holds count as found.
+                for device in self.cache.devices(on: adapter) {
+                    if let advertisement = self.advertisement(device, adapter: adapter, filter: filter) { continuation.yield(advertisement) }
+                }
+                for await path in changes {
+                    if Task.isCancelled { break }
+                    guard path.rawValue.hasPrefix("/org/bluez/\(adapter)/"), let device = self.cache.device(path) else { continue }
+                    if let advertisement = self.advertisement(device, adapter: adapter, filter: filter) { continuation.yield(advertisement) }
+                }
+                await self.discovery.release(adapter: adapter)
+                continuation.finish()
+            } catch {
+                continuation.finish(throwing: error)
+            }
+        }
+        continuation.onTermination = { _ in task.cancel() }
+        return stream
+    }
+
+    private func advertisement(_ device: Device1, adapter: String, filter: DiscoveryFilter) -> Advertisement? {
+        guard let address = device.address else { return nil }
+        if let minimum = filter.rssi, let rssi = device.rssi, rssi < minimum { return nil }
+        if !filter.serviceUUIDs.isEmpty, Set(filter.serviceUUIDs).isDisjoint(with: device.uuids) { return nil }
+        return Advertisement(
+            peripheral: Peripheral(address: address, adapter: adapter),
+            name: device.name ?? device.alias,
+            rssi: device.rssi,
+            serviceUUIDs: device.uuids,
+            manufacturerData: device.manufacturerData
+        )
+    }
+}

@@ -1,0 +1,186 @@
+public import DBus
+public import KeepAlive
+public import Logging
+public import ServiceLifecycle
+import Synchronization
+
+/// Polls real Bluetooth hardware through BlueZ over D-Bus: the production ``PeripheralTransport``.
+///
+/// It keeps one ``BlueZObjectCache`` of BlueZ's tree and meets the transport contract against everything real
+/// bluetoothd 5.66 does (../shared/BLUEZ-NOTES.md): the adapter is always named and its power/rfkill state
+/// checked; a device object already present counts as found, otherwise discovery runs until it appears;
+/// `Connect` runs under its own deadline and is cancelled by `Disconnect`; after it returns, `Connected` is
+/// read rather than awaited (the signal may never come); then `ServicesResolved`, then the wanted
+/// characteristics (they can appear after `ServicesResolved`). Operations on a device fail at once when it
+/// vanishes or bluetoothd leaves the bus. After repeated failures a device's stale object is removed
+/// (`RemoveDevice`) so it is rediscovered — bounded by a cooldown, and logged.
+///
+/// ```swift
+/// let connection = try await DBusConnection(bus: .system)
+/// let transport = BlueZTransport(connection: connection, logger: logger)
+/// // run() keeps the object cache current: put it in the ServiceGroup beside the KeepAlive scheduler.
+/// let engine = PollEngine(peripherals: specs, transport: transport, keepAlive: keepAlive)
+/// ```
+public final class BlueZTransport: PeripheralTransport, Service {
+    public struct Configuration: Sendable {
+        /// D-Bus timeout for ReadValue/WriteValue/StartNotify: longer than BlueZ's own 30 s ATT timeout, so
+        /// BlueZ's answer (and its link teardown) is what we see. Windows bound it further.
+        public var gattTimeout: Duration = .seconds(35)
+        /// How long to wait, after ServicesResolved, for wanted characteristics that have not appeared yet
+        /// (real BlueZ can send ServicesResolved before the GATT objects), before fetching the tree again.
+        public var characteristicGrace: Duration = .seconds(1)
+        /// Consecutive failed connects of one device after which its object is removed and rediscovered.
+        public var staleDeviceThreshold: Int = 3
+        /// At most one removal per device per this long.
+        public var staleDeviceCooldown: Duration = .seconds(600)
+
+        public init() {}
+    }
+
+    public let cache: BlueZObjectCache
+    public let configuration: Configuration
+    let connection: DBusConnection
+    let logger: Logger
+    let time: TimeBase
+    let discovery: DiscoverySessions
+    let health = Mutex<[Peripheral: DeviceHealth]>([:])
+
+    struct DeviceHealth {
+        var consecutiveFailures = 0
+        var lastRemoval: KeepAliveInstant?
+    }
+
+    public init(
+        connection: DBusConnection,
+        configuration: Configuration = Configuration(),
+        clock: any Clock<Duration> = ContinuousClock(),
+        logger: Logger = Logger(label: "keepalive.bluez")
+    ) {
+        self.connection = connection
+        self.configuration = configuration
+        self.logger = logger
+        self.time = TimeBase(clock)
+        self.cache = BlueZObjectCache(connection: connection, clock: clock, logger: logger)
+        self.discovery = DiscoverySessions(connection: connection, logger: logger)
+    }
+
+    /// Keeps the object cache current (signals, bluetoothd restarts) until cancelled or the bus is lost.
+    public func run() async throws {
+        try await cancelWhenGracefulShutdown {
+            try await self.cache.run()
+        }
+    }
+
+    // MARK: Adapter
+
+    /// The named adapter, checked: present, powered, not rfkill-blocked.
+    public func checkAdapter(_ name: String) throws -> Adapter1 {
+        guard cache.isReady else {
+            throw TransportError(.serviceUnavailable, "org.bluez is not on the bus (is bluetoothd running?)")
+        }
+        guard let adapter = cache.adapter(named: name) else {
+            let known = cache.adapters().map(\.name).joined(separator: ", ")
+            throw TransportError(.adapterNotFound, "adapter \(name) not found (adapters: \(known.isEmpty ? "none" : known))")
+        }
+        if adapter.powerState == "off-blocked" {
+            throw TransportError(
+                .adapterUnavailable,
+                "adapter \(name) is rfkill-blocked (PowerState off-blocked): run `rfkill unblock bluetooth`"
+            )
+        }
+        guard adapter.powered else {
+            throw TransportError(.adapterUnavailable, "adapter \(name) is powered off (PowerState \(adapter.powerState ?? "off"))")
+        }
+        return adapter
+    }
+
+    // MARK: Calls
+
+    /// One method call to org.bluez, with BlueZ's errors mapped to the core taxonomy.
+    func call(
+        _ path: ObjectPath,
+        _ interface: String,
+        _ method: String,
+        _ arguments: [DBusValue] = [],
+        timeout: Duration,
+        context: @autoclosure () -> String
+    ) async throws -> [DBusValue] {
+        do {
+            return try await connection.call(
+                destination: BlueZ.service,
+                path: path,
+                interface: interface,
+                method: method,
+                arguments: arguments,
+                timeout: max(timeout, .milliseconds(1))
+            )
+        } catch let error as DBusError {
+            throw BlueZErrors.transportError(error, context: context())
+        }
+    }
+
+    /// Runs `body` in a task of its own, so that it completes even when the caller was cancelled (cleanup:
+    /// Disconnect, StopNotify must still go out).
+    func detached<T: Sendable>(_ body: @escaping @Sendable () async -> T) async -> T {
+        await Task { await body() }.value
+    }
+
+    static func emptyOptions() -> DBusValue {
+        .dictionary(key: "s", value: "v", [])
+    }
+}
+
+/// One discovery session per adapter for this connection (BlueZ answers a second StartDiscovery on the same
+/// connection with InProgress), shared by everyone who needs it and stopped when the last one is done.
+actor DiscoverySessions {
+    let connection: DBusConnection
+    let logger: Logger
+    private var users: [String: Int] = [:]
+
+    init(connection: DBusConnection, logger: Logger) {
+        self.connection = connection
+        self.logger = logger
+    }
+
+    func acquire(adapter: String, filter: DiscoveryFilter) async throws {
+        users[adapter, default: 0] += 1
+        guard users[adapter] == 1 else { return }
+        do {
+            let path = try BlueZ.adapterPath(adapter)
+            var entries: [DBusDictionaryEntry] = [.init(key: .string("Transport"), value: .variant(.string("le")))]
+            if !filter.serviceUUIDs.isEmpty {
+                entries.append(.init(key: .string("UUIDs"), value: .variant(.array(element: "s", filter.serviceUUIDs.map { .string($0.description) }))))
+            }
+            if let rssi = filter.rssi {
+                entries.append(.init(key: .string("RSSI"), value: .variant(.int16(rssi))))
+            }
+            _ = try await connection.call(
+                destination: BlueZ.service, path: path, interface: BlueZ.adapterInterface, method: "SetDiscoveryFilter",
+                arguments: [.dictionary(key: "s", value: "v", entries)], timeout: .seconds(5))
+            _ = try await connection.call(
+                destination: BlueZ.service, path: path, interface: BlueZ.adapterInterface, method: "StartDiscovery",
+                timeout: .seconds(5))
+            logger.debug("discovery started", metadata: ["adapter": "\(adapter)"])
+        } catch {
+            users[adapter, default: 1] -= 1
+            if let error = error as? DBusError {
+                throw BlueZErrors.transportError(error, context: "StartDiscovery on \(adapter)")
+            }
+            throw error
+        }
+    }
+
+    func release(adapter: String) async {
+        users[adapter, default: 1] -= 1
+        guard users[adapter] == 0, let path = try? BlueZ.adapterPath(adapter) else { return }
+        do {
+            _ = try await connection.call(
+                destination: BlueZ.service, path: path, interface: BlueZ.adapterInterface, method: "StopDiscovery",
+                timeout: .seconds(5))
+            logger.debug("discovery stopped", metadata: ["adapter": "\(adapter)"])
+        } catch {
+            // "No discovery started" after a bluetoothd restart, or the adapter went away: nothing to stop.
+            logger.debug("StopDiscovery failed", metadata: ["adapter": "\(adapter)", "error": "\(error)"])
+        }
+    }
+}
