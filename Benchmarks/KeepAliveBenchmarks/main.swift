@@ -78,10 +78,32 @@ func benchmarkLedgerTwoThreads(pairsEach: Int) async -> Double {
     return Double(2 * pairsEach) / (ContinuousClock.now - start).secondsDouble
 }
 
+/// Counts completions; a waiter sleeps until a target is reached (no spinning: the CPU measured is the
+/// scheduler's and the engine's, not the benchmark's).
 final class Counter: Sendable {
-    private let atomic = Atomic(0)
-    func increment() { atomic.add(1, ordering: .relaxed) }
-    var value: Int { atomic.load(ordering: .relaxed) }
+    private let state = Mutex<(count: Int, target: Int, waiter: CheckedContinuation<Void, Never>?)>((0, .max, nil))
+
+    func increment() {
+        let waiter: CheckedContinuation<Void, Never>? = state.withLock { state in
+            state.count += 1
+            guard state.count >= state.target, let waiter = state.waiter else { return nil }
+            state.waiter = nil
+            return waiter
+        }
+        waiter?.resume()
+    }
+
+    func wait(for target: Int) async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let done = state.withLock { state in
+                if state.count >= target { return true }
+                state.target = target
+                state.waiter = continuation
+                return false
+            }
+            if done { continuation.resume() }
+        }
+    }
 }
 
 // MARK: 2 & 3. Scheduler and poll engine on a manual clock
@@ -128,7 +150,7 @@ func benchmarkTicks(devices: Int, ticks: Int, withEngine: Bool) async throws -> 
     _ = engine
     let run = Task { try await keepAlive.run() }
     func waitFor(_ target: Int) async {
-        while completed.value < target { await Task.yield() }
+        await completed.wait(for: target)
     }
     await waitFor(devices)  // tick 0 (warm-up: first allocations, first grid)
     let cpuStart = cpuTime()

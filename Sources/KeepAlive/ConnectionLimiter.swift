@@ -81,14 +81,14 @@ package final class ConnectionLimiter: Sendable {
     /// Returns a slot; hands it straight to the fairest waiter if there is one.
     package func release(adapter: String) {
         let next: CheckedContinuation<Void, any Error>? = state.withLock { state in
-            guard var slots = state.adapters[adapter] else { return nil }
-            defer { state.adapters[adapter] = slots }
-            while let waiter = slots.queue.popMin() {
-                if let continuation = slots.continuations.removeValue(forKey: waiter.arrival) {
+            guard state.adapters[adapter] != nil else { return nil }
+            // Mutated in place through the dictionary: a local copy would copy the whole queue on write.
+            while let waiter = state.adapters[adapter]!.queue.popMin() {
+                if let continuation = state.adapters[adapter]!.continuations.removeValue(forKey: waiter.arrival) {
                     return continuation  // the slot passes on; inUse unchanged
                 }
             }
-            slots.inUse -= 1
+            state.adapters[adapter]!.inUse -= 1
             return nil
         }
         next?.resume()
@@ -101,8 +101,8 @@ package final class ConnectionLimiter: Sendable {
 
     private static func grant(_ state: inout State, adapter: String, key: String) {
         state.adapters[adapter, default: AdapterState()].inUse += 1
-        let slots = state.adapters[adapter]!
-        state.adapters[adapter]!.highWater = max(slots.highWater, slots.inUse)
+        let inUse = state.adapters[adapter]!.inUse
+        if inUse > state.adapters[adapter]!.highWater { state.adapters[adapter]!.highWater = inUse }
         state.serveCounter += 1
         state.lastServed[key] = state.serveCounter
     }
