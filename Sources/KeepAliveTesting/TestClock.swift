@@ -42,6 +42,10 @@ public final class TestClock: Clock, Sendable {
     /// Thrown by the waits when the condition did not hold in time.
     public struct WaitTimeout: Error, CustomStringConvertible {
         public var description: String
+
+        public init(description: String) {
+            self.description = description
+        }
     }
 
     private struct Sleeper {

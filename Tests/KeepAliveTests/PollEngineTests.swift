@@ -39,7 +39,7 @@ struct PollEngineTests {
     func drive(_ clock: TestClock, before limit: TestClock.Instant, until done: () -> Bool) async throws {
         let giveUp = ContinuousClock.now + .seconds(10)
         while !done() {
-            guard ContinuousClock.now < giveUp else { throw Collector<Int>.Timeout(description: "drive: condition never held") }
+            guard ContinuousClock.now < giveUp else { throw TestClock.WaitTimeout(description: "drive: condition never held") }
             if let next = clock.pendingDeadlines.first, next < limit {
                 clock.advance(to: next)
             }

@@ -1,0 +1,78 @@
+import KeepAlive
+import KeepAliveTesting
+import Synchronization
+
+extension TestClock.Instant {
+    init(_ instant: KeepAliveInstant) {
+        self.init(offset: instant.offset)
+    }
+}
+
+extension KeepAliveInstant {
+    static func at(_ duration: Duration) -> KeepAliveInstant {
+        KeepAliveInstant(offset: duration)
+    }
+}
+
+extension TestClock {
+    func instant(_ duration: Duration) -> TestClock.Instant {
+        TestClock.Instant(offset: duration)
+    }
+}
+
+extension TickReport {
+    var ran: Bool {
+        if case .ran = outcome { return true }
+        return false
+    }
+
+    var skipReason: SkipReason? {
+        if case .skipped(let reason) = outcome { return reason }
+        return nil
+    }
+
+    var windowRecord: BackgroundTaskRecord? {
+        if case .ran(_, let window) = outcome { return window }
+        return nil
+    }
+}
+
+/// A handler that blocks until the test opens it, ignoring cancellation (a callback that misbehaves).
+final class Gate: Sendable {
+    private let state = Mutex<(open: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
+
+    func wait() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let open = state.withLock { state in
+                if state.open { return true }
+                state.waiters.append(continuation)
+                return false
+            }
+            if open { continuation.resume() }
+        }
+    }
+
+    func open() {
+        let waiters = state.withLock { state in
+            state.open = true
+            defer { state.waiters = [] }
+            return state.waiters
+        }
+        for waiter in waiters { waiter.resume() }
+    }
+}
+
+/// Runs a scheduler in the background for the duration of a test.
+func withRunning<T>(_ keepAlive: KeepAlive, _ body: () async throws -> T) async throws -> T {
+    let task = Task { try await keepAlive.run() }
+    do {
+        let result = try await body()
+        task.cancel()
+        try? await task.value
+        return result
+    } catch {
+        task.cancel()
+        try? await task.value
+        throw error
+    }
+}
