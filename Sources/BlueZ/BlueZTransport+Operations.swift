@@ -61,7 +61,10 @@ extension BlueZTransport {
     private func waitForCharacteristics(_ wanted: [BluetoothUUID], path: ObjectPath, address: String, deadline: KeepAliveInstant) async throws {
         guard !wanted.isEmpty else { return }
         let missing: @Sendable (BlueZObjectCache.Objects) -> [BluetoothUUID] = { objects in
-            wanted.filter { BlueZObjectCache.characteristic($0, of: path, in: objects) == nil }
+            wanted.filter { uuid in
+                BlueZObjectCache.characteristic(uuid, of: path, in: objects) == nil
+                    && !(uuid == Self.batteryLevel && objects[path]?[BlueZ.batteryInterface] != nil)
+            }
         }
         let graceEnd = min(deadline, time.now + configuration.characteristicGrace)
         do {
@@ -146,7 +149,22 @@ extension BlueZTransport {
         return (path, characteristic)
     }
 
+    /// Battery Level (0x2A19). BlueZ's battery plugin claims the Battery Service: the characteristic is not
+    /// exported over D-Bus, `org.bluez.Battery1.Percentage` is. A read of 0x2A19 falls back to it.
+    static let batteryLevel = BluetoothUUID(assigned: 0x2A19)
+
     public func read(_ characteristic: BluetoothUUID, from peripheral: Peripheral) async throws -> [UInt8] {
+        if characteristic == Self.batteryLevel, let path = try? BlueZ.devicePath(peripheral),
+            cache.characteristic(characteristic, of: path) == nil, let battery = cache.battery(path)
+        {
+            guard cache.device(path)?.connected == true else {
+                throw TransportError(.notConnected, "Not connected: \(peripheral.address)")
+            }
+            guard let percentage = battery.percentage else {
+                throw TransportError(.protocolError, "Battery1.Percentage of \(peripheral.address) is missing or not a byte")
+            }
+            return [percentage]
+        }
         let (device, target) = try characteristicPath(characteristic, of: peripheral)
         let context = "ReadValue \(characteristic.shortDescription) on \(peripheral.address)"
         let reply = try await cache.guarded(device: device, requireConnected: true) {

@@ -26,6 +26,7 @@ struct BlueZErrorsTests {
         ("org.freedesktop.DBus.Error.UnknownObject", "Method \"ReadValue\" … doesn't exist", .deviceVanished),
         ("org.freedesktop.DBus.Error.ServiceUnknown", "The name org.bluez was not provided by any .service files", .serviceUnavailable),
         ("org.freedesktop.DBus.Error.NoReply", "Did not receive a reply", .timeout),
+        ("org.freedesktop.DBus.Error.NoReply", "Message recipient disconnected from message bus without replying", .serviceRestarted),
         ("org.freedesktop.DBus.Error.UnknownMethod", "No such method", .protocolError),
         ("org.freedesktop.DBus.Error.AccessDenied", "Rejected send message", .accessDenied),
     ]
