@@ -9,6 +9,9 @@ let package = Package(
     products: [
         .library(name: "KeepAlive", targets: ["KeepAlive"]),
         .library(name: "KeepAliveTesting", targets: ["KeepAliveTesting"]),
+        .library(name: "DBusTesting", targets: ["DBusTesting"]),
+        .library(name: "BlueZSimulator", targets: ["BlueZSimulator"]),
+        .executable(name: "bluez-sim", targets: ["bluez-sim"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
@@ -18,10 +21,14 @@ let package = Package(
         .target(
             name: "KeepAlive",
             dependencies: [
+                "Locking",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
+        // The one lock every module uses: a pthread mutex, which ThreadSanitizer sees (Synchronization.Mutex it
+        // does not, on Linux with Swift 6.3). See Sources/Locking/Locked.swift.
+        .target(name: "Locking"),
         // libdbus-1, as a system library: a module map and a shim header only.
         .systemLibrary(
             name: "CDBus",
@@ -31,7 +38,7 @@ let package = Package(
         // The one safe Swift face of libdbus: no other module touches a libdbus pointer.
         .target(
             name: "DBus",
-            dependencies: ["CDBus"]
+            dependencies: ["CDBus", "Locking"]
         ),
         // BlueZ's object model over DBus and the BlueZTransport (the client side).
         .target(
@@ -39,6 +46,7 @@ let package = Package(
             dependencies: [
                 "DBus",
                 "KeepAlive",
+                "Locking",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
@@ -47,6 +55,7 @@ let package = Package(
             name: "KeepAliveTesting",
             dependencies: [
                 "KeepAlive",
+                "Locking",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
@@ -55,9 +64,20 @@ let package = Package(
             dependencies: [
                 "KeepAlive",
                 "KeepAliveTesting",
+                "Locking",
                 .product(name: "Logging", package: "swift-log"),
             ],
             path: "Benchmarks/KeepAliveBenchmarks"
+        ),
+        .executableTarget(
+            name: "BlueZBenchmark",
+            dependencies: [
+                "BlueZ",
+                "DBus",
+                "KeepAlive",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Benchmarks/BlueZBenchmark"
         ),
         .executableTarget(
             name: "KeepAliveExample",
@@ -71,22 +91,50 @@ let package = Package(
         ),
         .executableTarget(
             name: "DBusBenchmark",
-            dependencies: ["DBus"],
+            dependencies: ["DBus", "Locking"],
             path: "Benchmarks/DBusBenchmark"
+        ),
+        // A real dbus-daemon on a private bus, subprocesses and waiting helpers, for tests and the simulator.
+        .target(
+            name: "DBusTesting",
+            dependencies: ["DBus", "Locking"]
+        ),
+        // A bluetoothd 5.66 look-alike owning org.bluez on a given bus. Deliberately independent of the BlueZ
+        // client module, so that a wrong shared constant cannot hide on both sides.
+        .target(
+            name: "BlueZSimulator",
+            dependencies: [
+                "DBus",
+                "Locking",
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .executableTarget(
+            name: "bluez-sim",
+            dependencies: [
+                "BlueZSimulator",
+                "DBus",
+                "DBusTesting",
+                .product(name: "Logging", package: "swift-log"),
+            ]
         ),
         .testTarget(
             name: "DBusTests",
-            dependencies: ["DBus"],
-            resources: [.copy("Resources")]
+            dependencies: ["DBus", "DBusTesting", "Locking"]
         ),
         .testTarget(
             name: "BlueZTests",
-            dependencies: ["BlueZ", "DBus", "KeepAlive", "KeepAliveTesting"]
+            dependencies: ["BlueZ", "DBus", "KeepAlive", "KeepAliveTesting", "DBusTesting", "BlueZSimulator", "Locking"]
+        ),
+        .testTarget(
+            name: "BlueZSimulatorTests",
+            dependencies: ["BlueZSimulator", "DBus", "DBusTesting", "Locking"]
         ),
         .testTarget(
             name: "KeepAliveTests",
             dependencies: [
                 "KeepAlive",
+                "Locking",
                 "KeepAliveTesting",
                 .product(name: "Logging", package: "swift-log"),
             ]

@@ -12,7 +12,7 @@ import Darwin
 import KeepAlive
 import KeepAliveTesting
 import Logging
-import Synchronization
+import Locking
 
 let quick = CommandLine.arguments.contains("--quick")
 let logger = Logger(label: "bench", factory: { _ in SwiftLogNoOpLogHandler() })
@@ -81,7 +81,7 @@ func benchmarkLedgerTwoThreads(pairsEach: Int) async -> Double {
 /// Counts completions; a waiter sleeps until a target is reached (no spinning: the CPU measured is the
 /// scheduler's and the engine's, not the benchmark's).
 final class Counter: Sendable {
-    private let state = Mutex<(count: Int, target: Int, waiter: CheckedContinuation<Void, Never>?)>((0, .max, nil))
+    private let state = Locked<(count: Int, target: Int, waiter: CheckedContinuation<Void, Never>?)>((0, .max, nil))
 
     func increment() {
         let waiter: CheckedContinuation<Void, Never>? = state.withLock { state in

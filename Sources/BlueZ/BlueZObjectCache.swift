@@ -1,7 +1,7 @@
 public import DBus
 public import KeepAlive
 public import Logging
-import Synchronization
+import Locking
 
 /// One local copy of BlueZ's object tree for one D-Bus connection: `GetManagedObjects` once, then kept current
 /// by `InterfacesAdded`/`InterfacesRemoved`/`PropertiesChanged` from org.bluez's current owner only.
@@ -49,7 +49,7 @@ public final class BlueZObjectCache: Sendable {
     public let connection: DBusConnection
     let logger: Logger
     let time: TimeBase
-    let state = Mutex(State())
+    let state = Locked(State())
     /// Paths of devices that appeared or changed (for discovery streams).
     let deviceChanges = Broadcast<ObjectPath>(bufferSize: 16_384)
 

@@ -2,7 +2,7 @@ public import DBus
 public import KeepAlive
 public import Logging
 public import ServiceLifecycle
-import Synchronization
+import Locking
 
 /// Polls real Bluetooth hardware through BlueZ over D-Bus: the production ``PeripheralTransport``.
 ///
@@ -43,7 +43,7 @@ public final class BlueZTransport: PeripheralTransport, Service {
     let logger: Logger
     let time: TimeBase
     let discovery: DiscoverySessions
-    let health = Mutex<[Peripheral: DeviceHealth]>([:])
+    let health = Locked<[Peripheral: DeviceHealth]>([:])
 
     struct DeviceHealth {
         var consecutiveFailures = 0

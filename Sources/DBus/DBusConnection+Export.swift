@@ -124,10 +124,11 @@ extension DBusConnection {
             }
             let sender = message.sender
             let handler = method.handler
-            replyLater(message, out: method.outSignature) { [self] in
+            let afterReply = AfterReplyActions()
+            replyLater(message, out: method.outSignature, afterReply: afterReply) { [self] in
                 let call = DBusMethodCall(
                     sender: sender, path: path, interface: interface, member: member,
-                    arguments: try message.arguments(), connection: self)
+                    arguments: try message.arguments(), connection: self, afterReplyActions: afterReply)
                 return try await handler(call)
             }
         }
@@ -161,7 +162,7 @@ extension DBusConnection {
             }
         }
         let propertyName = arguments[1].string ?? ""
-        guard let property = interface.properties[propertyName] else {
+        guard let property = interface.properties[propertyName], property.isPresent else {
             return replyError(message, DBusError.StandardName.unknownProperty, "No such property '\(propertyName)'")
         }
         if member == "Get" {
@@ -195,17 +196,26 @@ extension DBusConnection {
 
     /// Runs `body` in a task of its own and replies with its result; handlers may finish in any order.
     private func replyLater(
-        _ message: DBusMessage, out signature: DBusSignature?,
+        _ message: DBusMessage, out signature: DBusSignature?, afterReply: AfterReplyActions? = nil,
         _ body: @escaping @Sendable () async throws -> [DBusValue]
     ) {
         Task.detached { [self] in
             let result: Result<[DBusValue], any Error>
             do { result = .success(try await body()) } catch { result = .failure(error) }
-            await finishCall(message, result, out: signature)
+            await finishCall(message, result, out: signature, afterReply: afterReply)
         }
     }
 
-    private func finishCall(_ message: DBusMessage, _ result: Result<[DBusValue], any Error>, out: DBusSignature?) {
+    private func finishCall(
+        _ message: DBusMessage, _ result: Result<[DBusValue], any Error>, out: DBusSignature?,
+        afterReply: AfterReplyActions?
+    ) async {
+        sendReply(message, result, out: out)
+        // Still on the connection's executor: anything these send is queued after the reply.
+        for action in afterReply?.take() ?? [] { await action(self) }
+    }
+
+    private func sendReply(_ message: DBusMessage, _ result: Result<[DBusValue], any Error>, out: DBusSignature?) {
         switch result {
         case .success(let values):
             if let out, !values.signature.isSameType(as: out) {
@@ -263,7 +273,7 @@ extension DBusConnection {
     /// `a{sv}` of every readable property of `interface`.
     static func properties(of interface: ExportedObject.Interface) async throws -> DBusValue {
         var entries: [DBusDictionaryEntry] = []
-        for property in interface.declaration.properties {
+        for property in interface.declaration.properties where property.isPresent {
             guard let get = property.get else { continue }
             entries.append(DBusDictionaryEntry(key: .string(property.name), value: .variant(try await read(property, get))))
         }

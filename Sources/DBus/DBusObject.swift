@@ -1,3 +1,5 @@
+import Locking
+
 /// An object to export on the bus: a set of interfaces with methods, properties and signals.
 ///
 /// The standard interfaces come for free at every exported path: `org.freedesktop.DBus.Introspectable`
@@ -100,16 +102,24 @@ public struct DBusProperty: Sendable {
     public var signature: DBusSignature
     public var get: (@Sendable () async throws -> DBusValue)?
     public var set: (@Sendable (DBusValue) async throws -> Void)?
+    /// Whether the property exists right now (BlueZ's gdbus `exists` callback, e.g. Device1.RSSI only while
+    /// discovering). An absent property is left out of GetAll, GetManagedObjects and InterfacesAdded, and Get
+    /// answers `InvalidArgs` "No such property". Nil: always present.
+    public var exists: (@Sendable () -> Bool)?
 
     public init(
         _ name: String, signature: DBusSignature, get: (@Sendable () async throws -> DBusValue)?,
-        set: (@Sendable (DBusValue) async throws -> Void)? = nil
+        set: (@Sendable (DBusValue) async throws -> Void)? = nil, exists: (@Sendable () -> Bool)? = nil
     ) {
         self.name = name
         self.signature = signature
         self.get = get
         self.set = set
+        self.exists = exists
     }
+
+    /// True unless `exists` says the property is absent now.
+    var isPresent: Bool { exists?() ?? true }
 
     public var access: Access {
         switch (get != nil, set != nil) {
@@ -155,6 +165,38 @@ public struct DBusMethodCall: Sendable {
     public var arguments: [DBusValue]
     /// The connection the call came in on (to emit signals before replying).
     public var connection: DBusConnection
+    let afterReplyActions: AfterReplyActions
+
+    /// Runs `action` on the connection right after the reply (or error) to this call has been queued, so that
+    /// what it sends follows the reply on the wire, as bluetoothd's InterfacesAdded follow its Connect reply.
+    /// Actions run in the order they were added; nothing runs when the handler never returns.
+    ///
+    /// ```swift
+    /// call.afterReply { connection in
+    ///     try? connection.propertiesChanged(path: call.path, interface: "org.bluez.Device1",
+    ///                                       changed: ["ServicesResolved": .boolean(true)])
+    /// }
+    /// ```
+    public func afterReply(_ action: @escaping @Sendable (isolated DBusConnection) async -> Void) {
+        afterReplyActions.add(action)
+    }
+}
+
+/// The actions a handler registered with `DBusMethodCall.afterReply`.
+final class AfterReplyActions: Sendable {
+    typealias Action = @Sendable (isolated DBusConnection) async -> Void
+    private let actions = Locked<[Action]>([])
+
+    func add(_ action: @escaping Action) {
+        actions.withLock { $0.append(action) }
+    }
+
+    func take() -> [Action] {
+        actions.withLock { actions in
+            defer { actions.removeAll() }
+            return actions
+        }
+    }
 }
 
 /// An exported object with its lookup tables.

@@ -1,4 +1,4 @@
-import Synchronization
+import Locking
 
 /// A value handed from the connection's queue to a task resumed by a continuation.
 ///
@@ -15,7 +15,7 @@ import Synchronization
 /// let value = try handoff.take()
 /// ```
 final class Handoff<Value: Sendable>: Sendable {
-    private let slot = Mutex<Result<Value, any Error>?>(nil)
+    private let slot = Locked<Result<Value, any Error>?>(nil)
 
     func put(_ result: Result<Value, any Error>) {
         slot.withLock { $0 = result }

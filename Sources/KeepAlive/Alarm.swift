@@ -1,4 +1,4 @@
-import Synchronization
+import Locking
 
 /// A wait that ends at an instant on the clock or when someone rings, whichever comes first.
 ///
@@ -14,7 +14,7 @@ package final class Alarm: Sendable {
     }
 
     private let time: TimeBase
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     package init(time: TimeBase) {
         self.time = time

@@ -1,4 +1,4 @@
-import Synchronization
+import Locking
 
 /// Why `withBackgroundTask` did not return the body's value.
 public struct BackgroundTaskError: Error, Sendable, Hashable, CustomStringConvertible {
@@ -92,7 +92,7 @@ final class WindowTaskBox<Result: Sendable>: Sendable {
         var early: Swift.Result<Result, any Error>?
     }
 
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     func start(continuation: CheckedContinuation<Result, any Error>, operation: @escaping @Sendable () async -> Void) {
         let early: Swift.Result<Result, any Error>? = state.withLock { state in

@@ -1,5 +1,5 @@
 public import Logging
-import Synchronization
+import Locking
 
 /// Keeps every bounded background window: the Linux analogue of iOS's `beginBackgroundTask(withName:
 /// expirationHandler:)`, `endBackgroundTask(_:)` and `backgroundTimeRemaining`.
@@ -58,7 +58,7 @@ public final class BackgroundTaskLedger: Sendable {
     package let configuration: Configuration
     package let time: TimeBase
     let logger: Logger
-    let state: Mutex<LedgerState>
+    let state: Locked<LedgerState>
     let alarm: Alarm
     let broadcast = Broadcast<BackgroundTaskEvent>()
 
@@ -75,7 +75,7 @@ public final class BackgroundTaskLedger: Sendable {
         self.time = time
         self.logger = logger
         self.alarm = Alarm(time: time)
-        self.state = Mutex(LedgerState(historyCapacity: configuration.historyCapacity))
+        self.state = Locked(LedgerState(historyCapacity: configuration.historyCapacity))
     }
 
     deinit {

@@ -1,11 +1,12 @@
 import Synchronization
+import Locking
 
 /// Fans one sequence of events out to any number of `AsyncStream` subscribers.
 ///
 /// Publishing with no subscriber costs one uncontended lock; a slow subscriber keeps the newest
 /// `bufferSize` events and never blocks the publisher (the scheduler must not wait on an observer).
 package final class Broadcast<Element: Sendable>: Sendable {
-    private let subscribers = Mutex<[UInt64: AsyncStream<Element>.Continuation]>([:])
+    private let subscribers = Locked<[UInt64: AsyncStream<Element>.Continuation]>([:])
     private let nextID = Atomic<UInt64>(0)
     private let bufferSize: Int
 

@@ -1,4 +1,4 @@
-import Synchronization
+import Locking
 
 /// Bounds simultaneous connections per adapter, fairly: when a slot frees, the waiting device served least
 /// recently gets it, so no device starves however the ticks' tasks happen to arrive.
@@ -28,7 +28,7 @@ package final class ConnectionLimiter: Sendable {
     }
 
     package let maxPerAdapter: Int
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     package init(maxPerAdapter: Int) {
         precondition(maxPerAdapter > 0, "maxConnections must be at least 1")

@@ -1,5 +1,5 @@
 import ServiceLifecycle
-import Synchronization
+import Locking
 
 extension KeepAlive {
     /// Runs the scheduler until the task is cancelled, a graceful shutdown is signalled (in a `ServiceGroup`),
@@ -181,7 +181,7 @@ extension KeepAlive {
     // MARK: One window
 
     private func launch(_ launch: Launch) {
-        let taskBox = Mutex<(task: Task<Void, Never>?, cancelled: Bool)>((nil, false))
+        let taskBox = Locked<(task: Task<Void, Never>?, cancelled: Bool)>((nil, false))
         let id = ledger.begin(
             name: launch.name,
             budget: launch.budget,

@@ -1,6 +1,6 @@
 public import Logging
 public import ServiceLifecycle
-import Synchronization
+import Locking
 
 /// Fires periodic callbacks, each inside a bounded background window: the keep-alive timer of an iOS app's
 /// background mode, for a Linux gateway.
@@ -31,7 +31,7 @@ public final class KeepAlive: Service, Sendable {
     let time: TimeBase
     let powerSource: any PowerSource
     let logger: Logger
-    let state: Mutex<SchedulerState>
+    let state: Locked<SchedulerState>
     let alarm: Alarm
     let broadcast = Broadcast<KeepAliveEvent>()
 
@@ -49,7 +49,7 @@ public final class KeepAlive: Service, Sendable {
         self.logger = logger
         self.ledger = BackgroundTaskLedger(configuration: configuration.ledger, time: time, logger: logger)
         self.alarm = Alarm(time: time)
-        self.state = Mutex(SchedulerState(power: powerSource.state, random: randomNumberGenerator))
+        self.state = Locked(SchedulerState(power: powerSource.state, random: randomNumberGenerator))
     }
 
     deinit {

@@ -1,4 +1,4 @@
-import Synchronization
+import Locking
 
 /// What one device's poll in progress has gathered; read by the report that closes the tick.
 final class PollScratch: Sendable {
@@ -15,7 +15,7 @@ final class PollScratch: Sendable {
         var lastValues: [PollRecord.Value]?
     }
 
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     func begin(tick: UInt64) {
         state.withLock { $0.current = Snapshot(tick: tick) }

@@ -1,5 +1,5 @@
 public import Logging
-import Synchronization
+import Locking
 
 /// Polls peripherals on the scheduler's ticks: each due device, in its own ledger window, is connected,
 /// written, read and listened to, then always disconnected; each tick yields exactly one ``PollRecord`` per
@@ -47,7 +47,7 @@ public final class PollEngine: Sendable {
     let broadcast = Broadcast<PollRecord>(bufferSize: 65_536)
     /// Per device: what the poll in progress has gathered, and the last values (for newData/noData).
     let scratch: [String: PollScratch]
-    private let tokens: Mutex<[RegistrationToken]>
+    private let tokens: Locked<[RegistrationToken]>
 
     /// Registers one keep-alive callback per peripheral on `keepAlive`; they poll while it runs.
     public init(
@@ -66,7 +66,7 @@ public final class PollEngine: Sendable {
         self.logger = logger
         self.limiter = ConnectionLimiter(maxPerAdapter: configuration.maxConnections)
         self.scratch = Dictionary(uniqueKeysWithValues: peripherals.map { ($0.name, PollScratch()) })
-        self.tokens = Mutex([])
+        self.tokens = Locked([])
         var tokens: [RegistrationToken] = []
         for spec in peripherals {
             let scratch = self.scratch[spec.name]!

@@ -1,4 +1,4 @@
-import Synchronization
+import Locking
 
 /// Buffers everything a stream yields so a test can wait for the next element that matches, with a real-time
 /// safety timeout (a failing test reports instead of hanging).
@@ -18,8 +18,8 @@ public final class Collector<Element: Sendable>: Sendable {
         var waiter: (predicate: @Sendable (Element) -> Bool, continuation: CheckedContinuation<Element?, Never>)?
     }
 
-    private let state = Mutex(State())
-    private let consumer = Mutex<Task<Void, Never>?>(nil)
+    private let state = Locked(State())
+    private let consumer = Locked<Task<Void, Never>?>(nil)
 
     public init(_ stream: AsyncStream<Element>) {
         let task = Task { [weak self] in

@@ -1,5 +1,5 @@
 public import KeepAlive
-import Synchronization
+import Locking
 
 /// A power source a test switches by hand.
 ///
@@ -9,11 +9,11 @@ import Synchronization
 /// power.set(.lowPower)   // the next deadline is recomputed at once
 /// ```
 public final class MockPowerSource: PowerSource {
-    private let current: Mutex<PowerState>
+    private let current: Locked<PowerState>
     private let broadcast = Broadcast<PowerState>()
 
     public init(_ initial: PowerState = .normal) {
-        current = Mutex(initial)
+        current = Locked(initial)
     }
 
     public var state: PowerState {

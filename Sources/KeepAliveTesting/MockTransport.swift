@@ -1,5 +1,5 @@
 public import KeepAlive
-import Synchronization
+import Locking
 
 /// A scriptable ``PeripheralTransport`` for tests and demos: per-device values or generators, latency on the
 /// injected clock, failure scripts, a call log, and the most simultaneous connections it ever saw.
@@ -115,7 +115,7 @@ public final class MockTransport: PeripheralTransport {
 
     let time: TimeBase
     public let latency: Latency
-    let state = Mutex(State())
+    let state = Locked(State())
 
     public init(clock: any Clock<Duration> = ContinuousClock(), latency: Latency = Latency()) {
         self.time = TimeBase(clock)

@@ -1,4 +1,4 @@
-import Synchronization
+import Locking
 
 /// A clock that moves only when a test moves it: sleepers wake in deadline order, time never goes backwards.
 ///
@@ -65,7 +65,7 @@ public final class TestClock: Clock, Sendable {
         var watchers: [UInt64: Watcher] = [:]
     }
 
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     public init() {}
 

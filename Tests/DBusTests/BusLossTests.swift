@@ -1,5 +1,6 @@
 import Testing
 @testable import DBus
+import DBusTesting
 
 extension DBusTests {
     @Suite struct BusLoss {
@@ -54,6 +55,35 @@ extension DBusTests {
                 }
                 #expect(await client.state == .closed)
                 await #expect(throws: DBusError.self) { _ = try await EchoService.call(client, "Ping") }
+            }
+        }
+
+        @Test func aRestartedDaemonServesNewConnectionsOnTheSameAddress() async throws {
+            try await PrivateBus.with { bus in
+                let before = try await bus.connect()
+                let oldPid = bus.pid
+                try await bus.restartDaemon()
+                try await waitUntil("the old connection sees the bus go away") { await before.state == .disconnected }
+                #expect(bus.pid != oldPid)
+                let after = try await bus.connect()
+                #expect(after.uniqueName.hasPrefix(":1."))
+                _ = try await EchoService.start(on: bus)
+                #expect(try await EchoService.call(after, "Echo", [.string("again")]) == [.string("again")])
+            }
+        }
+
+        @Test func aTCPListenerAcceptsAnonymousClientsAndSurvivesARestart() async throws {
+            try await PrivateBus.with(tcp: true) { bus in
+                let address = try #require(bus.tcpAddress)
+                #expect(address.hasPrefix("tcp:host=127.0.0.1,port="))
+                _ = try await EchoService.start(on: bus)
+                let client = try await bus.connectOverTCP()
+                #expect(try await EchoService.call(client, "Echo", [.string("tcp")]) == [.string("tcp")])
+                try await bus.restartDaemon()
+                try await waitUntil("the TCP client sees the bus go away") { await client.state == .disconnected }
+                let again = try await bus.connectOverTCP()
+                _ = try await EchoService.start(on: bus)
+                #expect(try await EchoService.call(again, "Echo", [.string("back")]) == [.string("back")])
             }
         }
 

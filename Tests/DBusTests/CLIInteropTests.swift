@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import DBus
+import DBusTesting
 
 extension DBusTests {
     @Suite struct CommandLineClients {

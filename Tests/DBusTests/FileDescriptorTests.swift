@@ -2,6 +2,7 @@
 import CDBus
 import Testing
 @testable import DBus
+import DBusTesting
 
 extension DBusTests {
     @Suite struct FileDescriptors {

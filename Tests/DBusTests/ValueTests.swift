@@ -1,5 +1,6 @@
 import Testing
 @testable import DBus
+import DBusTesting
 
 extension DBusTests {
     @Suite struct Values {

@@ -2,6 +2,7 @@ import KeepAlive
 import KeepAliveTesting
 import Logging
 import Synchronization
+import Locking
 import Testing
 
 @Suite("KeepAlive scheduler")
@@ -38,7 +39,7 @@ struct SchedulerTests {
 
     @Test func thousandTicksLandExactlyOnTheGrid() async throws {
         let keepAlive = makeKeepAlive()
-        let fired = Mutex<[KeepAliveInstant]>([])
+        let fired = Locked<[KeepAliveInstant]>([])
         let events = Collector(keepAlive.events())
         keepAlive.register(name: "sensor", onReport: { report in fired.withLock { $0.append(report.fired) } }) { _ in
             .noData
@@ -104,7 +105,7 @@ struct SchedulerTests {
         let power = MockPowerSource()
         let keepAlive = makeKeepAlive(power: power)
         let events = Collector(keepAlive.events())
-        let reports = Mutex<[TickReport]>([])
+        let reports = Locked<[TickReport]>([])
         keepAlive.register(name: "sensor", onReport: { r in reports.withLock { $0.append(r) } }) { _ in .noData }
         try await withRunning(keepAlive) {
             try await power.waitForSubscriber()
@@ -151,7 +152,7 @@ struct SchedulerTests {
         let jitter = Duration.seconds(5)
         let keepAlive = makeKeepAlive(.init(jitter: jitter), seed: 42)
         let events = Collector(keepAlive.events())
-        let reports = Mutex<[TickReport]>([])
+        let reports = Locked<[TickReport]>([])
         keepAlive.register(name: "sensor", onReport: { r in reports.withLock { $0.append(r) } }) { _ in .noData }
         try await withRunning(keepAlive) {
             _ = try await events.next { if case .report = $0 { true } else { false } }
@@ -220,7 +221,7 @@ struct SchedulerTests {
     @Test func tenMinuteClockJumpGivesExactlyOneCatchUpTick() async throws {
         let keepAlive = makeKeepAlive()
         let events = Collector(keepAlive.events())
-        let reports = Mutex<[TickReport]>([])
+        let reports = Locked<[TickReport]>([])
         keepAlive.register(name: "sensor", onReport: { r in reports.withLock { $0.append(r) } }) { _ in .noData }
         try await withRunning(keepAlive) {
             _ = try await events.next { if case .report = $0 { true } else { false } }
@@ -248,7 +249,7 @@ struct SchedulerTests {
         let keepAlive = makeKeepAlive(.init(maxFailureBackoffMultiplier: 4))
         let events = Collector(keepAlive.events())
         let failing = Atomic(true)
-        let ran = Mutex<[KeepAliveInstant]>([])
+        let ran = Locked<[KeepAliveInstant]>([])
         struct Broken: Error {}
         keepAlive.register(name: "flaky") { window in
             ran.withLock { $0.append(window.began) }

@@ -1,6 +1,6 @@
 import KeepAlive
 import KeepAliveTesting
-import Synchronization
+import Locking
 
 extension TestClock.Instant {
     init(_ instant: KeepAliveInstant) {
@@ -39,7 +39,7 @@ extension TickReport {
 
 /// A handler that blocks until the test opens it, ignoring cancellation (a callback that misbehaves).
 final class Gate: Sendable {
-    private let state = Mutex<(open: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
+    private let state = Locked<(open: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
 
     func wait() async {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in

@@ -1,5 +1,6 @@
 import Foundation
 @testable import DBus
+import DBusTesting
 
 /// Mutable state behind the echo service's properties and counters.
 actor EchoState {

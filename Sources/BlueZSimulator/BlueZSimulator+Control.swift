@@ -1,0 +1,90 @@
+import DBus
+
+// The control interface: io.keepalive.Simulator1 at /io/keepalive/Simulator, on a connection of its own.
+
+extension BlueZSimulator {
+    func startControl(name: String) async throws {
+        let connection = try await DBusConnection(bus: engine.bus)
+        do {
+            try await connection.export(controlObject(), at: Self.controlPath)
+            guard try await connection.requestName(name) == .primaryOwner else {
+                throw BlueZSimulatorError.nameTaken(name)
+            }
+        } catch {
+            await connection.close()
+            throw error
+        }
+        setControl(connection)
+    }
+
+    private func controlObject() -> DBusObject {
+        DBusObject(interfaces: [
+            DBusInterface(
+                Self.controlInterface,
+                methods: [
+                    DBusMethod("InjectFault", in: "ssa{sv}", inNames: ["device", "fault", "options"]) { call in
+                        let (device, fault, options) = try call.arguments.decode(
+                            String.self, String.self, [String: DBusValue].self)
+                        try await self.inject(try Fault(name: fault, options: options), device: device)
+                        return []
+                    },
+                    DBusMethod("ClearFault", in: "ss", inNames: ["device", "fault"]) { call in
+                        let (device, fault) = try call.arguments.decode(String.self, String.self)
+                        try self.clearFault(fault, device: device)
+                        return []
+                    },
+                    DBusMethod("ClearAll") { _ in
+                        self.clearAllFaults()
+                        return []
+                    },
+                    DBusMethod("AddDevice", in: "ssa{sv}", out: "o", inNames: ["address", "name", "options"],
+                               outNames: ["path"]) { call in
+                        let (address, name, options) = try call.arguments.decode(
+                            String.self, String.self, [String: DBusValue].self)
+                        var device = [SimulatedDevice].sensors(count: 1)[0]
+                        device.address = address.uppercased()
+                        device.name = name.isEmpty ? nil : name
+                        if let adapter = options["adapter"]?.unwrappingVariants.string { device.adapter = adapter }
+                        if let cached = options["cached"]?.unwrappingVariants.boolean { device.cached = cached }
+                        if let advertising = options["advertising"]?.unwrappingVariants.boolean {
+                            device.advertising = advertising
+                        }
+                        if let rssi = options["rssi"]?.unwrappingVariants.int16 { device.rssi = rssi }
+                        return [.objectPath(try await self.addDevice(device))]
+                    },
+                    DBusMethod("SetAdapterPowered", in: "sb", inNames: ["adapter", "powered"]) { call in
+                        let (adapter, powered) = try call.arguments.decode(String.self, Bool.self)
+                        try await self.setPowered(powered, adapter: adapter)
+                        return []
+                    },
+                    DBusMethod("SetAdapterBlocked", in: "sb", inNames: ["adapter", "blocked"]) { call in
+                        let (adapter, blocked) = try call.arguments.decode(String.self, Bool.self)
+                        try await self.setBlocked(blocked, adapter: adapter)
+                        return []
+                    },
+                    DBusMethod("Crash") { call in
+                        call.afterReply { _ in await self.crash() }
+                        return []
+                    },
+                    DBusMethod("Restart") { call in
+                        call.afterReply { _ in self.restartInBackground() }
+                        return []
+                    },
+                ],
+                properties: [
+                    DBusProperty("Running", signature: "b", get: { .boolean(self.isRunning) }),
+                    DBusProperty("ConnectedDevices", signature: "as", get: {
+                        .array(element: "s", self.connectedDevices.map(DBusValue.string))
+                    }),
+                    DBusProperty("CallCounts", signature: "a{su}", get: {
+                        .dictionary(key: "s", value: "u", self.callCounts.sorted { $0.key < $1.key }.map {
+                            DBusDictionaryEntry(key: .string($0.key), value: .uint32(UInt32(clamping: $0.value)))
+                        })
+                    }),
+                    DBusProperty("DeviceCount", signature: "u", get: {
+                        .uint32(UInt32(self.engine.model.withLock { $0.devices.count }))
+                    }),
+                ])
+        ])
+    }
+}

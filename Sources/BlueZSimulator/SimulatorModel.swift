@@ -1,0 +1,142 @@
+import DBus
+import Locking
+
+// The simulator's state: one value behind one lock (SimulatorEngine.model). Property getters read it without
+// suspending, which keeps GetManagedObjects of 10,000 devices fast; behaviour mutates it in short critical
+// sections and sends signals outside them.
+
+struct Model {
+    /// The connection owning org.bluez; nil while "bluetoothd" is down (crashed, restarting, stopped).
+    var connection: DBusConnection?
+    /// Bumped by every crash, restart and stop: work started for an older generation does nothing.
+    var generation = 0
+    var adapters: [String: AdapterState] = [:]
+    var adapterOrder: [String] = []
+    var devices: [ObjectPath: DeviceState] = [:]
+    var devicePathsByAddress: [String: ObjectPath] = [:]
+    var characteristics: [ObjectPath: CharacteristicState] = [:]
+    /// Registered agents, by the client's unique name.
+    var agents: [String: ObjectPath] = [:]
+    var callCounts: [String: Int] = [:]
+    var background: [Task<Void, Never>] = []
+}
+
+struct AdapterState {
+    let configuration: SimulatedAdapter
+    let path: ObjectPath
+    var powered: Bool
+    var blocked = false
+    var alias: String
+    var discoverable = false
+    var pairable = true
+    var discoverySessions: Set<String> = []
+    var discoveryTask: Task<Void, Never>?
+
+    var discovering: Bool { !discoverySessions.isEmpty }
+    var powerState: String { blocked ? "off-blocked" : powered ? "on" : "off" }
+}
+
+struct FaultState: Sendable {
+    var connectAborts = 0
+    var inProgress = false
+    var readHang = false
+    var attError: UInt8?
+}
+
+struct DeviceState {
+    var configuration: SimulatedDevice
+    let path: ObjectPath
+    let adapterPath: ObjectPath
+    let services: [ServiceLayout]
+    var exported = false
+    var advertising: Bool
+    var connected = false
+    var servicesResolved = false
+    /// The GATT objects exist on the bus (created on the first connection, cached afterwards).
+    var gattExported = false
+    var batteryExported = false
+    /// The RSSI property: present while discovering and the device advertises.
+    var rssi: Int16?
+    var pendingConnect: Promise<Void>?
+    /// Bumped on every link up and down, so that a late timer cannot act on a newer link.
+    var link = 0
+    var paired: Bool
+    var trusted: Bool
+    var blocked = false
+    var faults = FaultState()
+
+    var batteryService: ServiceLayout? {
+        services.first { $0.uuid == SimulatedUUID.full("180F") }
+    }
+}
+
+/// A service's place in the attribute database.
+struct ServiceLayout: Sendable {
+    let path: ObjectPath
+    let uuid: String
+    let primary: Bool
+    let handle: UInt16
+    let characteristics: [ObjectPath]
+    /// Claimed by the battery plugin: not exported over D-Bus.
+    let claimed: Bool
+}
+
+struct CharacteristicState {
+    let configuration: SimulatedCharacteristic
+    let path: ObjectPath
+    let servicePath: ObjectPath
+    let devicePath: ObjectPath
+    let handle: UInt16
+    /// The Client Characteristic Configuration descriptor (0x2902) of a notify/indicate characteristic.
+    let descriptorPath: ObjectPath?
+    var value: [UInt8] = []
+    var written: [UInt8]?
+    var readSequence: UInt64 = 0
+    var notifySequence: UInt64 = 0
+    /// Notify sessions, by the client's unique name.
+    var sessions: Set<String> = []
+    var pendingRead: (offset: UInt16, promise: Promise<[UInt8]>)?
+    var notifier: Task<Void, Never>?
+
+    var notifying: Bool { !sessions.isEmpty }
+}
+
+extension Model {
+    /// Forgets everything that lives only while bluetoothd runs; returns what must be failed or cancelled.
+    mutating func resetRuntimeState(_ error: DBusError) -> [Promise<Void>] {
+        var promises: [Promise<Void>] = []
+        connection = nil
+        generation += 1
+        agents.removeAll()
+        for task in background { task.cancel() }
+        background.removeAll()
+        for name in adapterOrder {
+            adapters[name]?.discoveryTask?.cancel()
+            adapters[name]?.discoveryTask = nil
+            adapters[name]?.discoverySessions.removeAll()
+        }
+        for path in devices.keys {
+            guard var device = devices[path] else { continue }
+            if let pending = device.pendingConnect { promises.append(pending) }
+            device.pendingConnect = nil
+            device.connected = false
+            device.servicesResolved = false
+            device.gattExported = false
+            device.batteryExported = false
+            device.rssi = nil
+            device.link += 1
+            device.exported = false
+            devices[path] = device
+        }
+        for path in characteristics.keys {
+            guard var characteristic = characteristics[path] else { continue }
+            characteristic.notifier?.cancel()
+            characteristic.notifier = nil
+            characteristic.sessions.removeAll()
+            if let pending = characteristic.pendingRead { pending.promise.complete(.failure(error)) }
+            characteristic.pendingRead = nil
+            characteristics[path] = characteristic
+        }
+        return promises
+    }
+}
