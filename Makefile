@@ -3,8 +3,9 @@
 #   make demo    the main job on the embedded default: simulated sensors, no Bluetooth hardware, no root needed
 #                (apt packages are installed first when missing, which needs root or sudo)
 #   make test    every test: core on a manual clock, D-Bus against a private dbus-daemon
-#   make bench   release benchmarks (core, and D-Bus against a C libdbus client)
+#   make bench   release benchmarks (core; D-Bus against a C libdbus client; BlueZTransport against bleak)
 #   make tsan    the tests under ThreadSanitizer
+#   make fidelity  bleak 3.x and bluetoothctl 5.66 against the BlueZ simulator (needs PyPI for bleak)
 #
 # Apt packages and why:
 #   libdbus-1-dev    the CDBus system library (pkg-config dbus-1)
@@ -20,7 +21,7 @@
 SWIFT ?= swift
 APT_PACKAGES := libdbus-1-dev libbluetooth-dev dbus-daemon systemd libglib2.0-bin libxml2-utils bluez python3-venv gcc pkg-config
 
-.PHONY: deps build test demo bench tsan clean
+.PHONY: deps build test demo bench tsan fidelity clean
 
 deps:
 	@missing=""; for p in $(APT_PACKAGES); do \
@@ -39,7 +40,9 @@ build: deps
 	  echo "build has warnings or errors in the project's own code"; exit 1; fi
 	@grep -q "Build complete" .build-log.txt || (tail -30 .build-log.txt; exit 1)
 
+# The memory-growth test reads process-wide RSS, so it runs alone in a process of its own.
 test: build
+	KEEPALIVE_MEMORY_TESTS=1 $(SWIFT) test --skip-build --filter tenThousandCallsDoNotGrowMemory
 	$(SWIFT) test --skip-build
 
 demo: deps
@@ -48,9 +51,13 @@ demo: deps
 bench: deps
 	$(SWIFT) run -c release KeepAliveBenchmarks
 	$(SWIFT) run -c release DBusBenchmark 20000
+	Benchmarks/bluez-bench/run.sh
+
+fidelity: deps
+	Tests/Fidelity/run.sh
 
 tsan: deps
 	$(SWIFT) test --sanitize=thread --scratch-path .build-tsan
 
 clean:
-	rm -rf .build .build-tsan .build-log.txt
+	rm -rf .build .build-tsan .build-sim .build-bench .build-log.txt
