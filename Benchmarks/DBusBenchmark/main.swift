@@ -185,6 +185,18 @@ let cValues = Dictionary(uniqueKeysWithValues: cOutput.split(separator: " ").com
     guard parts.count == 2, let value = Double(parts[1]) else { return nil }
     return (String(parts[0]), value)
 })
+// dbus-fast (what bleak speaks), when a venv with it exists: DBUS_FAST_PYTHON, or the fidelity check's venv.
+let python = ProcessInfo.processInfo.environment["DBUS_FAST_PYTHON"]
+    ?? (NSHomeDirectory() + "/.cache/keepalive-venv/bin/python")
+var fastValues: [String: Double] = [:]
+if FileManager.default.isExecutableFile(atPath: python) {
+    let output = (try? runToEnd([python, "\(packageRoot)/Benchmarks/c-floor/dbus_fast_ping.py", address, String(calls)])) ?? ""
+    fastValues = Dictionary(uniqueKeysWithValues: output.split(separator: " ").compactMap { pair -> (String, Double)? in
+        let parts = pair.split(separator: "=")
+        guard parts.count == 2, let value = Double(parts[1].trimmingCharacters(in: .whitespacesAndNewlines)) else { return nil }
+        return (String(parts[0]), value)
+    })
+}
 let cMedian = cValues["median_us"] ?? .nan
 let cCPU = cValues["cpu_us_per_call"] ?? .nan
 print("client                         median round trip   client CPU per call   CPU vs C")
@@ -193,6 +205,11 @@ print(String(format: "Swift DBus, caller on the pool   %8.1f µs         %8.2f �
 print(String(format: "Swift DBus, caller isolated      %8.1f µs         %8.2f µs          %5.2f×",
              isolated.median, isolated.cpu, isolated.cpu / cCPU))
 print(String(format: "C libdbus, blocking call         %8.1f µs         %8.2f µs          %5.2f×", cMedian, cCPU, 1.0))
+if let fastMedian = fastValues["median_us"], let fastCPU = fastValues["cpu_us_per_call"] {
+    print(String(format: "python dbus-fast (asyncio)       %8.1f µs         %8.2f µs          %5.2f×", fastMedian, fastCPU, fastCPU / cCPU))
+} else {
+    print("python dbus-fast: skipped (no venv with dbus-fast at \(python); `make fidelity` creates it)")
+}
 kill(server.pid, SIGKILL)
 var serverStatus: Int32 = 0
 waitpid(server.pid, &serverStatus, 0)

@@ -100,7 +100,7 @@ extension BlueZSimulatorTests {
                 let monitor = try await WireMonitor(address: harness.bus.address)
                 try await harness.connect()
                 let sender = try #require(harness.simulator.uniqueName)
-                let wire = monitor.stop(sender: sender)
+                let wire = try await monitor.stop(sender: sender, after: "\"ServicesResolved\"")
                 let connected = try #require(wire.firstIndex { $0.contains("\"Connected\"") && $0.contains("true") })
                 let reply = try #require(wire[connected...].firstIndex { $0 == "return" })
                 let gatt = try #require(wire.firstIndex { $0.hasPrefix("signal InterfacesAdded") && $0.contains("/service") })

@@ -11,7 +11,7 @@ extension BlueZSimulatorTests {
                 let counter = try await harness.characteristic(Harness.counter)
                 let monitor = try await WireMonitor(address: harness.bus.address)
                 let value = try await harness.read(counter)
-                let wire = monitor.stop(sender: try #require(harness.simulator.uniqueName))
+                let wire = try await monitor.stop(sender: try #require(harness.simulator.uniqueName), after: "method return")
                 #expect(value == [0, 0, 0, 0])
                 let change = try #require(wire.firstIndex { $0.hasPrefix("signal PropertiesChanged \(counter)") && $0.contains("\"Value\"") })
                 let reply = try #require(wire.firstIndex { $0 == "return" })

@@ -1,6 +1,7 @@
 import BlueZSimulator
 import DBus
 import DBusTesting
+import Locking
 import Foundation
 import Testing
 
@@ -172,21 +173,42 @@ extension DBusSignal {
 /// method returns/errors (the reply's position among the signals is exact).
 final class WireMonitor: Sendable {
     let pid: pid_t
-    let output: Int32
+    /// Everything dbus-monitor printed so far, filled by a reader thread.
+    private let text = Locked("")
+    private let finished = Locked(false)
 
     init(address: String) async throws {
-        (pid, output, _) = try Subprocess.spawn(["dbus-monitor", "--address", address, "--monitor"])
-        // dbus-monitor prints its own NameAcquired/NameLost first once it is monitoring.
-        try await Task.sleep(for: .milliseconds(300))
+        let (pid, output, _) = try Subprocess.spawn(["dbus-monitor", "--address", address, "--monitor"])
+        self.pid = pid
+        let text = self.text
+        let finished = self.finished
+        Thread {
+            var buffer = [UInt8](repeating: 0, count: 65_536)
+            while true {
+                let count = buffer.withUnsafeMutableBytes { read(output, $0.baseAddress, $0.count) }
+                if count < 0, errno == EINTR { continue }
+                if count <= 0 { break }
+                let chunk = String(decoding: buffer[0..<count], as: UTF8.self)
+                text.withLock { $0 += chunk }
+            }
+            close(output)
+            finished.withLock { $0 = true }
+        }.start()
+        // dbus-monitor prints its own NameAcquired/NameLost once BecomeMonitor took effect: from then on it
+        // sees every message.
+        try await waitUntil("dbus-monitor is monitoring") { text.withLock { $0.contains("member=NameLost") } }
     }
 
-    /// Stops the monitor and returns one line per message: `signal <member> <path> <summary>` or
-    /// `return`/`error <name>` for messages from `sender`.
-    func stop(sender: String) -> [String] {
-        // dbus-monitor ignores SIGTERM; it flushes after every message, so nothing is lost to SIGKILL.
+    /// Waits until dbus-monitor printed `marker` (the last message the test expects), stops it, and returns
+    /// one line per message: `signal <member> <path> <summary>` or `return`/`error <name>` for messages from
+    /// `sender`.
+    func stop(sender: String, after marker: String) async throws -> [String] {
+        try await waitUntil("dbus-monitor printed \(marker)") { self.text.withLock { $0.contains(marker) } }
+        // dbus-monitor ignores SIGTERM; SIGKILL loses nothing it already printed.
         kill(pid, SIGKILL)
-        let text = Subprocess.readAll(output)
         _ = Subprocess.waitForExit(pid)
+        try await waitUntil("the monitor's output is read") { self.finished.withLock { $0 } }
+        let text = self.text.withLock { $0 }
         var messages: [String] = []
         var current: String?
         var body = ""
