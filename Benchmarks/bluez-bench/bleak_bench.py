@@ -24,14 +24,14 @@ async def main() -> None:
     addresses = ["C0:FF:EE:00:%02X:%02X" % (n >> 8, n & 0xFF) for n in range(1, count + 1)]
     # Device objects already known to BlueZ are found by a short scan; connecting by BLEDevice avoids a
     # discovery per connection, as BlueZTransport does with an object already present.
-    found = {d.address: d for d in await BleakScanner.discover(timeout=2.0, adapter="hci0")}
+    found = {d.address: d for d in await BleakScanner.discover(timeout=2.0, bluez={"adapter": "hci0"})}
     devices = [found.get(a, a) for a in addresses]
     semaphore = asyncio.Semaphore(3)
 
     async def poll(device) -> bool:
         async with semaphore:
             try:
-                async with BleakClient(device, adapter="hci0", timeout=10.0) as client:
+                async with BleakClient(device, bluez={"adapter": "hci0"}, timeout=10.0) as client:
                     await client.read_gatt_char(COUNTER)
                 return True
             except Exception:  # a failure is counted, as on the Swift side

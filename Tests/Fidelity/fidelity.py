@@ -63,7 +63,7 @@ async def bleak_steps():
     from bleak import BleakClient, BleakScanner
 
     step = "bleak: discover on hci0 finds the 3 sensors"
-    found = await BleakScanner.discover(timeout=3.0, adapter="hci0", return_adv=True)
+    found = await BleakScanner.discover(timeout=3.0, bluez={"adapter": "hci0"}, return_adv=True)
     addresses = sorted(found.keys())
     if not record(step, all(a in addresses for a in DEVICES), f"found {addresses}"):
         return
@@ -73,7 +73,7 @@ async def bleak_steps():
            and advertisement.manufacturer_data.get(0xFFFF, b"")[:2] == b"KA",
            repr(advertisement))
 
-    client = BleakClient(device, adapter="hci0", timeout=20.0)
+    client = BleakClient(device, bluez={"adapter": "hci0"}, timeout=20.0)
     try:
         await client.connect()
         record("bleak: connect", client.is_connected, "is_connected is False")
