@@ -18,6 +18,13 @@ public enum BlueZ {
         try ObjectPath("/org/bluez/" + adapter)
     }
 
+    /// The device a GATT object belongs to: `/org/bluez/hci0/dev_…/service0010/char0011` → `/org/bluez/hci0/dev_…`.
+    static func deviceOwning(_ path: ObjectPath) -> ObjectPath? {
+        let parts = path.rawValue.split(separator: "/", omittingEmptySubsequences: true)
+        guard parts.count > 3, parts[0] == "org", parts[1] == "bluez", parts[3].hasPrefix("dev_") else { return nil }
+        return ObjectPath(rawValue: "/" + parts[0...3].joined(separator: "/"))
+    }
+
     /// `/org/bluez/hci0/dev_AA_BB_CC_DD_EE_FF` — BlueZ's path for a device, derived from its address.
     public static func devicePath(_ peripheral: Peripheral) throws -> ObjectPath {
         let address = peripheral.address.uppercased()

@@ -1,37 +1,37 @@
 public import DBus
 import KeepAlive
+import Locking
 import Logging
-import Synchronization
 
 extension BlueZObjectCache {
     /// Keeps the cache current until the task is cancelled or the bus connection is lost (then it throws,
     /// after failing every waiter with ``TransportError/Code/serviceUnavailable``).
+    ///
+    /// Signals from org.bluez are applied on the connection's queue as they arrive (no task hop per signal);
+    /// while the whole tree is being fetched they are buffered and replayed, in order, on top of the snapshot —
+    /// so a snapshot can never overwrite a newer change.
     public func run() async throws {
         let owners = try await connection.nameOwnerChanges(for: BlueZ.service)
-        let signals = try await connection.signals(matching: MatchRule(sender: BlueZ.service))
+        let handler = try await connection.addSignalHandler(
+            matching: MatchRule(sender: BlueZ.service),
+            { [weak self] signal in self?.handle(signal) },
+            onEnd: { [weak self] error in
+                self?.serviceLost(reason: "the D-Bus connection was lost: \(error)", code: .serviceUnavailable)
+            }
+        )
+        defer { connection.removeSignalHandler(handler) }
         await resync()
         do {
-            try await withThrowingTaskGroup(of: Void.self) { group in
-                group.addTask {
-                    for try await change in owners {
-                        if change.newOwner == nil || change.newOwner == "" {
-                            self.serviceLost(reason: "org.bluez left the bus (bluetoothd stopped or crashed)")
-                        } else {
-                            if change.oldOwner != nil, change.oldOwner != "" {
-                                self.serviceLost(reason: "org.bluez changed owner (bluetoothd restarted)")
-                            }
-                            self.logger.info("org.bluez is on the bus; fetching its object tree", metadata: ["owner": "\(change.newOwner ?? "")"])
-                            await self.resync()
-                        }
+            for try await change in owners {
+                if change.newOwner == nil || change.newOwner == "" {
+                    serviceLost(reason: "org.bluez left the bus (bluetoothd stopped or crashed)")
+                } else {
+                    if change.oldOwner != nil, change.oldOwner != "" {
+                        serviceLost(reason: "org.bluez changed owner (bluetoothd restarted)")
                     }
+                    logger.info("org.bluez is on the bus; fetching its object tree", metadata: ["owner": "\(change.newOwner ?? "")"])
+                    await resync()
                 }
-                group.addTask {
-                    for try await signal in signals {
-                        self.apply(signal)
-                    }
-                }
-                try await group.next()
-                group.cancelAll()
             }
         } catch {
             serviceLost(reason: "the D-Bus connection was lost: \(error)", code: .serviceUnavailable)
@@ -43,128 +43,199 @@ extension BlueZObjectCache {
     /// Fetches the whole tree again (at start, when org.bluez returns, or to look for objects a signal may have
     /// raced with).
     public func resync() async {
+        state.withLock { $0.syncing += 1 }
+        let tree: [ObjectPath: [String: [String: DBusValue]]]
         do {
-            let tree = try await connection.getManagedObjects(destination: BlueZ.service, timeout: .seconds(10))
-            var objects: Objects = [:]
-            objects.reserveCapacity(tree.count)
-            for (path, interfaces) in tree where path.isInNamespace("/org/bluez") {
-                objects[path] = interfaces.mapValues { BlueZProperties($0) }
-            }
-            let (waiters, ready) = state.withLock { state in
-                state.objects = objects
-                state.ready = true
-                state.syncs += 1
-                defer { state.readyWaiters = [:] }
-                return (Array(state.readyWaiters.values), evaluateWatchers(&state))
-            }
-            for waiter in waiters { waiter.resume() }
-            resume(ready)
-            logger.debug("BlueZ object tree fetched", metadata: ["objects": "\(objects.count)"])
-        } catch let error as DBusError where error.name == BlueZErrors.Name.serviceUnknown || error.name == BlueZErrors.Name.nameHasNoOwner {
-            logger.warning("org.bluez is not on the bus: is bluetoothd running?")
+            tree = try await connection.getManagedObjects(destination: BlueZ.service, timeout: .seconds(10))
         } catch {
-            logger.warning("could not fetch BlueZ's object tree", metadata: ["error": "\(error)"])
+            let pending = state.withLock { state in
+                state.syncing -= 1
+                return state.syncing == 0 ? state.takePending() : []
+            }
+            for signal in pending { handle(signal) }
+            if let error = error as? DBusError, error.name == BlueZErrors.Name.serviceUnknown || error.name == BlueZErrors.Name.nameHasNoOwner {
+                logger.warning("org.bluez is not on the bus: is bluetoothd running?")
+            } else {
+                logger.warning("could not fetch BlueZ's object tree", metadata: ["error": "\(error)"])
+            }
+            return
         }
+        var objects: Objects = [:]
+        objects.reserveCapacity(tree.count)
+        for (path, interfaces) in tree where path.isInNamespace("/org/bluez") {
+            objects[path] = interfaces.mapValues { BlueZProperties($0) }
+        }
+        let (effects, readyWaiters) = state.withLock { state in
+            var effects = Effects()
+            state.objects = objects
+            state.ready = true
+            state.syncs += 1
+            state.syncing -= 1
+            state.rebuildIndex()
+            if state.syncing == 0 {
+                for signal in state.takePending() { Self.apply(signal, to: &state, effects: &effects) }
+            }
+            Self.evaluate(&state, effects: &effects, devices: nil)
+            defer { state.readyWaiters = [:] }
+            return (effects, Array(state.readyWaiters.values))
+        }
+        for waiter in readyWaiters { waiter.resume() }
+        perform(effects)
+        logger.debug("BlueZ object tree fetched", metadata: ["objects": "\(objects.count)"])
     }
 
-    /// Applies one signal from org.bluez.
-    func apply(_ signal: DBusSignal) {
+    /// One signal from org.bluez, on the connection's queue.
+    func handle(_ signal: DBusSignal) {
+        let effects: Effects? = state.withLock { state in
+            guard state.syncing == 0 else {
+                state.pending.append(signal)
+                return nil
+            }
+            var effects = Effects()
+            Self.apply(signal, to: &state, effects: &effects)
+            return effects
+        }
+        if let effects { perform(effects) }
+    }
+
+    /// What applying signals decided, carried out once the lock is released.
+    struct Effects {
+        var notifications: [(AsyncThrowingStream<[UInt8], any Error>.Continuation, [UInt8])] = []
+        var finished: [(AsyncThrowingStream<[UInt8], any Error>.Continuation, TransportError)] = []
+        var changedDevices: [ObjectPath] = []
+        var watchers: [(Watcher, Result<Void, any Error>)] = []
+        var invalidations: [(@Sendable (TransportError) -> Void, TransportError)] = []
+        var malformed: [DBusSignal] = []
+    }
+
+    static func apply(_ signal: DBusSignal, to state: inout State, effects: inout Effects) {
         switch (signal.interface, signal.member) {
         case (BlueZ.objectManagerInterface, "InterfacesAdded"):
             guard let path = signal.arguments.first?.objectPath,
                 let interfaces = try? signal.arguments.dropFirst().first?.decode([String: [String: DBusValue]].self)
-            else { return logMalformed(signal) }
-            mutate { objects in
-                for (interface, properties) in interfaces {
-                    objects[path, default: [:]][interface] = BlueZProperties(properties)
+            else { return effects.malformed.append(signal) }
+            for (interface, properties) in interfaces {
+                let properties = BlueZProperties(properties)
+                state.objects[path, default: [:]][interface] = properties
+                if interface == BlueZ.gattCharacteristicInterface, let uuid = properties.uuid("UUID"), let device = BlueZ.deviceOwning(path) {
+                    state.characteristicIndex[device, default: [:]][uuid] = path
                 }
             }
-            if interfaces[BlueZ.deviceInterface] != nil { deviceChanges.publish(path) }
+            if interfaces[BlueZ.deviceInterface] != nil { effects.changedDevices.append(path) }
+            evaluate(&state, effects: &effects, devices: [BlueZ.deviceOwning(path) ?? path])
         case (BlueZ.objectManagerInterface, "InterfacesRemoved"):
             guard let path = signal.arguments.first?.objectPath,
                 let interfaces = try? signal.arguments.dropFirst().first?.decode([String].self)
-            else { return logMalformed(signal) }
-            mutate { objects in
-                for interface in interfaces { objects[path]?[interface] = nil }
-                if objects[path]?.isEmpty ?? false { objects[path] = nil }
+            else { return effects.malformed.append(signal) }
+            for interface in interfaces {
+                if interface == BlueZ.gattCharacteristicInterface,
+                    let uuid = state.objects[path]?[interface]?.uuid("UUID"), let device = BlueZ.deviceOwning(path)
+                {
+                    state.characteristicIndex[device]?[uuid] = nil
+                }
+                state.objects[path]?[interface] = nil
             }
+            if state.objects[path]?.isEmpty ?? false { state.objects[path] = nil }
             if interfaces.contains(BlueZ.deviceInterface) {
-                finishNotifications(below: path, TransportError(.deviceVanished, "device \(path) disappeared"))
+                state.characteristicIndex[path] = nil
+                finishNotifications(below: path, TransportError(.deviceVanished, "device \(path) disappeared"), &state, &effects)
             }
+            evaluate(&state, effects: &effects, devices: [BlueZ.deviceOwning(path) ?? path])
         case (BlueZ.propertiesInterface, "PropertiesChanged"):
             guard let interface = signal.arguments.first?.string,
                 let changed = try? signal.arguments.dropFirst().first?.decode([String: DBusValue].self)
-            else { return logMalformed(signal) }
+            else { return effects.malformed.append(signal) }
             let invalidated = (try? signal.arguments.dropFirst(2).first?.decode([String].self)) ?? []
             let path = signal.path
-            mutate { objects in
-                // Only objects we know: a PropertiesChanged racing an InterfacesRemoved must not resurrect it.
-                guard objects[path]?[interface] != nil else { return }
-                for (name, value) in changed { objects[path]![interface]!.values[name] = value }
-                for name in invalidated { objects[path]![interface]!.values[name] = nil }
-            }
+            // Only objects we know: a PropertiesChanged racing an InterfacesRemoved must not resurrect it.
+            guard state.objects[path]?[interface] != nil else { return }
+            for (name, value) in changed { state.objects[path]![interface]!.values[name] = value }
+            for name in invalidated { state.objects[path]![interface]!.values[name] = nil }
             if interface == BlueZ.gattCharacteristicInterface, let value = changed["Value"]?.unwrappingVariants.bytes {
-                deliverNotification(value, from: path)
+                for target in state.notifications[path]?.values ?? [:].values { effects.notifications.append((target, value)) }
+                return  // a notification changes nothing anyone waits on
             }
-            if interface == BlueZ.deviceInterface, deviceChanges.hasSubscribers { deviceChanges.publish(path) }
-            if interface == BlueZ.deviceInterface, changed["Connected"]?.unwrappingVariants.boolean == false {
-                finishNotifications(below: path, TransportError(.notConnected, "Not connected: the link to \(path) dropped"))
+            if interface == BlueZ.deviceInterface {
+                effects.changedDevices.append(path)
+                if changed["Connected"]?.unwrappingVariants.boolean == false {
+                    finishNotifications(below: path, TransportError(.notConnected, "Not connected: the link to \(path) dropped"), &state, &effects)
+                }
             }
+            evaluate(&state, effects: &effects, devices: [BlueZ.deviceOwning(path) ?? path])
         default:
             break
         }
     }
 
-    private func logMalformed(_ signal: DBusSignal) {
-        logger.warning(
-            "ignoring a malformed signal from org.bluez",
-            metadata: ["member": "\(signal.interface).\(signal.member)", "path": "\(signal.path)", "signature": "\(signal.arguments.signature)"]
-        )
+    /// Re-checks the watchers, and the in-flight operations of `devices` (all devices when `nil`).
+    static func evaluate(_ state: inout State, effects: inout Effects, devices: [ObjectPath]?) {
+        for (id, watcher) in state.watchers {
+            switch watcher.check(BlueZObjectCache.TreeView(state: state)) {
+            case .waiting: continue
+            case .satisfied: effects.watchers.append((watcher, .success(())))
+            case .failed(let error): effects.watchers.append((watcher, .failure(error)))
+            }
+            state.watchers.removeValue(forKey: id)
+        }
+        for device in devices ?? Array(state.invalidators.keys) {
+            guard let operations = state.invalidators[device], !operations.isEmpty else { continue }
+            for (id, operation) in operations {
+                if let error = invalidation(of: device, requireConnected: operation.requireConnected, in: state) {
+                    effects.invalidations.append((operation.fire, error))
+                    state.invalidators[device]?[id] = nil
+                }
+            }
+        }
     }
 
-    private func mutate(_ change: (inout Objects) -> Void) {
-        let ready = state.withLock { state in
-            change(&state.objects)
-            return evaluateWatchers(&state)
+    private static func finishNotifications(below device: ObjectPath, _ error: TransportError, _ state: inout State, _ effects: inout Effects) {
+        let paths = state.notifications.keys.filter { $0.isDescendant(of: device) }
+        for path in paths {
+            for target in state.notifications[path]?.values ?? [:].values { effects.finished.append((target, error)) }
+            state.notifications[path] = nil
         }
-        resume(ready)
+    }
+
+    func perform(_ effects: Effects) {
+        for (target, value) in effects.notifications { target.yield(value) }
+        for (target, error) in effects.finished { target.finish(throwing: error) }
+        for (watcher, result) in effects.watchers { watcher.continuation.resume(with: result) }
+        for (fire, error) in effects.invalidations { fire(error) }
+        if deviceChanges.hasSubscribers { for path in effects.changedDevices { deviceChanges.publish(path) } }
+        for signal in effects.malformed {
+            logger.warning(
+                "ignoring a malformed signal from org.bluez",
+                metadata: ["member": "\(signal.interface).\(signal.member)", "path": "\(signal.path)", "signature": "\(signal.arguments.signature)"]
+            )
+        }
     }
 
     /// Empties the cache and fails everything waiting on it.
     func serviceLost(reason: String, code: TransportError.Code = .serviceRestarted) {
         let error = TransportError(code, reason)
-        let (watchers, streams): ([Watcher], [AsyncThrowingStream<[UInt8], any Error>.Continuation]) = state.withLock { state in
+        let (watchers, streams, invalidators) = state.withLock { state in
             state.objects = [:]
+            state.characteristicIndex = [:]
             state.ready = false
             defer {
                 state.watchers = [:]
                 state.notifications = [:]
+                state.invalidators = [:]
             }
-            return (Array(state.watchers.values), state.notifications.values.flatMap(\.values))
+            return (
+                Array(state.watchers.values), state.notifications.values.flatMap(\.values),
+                state.invalidators.values.flatMap(\.values)
+            )
         }
-        if !watchers.isEmpty || code == .serviceRestarted {
-            logger.warning("BlueZ object cache emptied", metadata: ["reason": "\(reason)", "failed_waiters": "\(watchers.count)"])
+        if !watchers.isEmpty || !invalidators.isEmpty || code == .serviceRestarted {
+            logger.warning(
+                "BlueZ object cache emptied",
+                metadata: ["reason": "\(reason)", "failed_operations": "\(watchers.count + invalidators.count)"]
+            )
         }
         for watcher in watchers { watcher.continuation.resume(throwing: error) }
         for stream in streams { stream.finish(throwing: error) }
-    }
-
-    /// Re-checks every watcher; returns those whose check completed (removed from the state).
-    func evaluateWatchers(_ state: inout State) -> [(Watcher, Result<Void, any Error>)] {
-        var done: [(Watcher, Result<Void, any Error>)] = []
-        for (id, watcher) in state.watchers {
-            switch watcher.check(state.objects) {
-            case .waiting: continue
-            case .satisfied: done.append((watcher, .success(())))
-            case .failed(let error): done.append((watcher, .failure(error)))
-            }
-            state.watchers.removeValue(forKey: id)
-        }
-        return done
-    }
-
-    func resume(_ done: [(Watcher, Result<Void, any Error>)]) {
-        for (watcher, result) in done { watcher.continuation.resume(with: result) }
+        for operation in invalidators { operation.fire(error) }
     }
 
     // MARK: Notifications
@@ -184,18 +255,11 @@ extension BlueZObjectCache {
         continuation.onTermination = { _ in cancel() }
         return (stream, cancel)
     }
+}
 
-    private func deliverNotification(_ value: [UInt8], from path: ObjectPath) {
-        let targets = state.withLock { $0.notifications[path].map { Array($0.values) } ?? [] }
-        for target in targets { target.yield(value) }
-    }
-
-    private func finishNotifications(below device: ObjectPath, _ error: TransportError) {
-        let targets = state.withLock { state in
-            let paths = state.notifications.keys.filter { $0.isDescendant(of: device) }
-            defer { for path in paths { state.notifications[path] = nil } }
-            return paths.flatMap { state.notifications[$0].map { Array($0.values) } ?? [] }
-        }
-        for target in targets { target.finish(throwing: error) }
+extension BlueZObjectCache.State {
+    mutating func takePending() -> [DBusSignal] {
+        defer { pending = [] }
+        return pending
     }
 }

@@ -26,9 +26,32 @@ public final class BlueZObjectCache: Sendable {
         case failed(TransportError)
     }
 
+    /// What a wait's condition reads: the tree as it is at that instant (under the cache's lock).
+    public struct TreeView {
+        let state: State
+
+        public func properties(_ path: ObjectPath, _ interface: String) -> BlueZProperties? {
+            state.objects[path]?[interface]
+        }
+
+        public func hasObject(_ path: ObjectPath) -> Bool {
+            state.objects[path] != nil
+        }
+
+        public func characteristic(_ uuid: BluetoothUUID, of device: ObjectPath) -> GattCharacteristic1? {
+            BlueZObjectCache.characteristic(uuid, of: device, in: state)
+        }
+    }
+
     struct Watcher {
-        let check: @Sendable (Objects) -> Check
+        let check: @Sendable (TreeView) -> Check
         let continuation: CheckedContinuation<Void, any Error>
+    }
+
+    /// What a guarded operation is told when its device vanishes or its link drops.
+    struct Invalidator {
+        let requireConnected: Bool
+        let fire: @Sendable (TransportError) -> Void
     }
 
     struct State {
@@ -37,12 +60,28 @@ public final class BlueZObjectCache: Sendable {
         var watchers: [UInt64: Watcher] = [:]
         var readyWaiters: [UInt64: CheckedContinuation<Void, any Error>] = [:]
         var notifications: [ObjectPath: [UInt64: AsyncThrowingStream<[UInt8], any Error>.Continuation]] = [:]
+        /// Device path → characteristic UUID → characteristic path (lookups without scanning the tree).
+        var characteristicIndex: [ObjectPath: [BluetoothUUID: ObjectPath]] = [:]
+        /// Device path → operations in flight on it.
+        var invalidators: [ObjectPath: [UInt64: Invalidator]] = [:]
+        /// Resyncs in flight: signals are buffered meanwhile and replayed in order on top of the snapshot.
+        var syncing = 0
+        var pending: [DBusSignal] = []
         var nextID: UInt64 = 0
         var syncs = 0
 
         mutating func id() -> UInt64 {
             nextID += 1
             return nextID
+        }
+
+        mutating func rebuildIndex() {
+            characteristicIndex = [:]
+            for (path, interfaces) in objects {
+                if let uuid = interfaces[BlueZ.gattCharacteristicInterface]?.uuid("UUID"), let device = BlueZ.deviceOwning(path) {
+                    characteristicIndex[device, default: [:]][uuid] = path
+                }
+            }
         }
     }
 
@@ -92,35 +131,35 @@ public final class BlueZObjectCache: Sendable {
 
     /// The characteristics below a device (any service), in path order.
     public func characteristics(of device: ObjectPath) -> [GattCharacteristic1] {
-        objects(implementing: BlueZ.gattCharacteristicInterface)
-            .filter { $0.0.isDescendant(of: device) }
-            .map { GattCharacteristic1(path: $0.0, properties: $0.1) }
+        state.withLock { state in
+            (state.characteristicIndex[device] ?? [:]).values.compactMap { path in
+                state.objects[path]?[BlueZ.gattCharacteristicInterface].map { GattCharacteristic1(path: path, properties: $0) }
+            }
+        }.sorted { $0.path < $1.path }
     }
 
     /// The characteristic with `uuid` below `device`, if resolved.
-    public func characteristic(_ uuid: BluetoothUUID, of device: ObjectPath) -> GattCharacteristic1? {
-        Self.characteristic(uuid, of: device, in: state.withLock { $0.objects })
+    func characteristic(_ uuid: BluetoothUUID, of device: ObjectPath) -> GattCharacteristic1? {
+        state.withLock { Self.characteristic(uuid, of: device, in: $0) }
     }
 
-    static func characteristic(_ uuid: BluetoothUUID, of device: ObjectPath, in objects: Objects) -> GattCharacteristic1? {
-        for (path, interfaces) in objects where path.isDescendant(of: device) {
-            if let properties = interfaces[BlueZ.gattCharacteristicInterface],
-                properties.uuid("UUID") == uuid
-            {
-                return GattCharacteristic1(path: path, properties: properties)
-            }
-        }
-        return nil
+    static func characteristic(_ uuid: BluetoothUUID, of device: ObjectPath, in state: State) -> GattCharacteristic1? {
+        guard let path = state.characteristicIndex[device]?[uuid],
+            let properties = state.objects[path]?[BlueZ.gattCharacteristicInterface]
+        else { return nil }
+        return GattCharacteristic1(path: path, properties: properties)
     }
 
     /// Writes property values we learned by asking (a `Get` after a signal that never came: quirk 2).
     public func update(_ path: ObjectPath, _ interface: String, _ values: [String: DBusValue]) {
-        let done = state.withLock { state in
-            guard state.objects[path]?[interface] != nil else { return [(Watcher, Result<Void, any Error>)]() }
+        let effects = state.withLock { state in
+            var effects = Effects()
+            guard state.objects[path]?[interface] != nil else { return effects }
             for (name, value) in values { state.objects[path]![interface]!.values[name] = value }
-            return evaluateWatchers(&state)
+            Self.evaluate(&state, effects: &effects, devices: [BlueZ.deviceOwning(path) ?? path])
+            return effects
         }
-        resume(done)
+        perform(effects)
     }
 
     public func battery(_ device: ObjectPath) -> Battery1? {
@@ -159,14 +198,21 @@ public final class BlueZObjectCache: Sendable {
     public func wait(
         until deadline: KeepAliveInstant,
         for what: String,
-        _ check: @escaping @Sendable (Objects) -> Check
+        _ check: @escaping @Sendable (TreeView) -> Check
     ) async throws {
+        // Already true (or already hopeless): no deadline task needed.
+        let now: Check? = state.withLock { state in state.ready ? check(TreeView(state: state)) : nil }
+        switch now {
+        case .satisfied?: return
+        case .failed(let error)?: throw error
+        default: break
+        }
         try await withDeadline(deadline, what: what) {
             try await self.waitWithoutDeadline(check)
         }
     }
 
-    private func waitWithoutDeadline(_ check: @escaping @Sendable (Objects) -> Check) async throws {
+    private func waitWithoutDeadline(_ check: @escaping @Sendable (TreeView) -> Check) async throws {
         let id = state.withLock { $0.id() }
         try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
@@ -174,7 +220,7 @@ public final class BlueZObjectCache: Sendable {
                     guard state.ready else {
                         return .failure(TransportError(.serviceUnavailable, "org.bluez is not on the bus"))
                     }
-                    switch check(state.objects) {
+                    switch check(TreeView(state: state)) {
                     case .satisfied: return .success(())
                     case .failed(let error): return .failure(error)
                     case .waiting:
@@ -218,26 +264,43 @@ public final class BlueZObjectCache: Sendable {
         requireConnected: Bool,
         _ operation: @escaping @Sendable () async throws -> T
     ) async throws -> T {
-        let invalidation: @Sendable (Objects) -> Check = { objects in
-            guard let properties = objects[device]?[BlueZ.deviceInterface] else {
-                return .failed(TransportError(.deviceVanished, "device \(device) disappeared"))
+        let reason = Locked<TransportError?>(nil)
+        let task = Task { try await operation() }
+        let id: UInt64 = state.withLock { state in
+            let id = state.id()
+            state.invalidators[device, default: [:]][id] = Invalidator(requireConnected: requireConnected) { error in
+                reason.withLock { $0 = $0 ?? error }
+                task.cancel()
             }
-            if requireConnected, properties.bool("Connected") == false {
-                return .failed(TransportError(.notConnected, "Not connected: the link to \(device) dropped"))
-            }
-            return .waiting
+            return id
         }
-        return try await withThrowingTaskGroup(of: T?.self) { group in
-            group.addTask { try await operation() }
-            group.addTask {
-                try await self.waitWithoutDeadline(invalidation)
-                return nil  // never satisfied: it only ever fails
-            }
-            defer { group.cancelAll() }
-            while let result = try await group.next() {
-                if let value = result { return value }
-            }
-            throw CancellationError()
+        // The device may have gone (or org.bluez left) before we were registered.
+        if let early = state.withLock({ Self.invalidation(of: device, requireConnected: requireConnected, in: $0) }) {
+            reason.withLock { $0 = $0 ?? early }
+            task.cancel()
         }
+        defer { state.withLock { $0.invalidators[device]?[id] = nil } }
+        do {
+            return try await withTaskCancellationHandler {
+                try await task.value
+            } onCancel: {
+                task.cancel()
+            }
+        } catch {
+            if let reason = reason.withLock({ $0 }) { throw reason }
+            throw error
+        }
+    }
+
+    /// Why operations on `device` can no longer succeed, if they can't.
+    static func invalidation(of device: ObjectPath, requireConnected: Bool, in state: State) -> TransportError? {
+        guard state.ready else { return TransportError(.serviceRestarted, "org.bluez left the bus") }
+        guard let properties = state.objects[device]?[BlueZ.deviceInterface] else {
+            return TransportError(.deviceVanished, "device \(device) disappeared")
+        }
+        if requireConnected, properties.bool("Connected") == false {
+            return TransportError(.notConnected, "Not connected: the link to \(device) dropped")
+        }
+        return nil
     }
 }

@@ -44,8 +44,8 @@ extension BlueZTransport {
         }
         cache.update(path, BlueZ.deviceInterface, ["Connected": .boolean(true)])
 
-        try await cache.wait(until: deadline, for: "ServicesResolved on \(address)") { objects in
-            guard let device = objects[path]?[BlueZ.deviceInterface] else {
+        try await cache.wait(until: deadline, for: "ServicesResolved on \(address)") { tree in
+            guard let device = tree.properties(path, BlueZ.deviceInterface) else {
                 return .failed(TransportError(.deviceVanished, "device \(address) disappeared while resolving services"))
             }
             if device.bool("Connected") == false {
@@ -60,25 +60,25 @@ extension BlueZTransport {
     /// characteristics, then fetch the tree again, then give up with a permanent error naming what is missing.
     private func waitForCharacteristics(_ wanted: [BluetoothUUID], path: ObjectPath, address: String, deadline: KeepAliveInstant) async throws {
         guard !wanted.isEmpty else { return }
-        let missing: @Sendable (BlueZObjectCache.Objects) -> [BluetoothUUID] = { objects in
+        let missing: @Sendable (BlueZObjectCache.TreeView) -> [BluetoothUUID] = { tree in
             wanted.filter { uuid in
-                BlueZObjectCache.characteristic(uuid, of: path, in: objects) == nil
-                    && !(uuid == Self.batteryLevel && objects[path]?[BlueZ.batteryInterface] != nil)
+                tree.characteristic(uuid, of: path) == nil
+                    && !(uuid == Self.batteryLevel && tree.properties(path, BlueZ.batteryInterface) != nil)
             }
         }
         let graceEnd = min(deadline, time.now + configuration.characteristicGrace)
         do {
-            try await cache.wait(until: graceEnd, for: "characteristics on \(address)") { objects in
-                objects[path] == nil
+            try await cache.wait(until: graceEnd, for: "characteristics on \(address)") { tree in
+                !tree.hasObject(path)
                     ? .failed(TransportError(.deviceVanished, "device \(address) disappeared"))
-                    : (missing(objects).isEmpty ? .satisfied : .waiting)
+                    : (missing(tree).isEmpty ? .satisfied : .waiting)
             }
             return
         } catch let error as TransportError where error.code == .timeout {
             logger.notice("wanted characteristics not there after ServicesResolved; fetching BlueZ's tree again", metadata: ["address": "\(address)"])
         }
         await cache.resync()
-        let stillMissing = missing(cache.state.withLock { $0.objects })
+        let stillMissing = cache.state.withLock { missing(BlueZObjectCache.TreeView(state: $0)) }
         guard stillMissing.isEmpty else {
             let found = cache.characteristics(of: path).compactMap(\.uuid?.shortDescription).joined(separator: ", ")
             throw TransportError(
@@ -92,8 +92,8 @@ extension BlueZTransport {
     private func discover(_ path: ObjectPath, of peripheral: Peripheral, before deadline: KeepAliveInstant) async throws {
         try await discovery.acquire(adapter: peripheral.adapter, filter: DiscoveryFilter())
         do {
-            try await cache.wait(until: deadline, for: "\(peripheral.address) to be discovered") { objects in
-                objects[path]?[BlueZ.deviceInterface] != nil ? .satisfied : .waiting
+            try await cache.wait(until: deadline, for: "\(peripheral.address) to be discovered") { tree in
+                tree.properties(path, BlueZ.deviceInterface) != nil ? .satisfied : .waiting
             }
         } catch let error as TransportError where error.code == .timeout {
             await discovery.release(adapter: peripheral.adapter)

@@ -8,6 +8,12 @@ struct SignalSubscription: Sendable {
     let finish: @Sendable (any Error) -> Void
 }
 
+/// Names a signal handler for ``DBusConnection/removeSignalHandler(_:)``.
+public final class SignalHandlerToken: @unchecked Sendable {
+    // @unchecked Sendable: `id` is written once, on the connection's queue, before the token is returned.
+    var id: UInt64 = 0
+}
+
 /// The current owner of a well-known name some subscription filters on, shared by those subscriptions.
 struct OwnerTracker {
     var owner: String?
@@ -35,6 +41,26 @@ extension DBusConnection {
             finish: { continuation.finish(throwing: $0) },
             registered: { id in continuation.onTermination = { [weak self] _ in self?.endSubscriptionSoon(id) } })
         return stream
+    }
+
+    /// Calls `handler` for every signal matching `rule`, on the connection's own queue, in arrival order: no
+    /// task hop per signal, for consumers that only update state under a lock (an object cache).
+    ///
+    /// The handler must be quick and must not wait on this connection. `onEnd` runs once if the connection is
+    /// lost or closed. Returns once the match rule is in place; ``removeSignalHandler(_:)`` removes it.
+    public func addSignalHandler(
+        matching rule: MatchRule,
+        _ handler: @escaping @Sendable (DBusSignal) -> Void,
+        onEnd: @escaping @Sendable (any Error) -> Void
+    ) async throws -> SignalHandlerToken {
+        let token = SignalHandlerToken()
+        try await subscribe(rule, deliver: handler, finish: onEnd, registered: { token.id = $0 })
+        return token
+    }
+
+    /// Removes a handler added with ``addSignalHandler(matching:_:onEnd:)`` (and its match rule).
+    public nonisolated func removeSignalHandler(_ token: SignalHandlerToken) {
+        endSubscriptionSoon(token.id)
     }
 
     /// Follows the owner of a bus name: one element per `NameOwnerChanged` for `name`, from now on.
