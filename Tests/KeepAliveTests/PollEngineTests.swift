@@ -35,6 +35,16 @@ struct PollEngineTests {
         }
     }
 
+    /// Walks the clock through exactly these instants (in ms), each once something sleeps until it: the retry
+    /// schedule is asserted by the instants themselves.
+    func step(through milliseconds: [Int64]) async throws {
+        for value in milliseconds {
+            let instant = clock.instant(.milliseconds(value))
+            try await clock.waitForSleeper(until: instant)
+            clock.advance(to: instant)
+        }
+    }
+
     /// Advances the clock from deadline to deadline (never reaching `limit`) until `done` holds.
     func drive(_ clock: TestClock, before limit: TestClock.Instant, until done: () -> Bool) async throws {
         let giveUp = ContinuousClock.now + .seconds(10)
@@ -65,7 +75,8 @@ struct PollEngineTests {
             peripherals: (0..<10).map { spec($0) },
             transport: transport,
             keepAlive: keepAlive,
-            configuration: .init(maxConnections: 3)
+            configuration: .init(maxConnections: 3),
+            logger: quietLogger
         )
         let records = Collector(engine.records())
         try await withRunning(keepAlive) {
@@ -91,7 +102,7 @@ struct PollEngineTests {
         let keepAlive = makeKeepAlive()
         let specs = (0..<4).map { spec($0, adapter: "hci0") }
             + (0..<4).map { PeripheralSpec(name: "b\($0)", peripheral: sensor($0, adapter: "hci1"), reads: [battery]) }
-        let engine = PollEngine(peripherals: specs, transport: transport, keepAlive: keepAlive, configuration: .init(maxConnections: 2))
+        let engine = PollEngine(peripherals: specs, transport: transport, keepAlive: keepAlive, configuration: .init(maxConnections: 2), logger: quietLogger)
         let records = Collector(engine.records())
         try await withRunning(keepAlive) {
             for round in 1...2 {
@@ -113,7 +124,7 @@ struct PollEngineTests {
         transport.script(.connect, on: sensor(2), .fail(times: 1, with: TransportError(.connectionAborted, "le-connection-abort-by-local")))
         transport.vanish(sensor(3))
         let keepAlive = makeKeepAlive()
-        let engine = PollEngine(peripherals: (0..<5).map { spec($0) }, transport: transport, keepAlive: keepAlive)
+        let engine = PollEngine(peripherals: (0..<5).map { spec($0) }, transport: transport, keepAlive: keepAlive, logger: quietLogger)
         let records = Collector(engine.records())
         let ticks = 10
         try await withRunning(keepAlive) {
@@ -150,14 +161,10 @@ struct PollEngineTests {
         let aborted = TransportError(.connectionAborted, "le-connection-abort-by-local", dbusName: "org.bluez.Error.Failed")
         transport.script(.connect, on: sensor(0), .fail(times: 4, with: aborted))
         let keepAlive = makeKeepAlive()
-        let engine = PollEngine(peripherals: [spec(0)], transport: transport, keepAlive: keepAlive)
+        let engine = PollEngine(peripherals: [spec(0)], transport: transport, keepAlive: keepAlive, logger: quietLogger)
         let records = Collector(engine.records())
         try await withRunning(keepAlive) {
-            for milliseconds in [100, 350, 850, 1_850] as [Int64] {
-                let instant = clock.instant(.milliseconds(milliseconds))
-                try await clock.waitForSleeper(until: instant)
-                clock.advance(to: instant)
-            }
+            try await step(through: [100, 350, 850, 1_850])
             let record = try await records.next()
             #expect(record.result == .newData)
             #expect(record.attempts == 5)
@@ -173,7 +180,7 @@ struct PollEngineTests {
         addSensors(transport, 0..<1)
         transport.script(.connect, on: sensor(0), .alwaysFail(TransportError(.doesNotExist, "Does Not Exist", dbusName: "org.bluez.Error.DoesNotExist")))
         let keepAlive = makeKeepAlive()
-        let engine = PollEngine(peripherals: [spec(0)], transport: transport, keepAlive: keepAlive)
+        let engine = PollEngine(peripherals: [spec(0)], transport: transport, keepAlive: keepAlive, logger: quietLogger)
         let records = Collector(engine.records())
         try await withRunning(keepAlive) {
             let record = try await records.next()
@@ -191,15 +198,11 @@ struct PollEngineTests {
         addSensors(transport, 0..<1)
         transport.script(.connect, on: sensor(0), .alwaysFail(TransportError(.inProgress, "Operation already in progress")))
         let keepAlive = makeKeepAlive(.init(interval: .seconds(30), windowBudget: .seconds(3)))
-        let engine = PollEngine(peripherals: [spec(0)], transport: transport, keepAlive: keepAlive)
+        let engine = PollEngine(peripherals: [spec(0)], transport: transport, keepAlive: keepAlive, logger: quietLogger)
         let records = Collector(engine.records())
         try await withRunning(keepAlive) {
             // 3 s budget: retries at 0.1, 0.35, 0.85 and 1.85 s; the next (2 s later, +1 s minimum) would not fit.
-            for milliseconds in [100, 350, 850, 1_850] as [Int64] {
-                let instant = clock.instant(.milliseconds(milliseconds))
-                try await clock.waitForSleeper(until: instant)
-                clock.advance(to: instant)
-            }
+            try await step(through: [100, 350, 850, 1_850])
             let record = try await records.next()
             #expect(record.attempts == 5)
             #expect(record.failure?.code == "inProgress")
@@ -213,7 +216,7 @@ struct PollEngineTests {
         addSensors(transport, 0..<1)
         transport.script(.read(battery), on: sensor(0), .hang)
         let keepAlive = makeKeepAlive(.init(interval: .seconds(30), windowBudget: .seconds(10)))
-        let engine = PollEngine(peripherals: [spec(0)], transport: transport, keepAlive: keepAlive)
+        let engine = PollEngine(peripherals: [spec(0)], transport: transport, keepAlive: keepAlive, logger: quietLogger)
         let records = Collector(engine.records())
         try await withRunning(keepAlive) {
             // The ledger sleeps until its warning (10 s / 3 before the deadline); the read hangs.
@@ -235,7 +238,7 @@ struct PollEngineTests {
         transport.script(.read(battery), on: sensor(0), .hang)
         transport.script(.read(battery), on: sensor(1), .hang)
         let keepAlive = makeKeepAlive()
-        let engine = PollEngine(peripherals: [spec(0), spec(1)], transport: transport, keepAlive: keepAlive)
+        let engine = PollEngine(peripherals: [spec(0), spec(1)], transport: transport, keepAlive: keepAlive, logger: quietLogger)
         let records = Collector(engine.records())
         let run = Task { try await keepAlive.run() }
         while transport.calls.filter({ $0.operation == .read(battery) }).count < 2 { await Task.yield() }
@@ -254,18 +257,14 @@ struct PollEngineTests {
         addSensors(transport, 0..<1)
         transport.script(.read(battery), on: sensor(0), .hang)
         let keepAlive = makeKeepAlive(.init(interval: .seconds(30), windowBudget: .seconds(3)))
-        let engine = PollEngine(peripherals: [spec(0)], transport: transport, keepAlive: keepAlive)
+        let engine = PollEngine(peripherals: [spec(0)], transport: transport, keepAlive: keepAlive, logger: quietLogger)
         let records = Collector(engine.records())
         try await withRunning(keepAlive) {
             while transport.calls(.read(battery), on: sensor(0)).isEmpty { await Task.yield() }
             transport.vanish(sensor(0))
             // The hanging read fails at once (deviceVanished, transient); the retries at 0.1, 0.35, 0.85 and
             // 1.85 s find no device (deviceNotFound, transient) until the 3 s window has no room left.
-            for milliseconds in [100, 350, 850, 1_850] as [Int64] {
-                let instant = clock.instant(.milliseconds(milliseconds))
-                try await clock.waitForSleeper(until: instant)
-                clock.advance(to: instant)
-            }
+            try await step(through: [100, 350, 850, 1_850])
             let record = try await records.next()
             #expect(record.result == .failed)
             #expect(record.attempts == 5)
@@ -287,7 +286,7 @@ struct PollEngineTests {
             reads: [battery],
             notifications: [.init(characteristic: temperature, duration: .milliseconds(3_500))]
         )
-        let engine = PollEngine(peripherals: [withNotify], transport: transport, keepAlive: keepAlive)
+        let engine = PollEngine(peripherals: [withNotify], transport: transport, keepAlive: keepAlive, logger: quietLogger)
         let records = Collector(engine.records())
         try await withRunning(keepAlive) {
             for second in 1...4 {  // notifications at 1, 2, 3 s; the listening ends at 3.5 s
@@ -311,7 +310,7 @@ struct PollEngineTests {
         let transport2 = MockTransport(clock: clock2)
         transport2.add(peripheral, characteristics: [battery: .fixed([5])])
         let keepAlive2 = KeepAlive(configuration: .init(interval: .seconds(30)), clock: clock2, logger: quietLogger)
-        let engine2 = PollEngine(peripherals: [PeripheralSpec(name: "r", peripheral: peripheral, reads: [battery])], transport: transport2, keepAlive: keepAlive2)
+        let engine2 = PollEngine(peripherals: [PeripheralSpec(name: "r", peripheral: peripheral, reads: [battery])], transport: transport2, keepAlive: keepAlive2, logger: quietLogger)
         let records2 = Collector(engine2.records())
         try await withRunning(keepAlive2) {
             #expect(try await records2.next().result == .newData)
@@ -328,7 +327,8 @@ struct PollEngineTests {
         let engine = PollEngine(
             peripherals: [PeripheralSpec(name: "x", peripheral: sensor(0), reads: [BluetoothUUID(assigned: 0xFFFF)])],
             transport: transport,
-            keepAlive: keepAlive
+            keepAlive: keepAlive,
+            logger: quietLogger
         )
         let records = Collector(engine.records())
         try await withRunning(keepAlive) {
