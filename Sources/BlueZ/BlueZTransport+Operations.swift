@@ -34,15 +34,20 @@ extension BlueZTransport {
         } catch let error as TransportError where error.code == .timeout && error.dbusName == BlueZErrors.Name.noReply {
             throw TransportError(.timeout, "Connect \(address) did not complete within \(options.timeout.formattedSeconds)", dbusName: error.dbusName)
         }
-        // Quirk 2: the Connected=true signal is sometimes never sent. Ask.
-        let connected = try await call(
-            path, BlueZ.propertiesInterface, "Get", [.string(BlueZ.deviceInterface), .string("Connected")],
-            timeout: max(remaining(), .seconds(1)), context: "Get Connected of \(address)"
-        )
-        guard connected.first?.unwrappingVariants.boolean == true else {
-            throw TransportError(.notConnected, "Connect \(address) returned but the device is not connected")
+        // bluetoothd sends Connected=true before the Connect reply, and signals are applied on the connection's
+        // queue before the reply is handed over: if the signal came, the cache has it now. Quirk 2: sometimes
+        // it never comes — then ask.
+        if cache.device(path)?.connected != true {
+            connectedQueries.withLock { $0 += 1 }
+            let connected = try await call(
+                path, BlueZ.propertiesInterface, "Get", [.string(BlueZ.deviceInterface), .string("Connected")],
+                timeout: max(remaining(), .seconds(1)), context: "Get Connected of \(address)"
+            )
+            guard connected.first?.unwrappingVariants.boolean == true else {
+                throw TransportError(.notConnected, "Connect \(address) returned but the device is not connected")
+            }
+            cache.update(path, BlueZ.deviceInterface, ["Connected": .boolean(true)])
         }
-        cache.update(path, BlueZ.deviceInterface, ["Connected": .boolean(true)])
 
         try await cache.wait(until: deadline, for: "ServicesResolved on \(address)") { tree in
             guard let device = tree.properties(path, BlueZ.deviceInterface) else {

@@ -44,6 +44,13 @@ public final class BlueZTransport: PeripheralTransport, Service {
     let time: TimeBase
     let discovery: DiscoverySessions
     let health = Locked<[Peripheral: DeviceHealth]>([:])
+    let connectedQueries = Locked(0)
+
+    /// How often `Connected` had to be asked for after Connect returned, because its signal never came
+    /// (real-BlueZ quirk 2). Zero on a well-behaved bluetoothd.
+    public var missedConnectedSignals: Int {
+        connectedQueries.withLock { $0 }
+    }
 
     struct DeviceHealth {
         var consecutiveFailures = 0

@@ -233,6 +233,8 @@ struct BlueZTransportTests {
                 #expect(record.result == .newData, "\(quirk): \(String(describing: record.failure))")
                 #expect(record.values.count == 2)
             }
+            // Connected is asked for only when its signal never came.
+            #expect((h.transport.missedConnectedSignals > 0) == (quirk == .noConnectedSignal))
         }
     }
 
