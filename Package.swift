@@ -131,6 +131,10 @@ let package = Package(
             dependencies: ["BlueZSimulator", "DBus", "DBusTesting", "Locking"]
         ),
         .testTarget(
+            name: "PackagingTests",
+            dependencies: ["DBusTesting"]
+        ),
+        .testTarget(
             name: "KeepAliveTests",
             dependencies: [
                 "KeepAlive",
