@@ -1,4 +1,5 @@
 import Foundation
+import Locking
 
 #if canImport(Glibc)
 public import Glibc
@@ -36,9 +37,17 @@ public enum Subprocess {
     /// Spawns `arguments` with stdin from /dev/null and stdout and stderr on pipes; returns the pid and the
     /// read ends (the caller closes them and reaps the pid).
     public static func spawn(_ arguments: [String]) throws -> (pid: pid_t, stdout: Int32, stderr: Int32) {
+        try spawnLock.withLock { _ in try spawnSerially(arguments) }
+    }
+
+    private static func spawnSerially(_ arguments: [String]) throws -> (pid: pid_t, stdout: Int32, stderr: Int32) {
         precondition(!arguments.isEmpty, "Subprocess.spawn needs a program name")
         var outPipe: [Int32] = [0, 0]
         var errPipe: [Int32] = [0, 0]
+        // Our pipe ends must not leak into a child another thread spawns meanwhile: a daemon that forks
+        // (dbus-daemon --fork) would then hold our write end forever and readAll would never see EOF — this
+        // hung a whole test run once two buses started together. So every end is close-on-exec (dup2 onto the
+        // child's 1 and 2 clears it there), and spawns are serialised so none happens between pipe and fcntl.
         guard pipe(&outPipe) == 0 else { throw SubprocessError.spawnFailed(errno) }
         guard pipe(&errPipe) == 0 else {
             let code = errno
@@ -46,6 +55,7 @@ public enum Subprocess {
             close(outPipe[1])
             throw SubprocessError.spawnFailed(code)
         }
+        for fd in outPipe + errPipe { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
@@ -99,6 +109,9 @@ public enum Subprocess {
 }
 
 /// A program could not be started; `errno` or the `posix_spawn` result.
+/// Serialises `Subprocess.spawn` (see there).
+private let spawnLock = Locked(())
+
 public enum SubprocessError: Error, Sendable {
     case spawnFailed(Int32)
 }
