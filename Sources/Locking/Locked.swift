@@ -14,6 +14,9 @@ import Darwin
 /// project. pthread mutexes are intercepted by TSan. The cost is one allocation per lock; an uncontended
 /// lock/unlock pair is a few tens of nanoseconds.
 ///
+/// Give it a value with a size: TSan mis-reports inout access to a zero-sized `()` as racing with the lock's
+/// own fields (to serialise work, count it: `Locked(0)`).
+///
 /// ```swift
 /// let counts = Locked([String: Int]())
 /// counts.withLock { $0["hci0", default: 0] += 1 }
