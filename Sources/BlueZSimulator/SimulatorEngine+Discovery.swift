@@ -137,14 +137,7 @@ extension SimulatorEngine {
                 }
             }
             objects.append(path)
-            device.pendingConnect = nil
-            device.exported = false
-            device.gattExported = false
-            device.batteryExported = false
-            device.connected = false
-            device.servicesResolved = false
-            device.rssi = nil
-            device.link += 1
+            _ = device.unexport()  // its pending Connect was taken above
             model.devices[path] = device
             return (pending, reads, objects)
         }

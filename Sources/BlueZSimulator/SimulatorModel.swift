@@ -68,6 +68,22 @@ struct DeviceState {
     var batteryService: ServiceLayout? {
         services.first { $0.uuid == SimulatedUUID.full("180F") }
     }
+
+    /// Takes the device off the bus (vanished, or bluetoothd gone): link down, nothing exported, a pending
+    /// Connect handed back to be failed. The link counter moves so late timers see a newer link.
+    mutating func unexport() -> Promise<Void>? {
+        defer {
+            pendingConnect = nil
+            exported = false
+            gattExported = false
+            batteryExported = false
+            connected = false
+            servicesResolved = false
+            rssi = nil
+            link += 1
+        }
+        return pendingConnect
+    }
 }
 
 /// A service's place in the attribute database.
@@ -117,15 +133,7 @@ extension Model {
         }
         for path in devices.keys {
             guard var device = devices[path] else { continue }
-            if let pending = device.pendingConnect { promises.append(pending) }
-            device.pendingConnect = nil
-            device.connected = false
-            device.servicesResolved = false
-            device.gattExported = false
-            device.batteryExported = false
-            device.rssi = nil
-            device.link += 1
-            device.exported = false
+            if let pending = device.unexport() { promises.append(pending) }
             devices[path] = device
         }
         for path in characteristics.keys {
