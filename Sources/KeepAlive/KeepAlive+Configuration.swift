@@ -60,12 +60,16 @@ extension KeepAlive {
         public var interval: Duration?
         /// This registration's window budget; `nil` derives it from the interval.
         public var budget: Duration?
+        /// Fire at most this many ticks, then stay registered but quiet (`nil`: no limit). For "poll N rounds
+        /// and exit" (`keepalive run --ticks N`) and hardware-in-the-loop runs.
+        public var maxTicks: UInt64?
 
-        public init(interval: Duration? = nil, budget: Duration? = nil) {
+        public init(interval: Duration? = nil, budget: Duration? = nil, maxTicks: UInt64? = nil) {
             precondition(interval.map { $0 > .zero } ?? true, "a registration interval must be positive")
             precondition(budget.map { $0 > .zero } ?? true, "a registration budget must be positive")
             self.interval = interval
             self.budget = budget
+            self.maxTicks = maxTicks
         }
     }
 }

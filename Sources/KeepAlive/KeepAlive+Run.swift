@@ -105,7 +105,7 @@ extension KeepAlive {
                     return (true, [Launch](), [(Launch, TickReport.SkipReason)](), KeepAliveInstant?.none)
                 }
                 let (launches, skipped) = takeDue(&state, now: now)
-                let wakeAt = state.registrations.values.compactMap { $0.schedule?.nextFire }.min()
+                let wakeAt = state.registrations.values.lazy.filter { !$0.isFinished }.compactMap { $0.schedule?.nextFire }.min()
                 return (false, launches, skipped, wakeAt)
             }
             if stop { return }
@@ -128,7 +128,9 @@ extension KeepAlive {
         var launches: [Launch] = []
         var skipped: [(Launch, TickReport.SkipReason)] = []
         let due = state.registrations.values
-            .filter { registration in registration.schedule?.nextFire.map { $0 <= now } ?? false }
+            .filter { registration in
+                !registration.isFinished && (registration.schedule?.nextFire.map { $0 <= now } ?? false)
+            }
             .map(\.token)
             .sorted()
         for token in due {

@@ -82,7 +82,8 @@ public final class KeepAlive: Service, Sendable {
                 baseInterval: base,
                 budget: options.budget ?? configuration.budget(forInterval: base),
                 handler: handler,
-                onReport: onReport
+                onReport: onReport,
+                maxTicks: options.maxTicks
             )
             if state.isRunning {
                 registration.schedule = RegistrationSchedule(
@@ -152,7 +153,7 @@ public final class KeepAlive: Service, Sendable {
 
     /// When the next tick of any registration fires, if one is scheduled.
     public var nextDeadline: KeepAliveInstant? {
-        state.withLock { state in state.registrations.values.compactMap { $0.schedule?.nextFire }.min() }
+        state.withLock { state in state.registrations.values.lazy.filter { !$0.isFinished }.compactMap { $0.schedule?.nextFire }.min() }
     }
 
     public var isRunning: Bool {

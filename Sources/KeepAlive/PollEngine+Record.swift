@@ -110,6 +110,7 @@ extension PollEngine {
                 metadata: ["device": "\(spec.name)", "code": "\(record.failure?.code ?? "?")"]
             )
         }
+        onRecord?(record)
         broadcast.publish(record)
     }
 

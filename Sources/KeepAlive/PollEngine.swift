@@ -23,18 +23,22 @@ public final class PollEngine: Sendable {
         public var connectTimeout: Duration
         /// Disconnect's own deadline: it runs even after expiry or cancellation.
         public var disconnectTimeout: Duration
+        /// Poll each device this many ticks, then stop scheduling it (`nil`: forever).
+        public var maxTicks: UInt64?
 
         public init(
             maxConnections: Int = 3,
             retry: RetryPolicy = .standard,
             connectTimeout: Duration = .seconds(10),
-            disconnectTimeout: Duration = .seconds(3)
+            disconnectTimeout: Duration = .seconds(3),
+            maxTicks: UInt64? = nil
         ) {
             precondition(maxConnections >= 1, "maxConnections must be at least 1")
             self.maxConnections = maxConnections
             self.retry = retry
             self.connectTimeout = connectTimeout
             self.disconnectTimeout = disconnectTimeout
+            self.maxTicks = maxTicks
         }
     }
 
@@ -45,18 +49,26 @@ public final class PollEngine: Sendable {
     let logger: Logger
     let limiter: ConnectionLimiter
     let broadcast = Broadcast<PollRecord>(bufferSize: 65_536)
+    /// Called synchronously with every record, before the streams see it: the lossless path for sinks that
+    /// must not drop one (the daemon's output).
+    let onRecord: (@Sendable (PollRecord) -> Void)?
     /// Per device: what the poll in progress has gathered, and the last values (for newData/noData).
     let scratch: [String: PollScratch]
     private let tokens: Locked<[RegistrationToken]>
 
     /// Registers one keep-alive callback per peripheral on `keepAlive`; they poll while it runs.
+    ///
+    /// `onRecord` sees every record synchronously, in completion order, and must return quickly; the
+    /// ``records()`` streams keep the newest 65,536 for a slow reader instead.
     public init(
         peripherals: [PeripheralSpec],
         transport: any PeripheralTransport,
         keepAlive: KeepAlive,
         configuration: Configuration = Configuration(),
-        logger: Logger = Logger(label: "keepalive.poll")
+        logger: Logger = Logger(label: "keepalive.poll"),
+        onRecord: (@Sendable (PollRecord) -> Void)? = nil
     ) {
+        self.onRecord = onRecord
         let names = peripherals.map(\.name)
         precondition(Set(names).count == names.count, "peripheral names must be unique")
         self.configuration = configuration
@@ -73,7 +85,11 @@ public final class PollEngine: Sendable {
             tokens.append(
                 keepAlive.register(
                     name: spec.name,
-                    options: KeepAlive.RegistrationOptions(interval: spec.interval, budget: spec.budget),
+                    options: KeepAlive.RegistrationOptions(
+                        interval: spec.interval,
+                        budget: spec.budget,
+                        maxTicks: configuration.maxTicks
+                    ),
                     onReport: { [weak self] report in self?.record(report, spec: spec, scratch: scratch) },
                     handler: { [weak self] window in
                         guard let self else { return .failed(CancellationError()) }

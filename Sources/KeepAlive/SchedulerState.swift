@@ -6,12 +6,18 @@ struct Registration {
     let budget: Duration
     let handler: @Sendable (PollWindow) async -> PollResult
     let onReport: (@Sendable (TickReport) -> Void)?
+    let maxTicks: UInt64?
     /// `nil` until the scheduler starts.
     var schedule: RegistrationSchedule?
     var nextTick: UInt64 = 0
     var inFlight = false
     var consecutiveFailures = 0
     var backoffUntil: KeepAliveInstant?
+
+    /// Fired all the ticks it was allowed (``KeepAlive/RegistrationOptions/maxTicks``).
+    var isFinished: Bool {
+        maxTicks.map { nextTick >= $0 } ?? false
+    }
 }
 
 struct SeedCallback {

@@ -1,5 +1,6 @@
 import KeepAlive
 import KeepAliveTesting
+import Locking
 import Synchronization
 import Testing
 
@@ -153,6 +154,54 @@ struct PollEngineTests {
         #expect(vanished?.failure?.code == "deviceNotFound")
         expectAlwaysDisconnected(transport, (0..<5).map { sensor($0) })
         #expect(keepAlive.ledger.openCount == 0)
+    }
+
+    @Test func onRecordSeesEveryRecordBeforeTheStreamsAndMaxTicksEndsEachDevice() async throws {
+        let transport = MockTransport(clock: clock)
+        addSensors(transport, 0..<3)
+        let keepAlive = makeKeepAlive()
+        let hooked = Locked<[PollRecord]>([])
+        let records = Locked<Collector<PollRecord>?>(nil)
+        let engine = PollEngine(
+            peripherals: (0..<3).map { spec($0) },
+            transport: transport,
+            keepAlive: keepAlive,
+            configuration: .init(maxTicks: 4),
+            logger: quietLogger,
+            onRecord: { record in
+                // Synchronous, and ahead of the stream: the stream has not got this record yet.
+                let streamed = records.withLock { $0?.all.count } ?? 0
+                hooked.withLock { hooked in
+                    #expect(streamed <= hooked.count)
+                    hooked.append(record)
+                }
+            }
+        )
+        records.withLock { $0 = Collector(engine.records()) }
+        try await withRunning(keepAlive) {
+            for tick in 0..<4 {
+                if tick > 0 {
+                    let instant = clock.instant(.seconds(30) * tick)
+                    try await clock.waitForSleeper(until: instant)
+                    clock.advance(to: instant)
+                }
+                let expected = 3 * (tick + 1)
+                try await drive(clock, before: clock.instant(.seconds(30) * (tick + 1))) {
+                    hooked.withLock { $0.count } == expected
+                }
+            }
+            // Done: nothing sleeps until the next grid point any more, and moving past it fires nothing.
+            #expect(keepAlive.nextDeadline == nil)
+            #expect(clock.pendingDeadlines.isEmpty)
+            clock.advance(to: clock.instant(.seconds(300)))
+            for _ in 0..<100 { await Task.yield() }
+        }
+        let all = hooked.withLock { $0 }
+        #expect(all.count == 12)
+        for device in 0..<3 {
+            #expect(all.filter { $0.device == "sensor-\(device)" }.map(\.tick).sorted() == [0, 1, 2, 3])
+        }
+        #expect(keepAlive.nextDeadline == nil)
     }
 
     @Test func retriesTransientErrorsWithGrowingDelays() async throws {

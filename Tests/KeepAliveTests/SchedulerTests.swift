@@ -384,4 +384,40 @@ struct SchedulerTests {
             await #expect(throws: KeepAliveError.self) { try await keepAlive.run() }
         }
     }
+
+    @Test func aRegistrationWithMaxTicksFiresExactlyThatManyThenGoesQuiet() async throws {
+        let keepAlive = makeKeepAlive()
+        let events = Collector(keepAlive.events())
+        let limitedTicks = Locked<[UInt64]>([])
+        let unlimitedTicks = Locked<[UInt64]>([])
+        keepAlive.register(
+            name: "limited",
+            options: .init(maxTicks: 3),
+            onReport: { report in limitedTicks.withLock { $0.append(report.tick) } }
+        ) { _ in .noData }
+        keepAlive.register(name: "unlimited", onReport: { report in unlimitedTicks.withLock { $0.append(report.tick) } }) { _ in
+            .noData
+        }
+        try await withRunning(keepAlive) {
+            for k in 1...5 {
+                let deadline = clock.instant(.seconds(30) * k)
+                try await clock.waitForSleeper(until: deadline)
+                clock.advance(to: deadline)
+                _ = try await events.next { if case .report(let r) = $0 { r.name == "unlimited" && r.tick == UInt64(k) } else { false } }
+            }
+        }
+        #expect(limitedTicks.withLock { $0 } == [0, 1, 2])
+        #expect(unlimitedTicks.withLock { $0 } == [0, 1, 2, 3, 4, 5])
+    }
+
+    @Test func aSchedulerWhoseRegistrationsAreAllFinishedSetsNoTimer() async throws {
+        let keepAlive = makeKeepAlive()
+        let events = Collector(keepAlive.events())
+        keepAlive.register(name: "once", options: .init(maxTicks: 1)) { _ in .noData }
+        try await withRunning(keepAlive) {
+            _ = try await events.next { if case .report(let r) = $0 { r.tick == 0 } else { false } }
+            // Nothing left to fire, so no deadline to wake for.
+            #expect(keepAlive.nextDeadline == nil)
+        }
+    }
 }
