@@ -16,8 +16,14 @@ final class ConnectionHandle: @unchecked Sendable {
         self.pointer = pointer
     }
 
-    /// Opens a private connection to `address` and registers it on the bus (`Hello`). Blocks the calling thread.
-    static func open(address: String) throws -> (ConnectionHandle, uniqueName: String) {
+    /// Opens a private connection to `address` and registers it on the bus (`Hello`), within `timeout`.
+    /// Blocks the calling thread.
+    ///
+    /// Not `dbus_bus_register`: it holds a process-wide libdbus lock while it blocks, and against a socket that
+    /// accepts but never answers its authentication waits in `poll(-1)`: one silent bus would then hang every
+    /// later connection in the process. Authentication is driven here in bounded rounds, and `Hello` is sent
+    /// with a timeout, so a dead bus costs `timeout` and nothing else.
+    static func open(address: String, timeout: Duration = .seconds(10)) throws -> (ConnectionHandle, uniqueName: String) {
         libdbus_threads_init_default()
         guard Names.hasNoNUL(address) else { throw DBusError.invalidArgument("bus address contains NUL") }
         let (pointer, failure) = libdbus_connection_open_private(address)
@@ -29,17 +35,45 @@ final class ConnectionHandle: @unchecked Sendable {
         let handle = ConnectionHandle(pointer: pointer)
         // A private connection defaults to false already; say it, because `true` would _exit() the process.
         libdbus_connection_set_exit_on_disconnect(pointer, false)
-        if let failure = libdbus_bus_register(pointer) {
+        do {
+            let uniqueName = try register(pointer, address: address, timeout: timeout)
+            return (handle, uniqueName)
+        } catch {
             handle.close()
-            throw DBusError(
-                code: .connectFailed, name: failure.name,
-                message: "cannot register on the bus at \(address): \(failure.message)")
+            throw error
         }
-        guard let uniqueName = libdbus_bus_get_unique_name(pointer) else {
-            handle.close()
+    }
+
+    private static func register(_ pointer: RawConnection, address: String, timeout: Duration) throws -> String {
+        let clock = ContinuousClock()
+        let deadline = clock.now + timeout
+        while !libdbus_connection_get_is_authenticated(pointer) {
+            guard libdbus_connection_get_is_connected(pointer) else {
+                throw DBusError(code: .connectFailed, message: "the bus at \(address) closed the connection while authenticating")
+            }
+            let left = clock.now.duration(to: deadline)
+            guard left > .zero else {
+                throw DBusError(
+                    code: .connectFailed,
+                    message: "the bus at \(address) did not complete authentication within \(timeout) (is the daemon stopped or overloaded?)")
+            }
+            libdbus_connection_read_write(pointer, timeoutMilliseconds: DBusConnection.milliseconds(min(left, .milliseconds(100))))
+        }
+        let hello = try DBusMessage.methodCall(
+            destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus", interface: "org.freedesktop.DBus", member: "Hello")
+        let left = max(clock.now.duration(to: deadline), .milliseconds(1))
+        let (reply, failure) = libdbus_connection_send_with_reply_and_block(
+            pointer, hello.pointer, timeoutMilliseconds: DBusConnection.milliseconds(left))
+        guard let reply else {
+            throw DBusError(
+                code: .connectFailed, name: failure?.name,
+                message: "cannot register on the bus at \(address): \(failure?.message ?? "no reply to Hello")")
+        }
+        let arguments = try DBusMessage(adopting: reply).arguments()
+        guard case .string(let uniqueName)? = arguments.first, libdbus_bus_set_unique_name(pointer, uniqueName) else {
             throw DBusError(code: .connectFailed, message: "the bus at \(address) gave no unique name")
         }
-        return (handle, uniqueName)
+        return uniqueName
     }
 
     var isConnected: Bool { !isClosed && libdbus_connection_get_is_connected(pointer) }

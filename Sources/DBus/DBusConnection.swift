@@ -68,15 +68,16 @@ public actor DBusConnection {
         var methodCallsReceived = 0
     }
 
-    /// Connects to `bus` and registers (`Hello`). Throws `DBusError.Code.connectFailed`.
-    public init(bus: Bus) async throws {
+    /// Connects to `bus` and registers (`Hello`) within `timeout`. Throws `DBusError.Code.connectFailed`, also
+    /// when the bus accepts the connection but does not answer in time.
+    public init(bus: Bus, timeout: Duration = .seconds(10)) async throws {
         let address = try bus.resolvedAddress()
         let executor = DBusQueueExecutor(label: "DBusConnection")
         // Opening blocks (authentication, Hello): do it on the connection's own queue, not the cooperative pool.
         let handoff = Handoff<(ConnectionHandle, uniqueName: String)>()
         await withCheckedContinuation { continuation in
             executor.queue.async {
-                handoff.put(Result { try ConnectionHandle.open(address: address) })
+                handoff.put(Result { try ConnectionHandle.open(address: address, timeout: timeout) })
                 continuation.resume()
             }
         }

@@ -108,9 +108,28 @@ func libdbus_connection_open_private(_ address: String) -> (RawConnection?, LibD
     address.withCString { address in withCError { dbus_connection_open_private(address, $0) } }
 }
 
-/// `dbus_bus_register`: sends Hello and blocks for its reply.
-func libdbus_bus_register(_ connection: RawConnection) -> LibDBusFailure? {
-    withCError { dbus_bus_register(connection, $0) }.1
+/// `dbus_connection_get_is_authenticated`
+func libdbus_connection_get_is_authenticated(_ connection: RawConnection) -> Bool {
+    dbus_connection_get_is_authenticated(connection) != 0
+}
+
+/// `dbus_connection_read_write`: one bounded round of I/O (used only while authenticating, before the main
+/// loop is installed).
+@discardableResult
+func libdbus_connection_read_write(_ connection: RawConnection, timeoutMilliseconds: Int32) -> Bool {
+    dbus_connection_read_write(connection, timeoutMilliseconds) != 0
+}
+
+/// `dbus_connection_send_with_reply_and_block`: returns the reply (retained by the caller) or the failure.
+func libdbus_connection_send_with_reply_and_block(
+    _ connection: RawConnection, _ message: RawMessage, timeoutMilliseconds: Int32
+) -> (RawMessage?, LibDBusFailure?) {
+    withCError { dbus_connection_send_with_reply_and_block(connection, message, timeoutMilliseconds, $0) }
+}
+
+/// `dbus_bus_set_unique_name`: records the name `Hello` returned, as `dbus_bus_register` would.
+func libdbus_bus_set_unique_name(_ connection: RawConnection, _ name: String) -> Bool {
+    name.withCString { dbus_bus_set_unique_name(connection, $0) != 0 }
 }
 
 /// `dbus_bus_get_unique_name`
