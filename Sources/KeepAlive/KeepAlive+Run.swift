@@ -93,6 +93,15 @@ extension KeepAlive {
         ledger.close()
         ledger.expireAll()
         await ledger.waitUntilIdle()
+        // A window ends a moment before its report is delivered (same task, right after `ledger.end`).
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let reported = state.withLock { state in
+                if state.unreportedLaunches == 0 { return true }
+                state.reportWaiters.append(continuation)
+                return false
+            }
+            if reported { continuation.resume() }
+        }
     }
 
     // MARK: The loop
@@ -213,6 +222,7 @@ extension KeepAlive {
             deliver(launch.report(.skipped(.refused)), to: launch.onReport)
             return
         }
+        state.withLock { $0.unreportedLaunches += 1 }
         let window = PollWindow(entry: entry, tick: launch.tick, ledger: ledger)
         let task = Task {
             let result = await launch.handler(window)
@@ -250,6 +260,13 @@ extension KeepAlive {
             state.registrations[launch.token] = registration
         }
         deliver(launch.report(.ran(result: result, window: window)), to: launch.onReport)
+        let waiters = state.withLock { state in
+            state.unreportedLaunches -= 1
+            guard state.unreportedLaunches == 0 else { return [CheckedContinuation<Void, Never>]() }
+            defer { state.reportWaiters = [] }
+            return state.reportWaiters
+        }
+        for waiter in waiters { waiter.resume() }
     }
 
     private func deliver(_ report: TickReport, to onReport: (@Sendable (TickReport) -> Void)?) {

@@ -55,6 +55,9 @@ public final class PollEngine: Sendable {
     /// Per device: what the poll in progress has gathered, and the last values (for newData/noData).
     let scratch: [String: PollScratch]
     private let tokens: Locked<[RegistrationToken]>
+    /// Disconnects still running after their window gave up on them (by device name): the next poll of that
+    /// device waits for its own, and the connection slot stays taken until it is done.
+    let teardowns = Locked<(running: [String: (id: UInt64, task: Task<Void, Never>)], nextID: UInt64)>(([:], 0))
 
     /// Registers one keep-alive callback per peripheral on `keepAlive`; they poll while it runs.
     ///
@@ -112,6 +115,14 @@ public final class PollEngine: Sendable {
         broadcast.subscribe()
     }
 
+    /// Returns once every disconnect a cancelled or expired window left running has finished (each is bounded
+    /// by `disconnectTimeout`). Call it after the scheduler stops and before closing the transport.
+    public func waitUntilDisconnected() async {
+        while let pending = teardowns.withLock({ $0.running.values.first?.task }) {
+            await pending.value
+        }
+    }
+
     /// The most connections ever up at once on `adapter`.
     public func maxSimultaneousConnections(adapter: String) -> Int {
         limiter.highWater(adapter: adapter)
@@ -122,6 +133,15 @@ public final class PollEngine: Sendable {
     func poll(_ spec: PeripheralSpec, in window: PollWindow, scratch: PollScratch) async -> PollResult {
         scratch.begin(tick: window.tick)
         let peripheral = spec.peripheral
+        if let previous = teardowns.withLock({ $0.running[spec.name]?.task }) {
+            // The last window's disconnect is still running: never connect over it.
+            await Self.waitUnlessCancelled(previous)
+            if Task.isCancelled {
+                let failure = TransportError(.timeout, "window ended while the previous poll's disconnect was still running")
+                scratch.fail(failure)
+                return .failed(failure)
+            }
+        }
         do {
             try await limiter.acquire(adapter: peripheral.adapter, key: spec.name)
         } catch {
@@ -129,7 +149,7 @@ public final class PollEngine: Sendable {
             scratch.fail(failure)
             return .failed(failure)
         }
-        defer { limiter.release(adapter: peripheral.adapter) }
+        defer { releaseSlot(adapter: peripheral.adapter, device: spec.name) }
 
         var attempt = 0
         while true {
@@ -183,10 +203,10 @@ public final class PollEngine: Sendable {
                 try await listen(spec, window: window, scratch: scratch)
             }
         } catch {
-            await disconnect(peripheral)
+            await disconnect(peripheral, device: spec.name)
             throw error
         }
-        await disconnect(peripheral)
+        await disconnect(peripheral, device: spec.name)
     }
 
     /// Subscribes to every notifying characteristic and collects values for each one's duration, in parallel.
@@ -225,10 +245,73 @@ public final class PollEngine: Sendable {
 
     /// Disconnects outside the caller's cancellation (a cancelled or expired window must still drop its link),
     /// bounded by the transport's contract and `disconnectTimeout`.
-    private func disconnect(_ peripheral: Peripheral) async {
+    ///
+    /// A live window waits for it. A cancelled one does not: BlueZ takes about 2 s to disconnect, longer than
+    /// the ledger's grace, so waiting would turn every expiry into a forced end. The disconnect then finishes
+    /// on its own, keeping the device's connection slot until it does (see ``waitUntilDisconnected()``).
+    private func disconnect(_ peripheral: Peripheral, device: String) async {
         let transport = self.transport
         let timeout = configuration.disconnectTimeout
-        await Task { await transport.disconnect(peripheral, timeout: timeout) }.value
+        let teardowns = self.teardowns
+        // Registered under the lock before the task can finish, and removed by the task itself as it ends: a
+        // finished disconnect is never left looking pending.
+        let task = teardowns.withLock { state in
+            let id = state.nextID
+            state.nextID += 1
+            let task = Task {
+                await transport.disconnect(peripheral, timeout: timeout)
+                teardowns.withLock { state in
+                    if state.running[device]?.id == id { state.running[device] = nil }
+                }
+            }
+            state.running[device] = (id, task)
+            return task
+        }
+        await Self.waitUnlessCancelled(task)
+    }
+
+    /// Gives the connection slot back, or, while the device's disconnect still runs, once it has finished.
+    private func releaseSlot(adapter: String, device: String) {
+        guard let pending = teardowns.withLock({ $0.running[device]?.task }) else {
+            limiter.release(adapter: adapter)
+            return
+        }
+        let limiter = self.limiter
+        Task {
+            await pending.value
+            limiter.release(adapter: adapter)
+        }
+    }
+
+    /// Waits for `task` to finish, or for the caller to be cancelled, whichever comes first (`task` itself is
+    /// not cancelled).
+    static func waitUnlessCancelled(_ task: Task<Void, Never>) async {
+        let waiter = Locked<(continuation: CheckedContinuation<Void, Never>?, done: Bool)>((nil, false))
+        let finish: @Sendable () -> Void = {
+            let continuation = waiter.withLock { state -> CheckedContinuation<Void, Never>? in
+                guard !state.done else { return nil }
+                state.done = true
+                defer { state.continuation = nil }
+                return state.continuation
+            }
+            continuation?.resume()
+        }
+        Task {
+            await task.value
+            finish()
+        }
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                let finished = waiter.withLock { state in
+                    if state.done { return true }
+                    state.continuation = continuation
+                    return false
+                }
+                if finished { continuation.resume() }
+            }
+        } onCancel: {
+            finish()
+        }
     }
 
     static func transportError(_ error: any Error) -> TransportError {

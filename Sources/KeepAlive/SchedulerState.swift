@@ -36,6 +36,10 @@ struct SchedulerState {
     var seedCallback: SeedCallback?
     var statistics = KeepAlive.Statistics()
     var stopWaiters: [CheckedContinuation<Void, Never>] = []
+    /// Windows begun whose report has not been delivered yet; `run()` returns only when it is zero, so every
+    /// window's record is out before the scheduler says it has stopped.
+    var unreportedLaunches = 0
+    var reportWaiters: [CheckedContinuation<Void, Never>] = []
     var startedTask: Task<Void, Never>?
 
     init(power: PowerState, random: any RandomNumberGenerator & Sendable) {

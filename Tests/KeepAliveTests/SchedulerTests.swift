@@ -420,4 +420,23 @@ struct SchedulerTests {
             #expect(keepAlive.nextDeadline == nil)
         }
     }
+
+    @Test func runReturnsOnlyAfterEveryOpenWindowHasBeenReported() async throws {
+        let keepAlive = makeKeepAlive()
+        let ledgerEvents = Collector(keepAlive.ledger.events())
+        let reported = Locked<[String]>([])
+        for name in ["a", "b", "c"] {
+            keepAlive.register(name: name, onReport: { report in reported.withLock { $0.append(report.name) } }) { window in
+                // Runs until the stop cancels it.
+                while !Task.isCancelled { await Task.yield() }
+                return .noData
+            }
+        }
+        let run = Task { try await keepAlive.run() }
+        for _ in 0..<3 { _ = try await ledgerEvents.next { if case .began = $0 { true } else { false } } }
+        await keepAlive.stop()
+        try await run.value
+        // No waiting here: the three reports were delivered before run() returned.
+        #expect(reported.withLock { $0.sorted() } == ["a", "b", "c"])
+    }
 }
