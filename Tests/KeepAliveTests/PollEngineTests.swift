@@ -204,6 +204,33 @@ struct PollEngineTests {
         #expect(keepAlive.nextDeadline == nil)
     }
 
+    @Test func anExpiredWindowEndsWithoutWaitingForASlowDisconnectWhichStillHappensAndHoldsTheSlot() async throws {
+        // A read longer than the window, and a disconnect (4 s, like BlueZ's ~2 s) longer than the ledger's 2-s grace.
+        let transport = MockTransport(clock: clock, latency: .init(read: .seconds(5), disconnect: .seconds(4)))
+        addSensors(transport, 0..<1)
+        let keepAlive = makeKeepAlive(.init(interval: .seconds(30), windowBudget: .seconds(1)))
+        let engine = PollEngine(peripherals: [spec(0)], transport: transport, keepAlive: keepAlive, logger: quietLogger)
+        let records = Collector(engine.records())
+        try await withRunning(keepAlive) {
+            // The read has started (it sleeps until 5 s); let the 1-s window expire under it.
+            try await clock.waitForSleeper(until: clock.instant(.seconds(5)))
+            clock.advance(to: clock.instant(.seconds(1)))
+            let record = try await records.next { _ in true }
+            // Expired (the handler returned within the grace), not force-ended.
+            #expect(record.window?.outcome == .expired)
+            #expect(record.result == .failed)
+            // The window ended while the disconnect was still running: its latency (bounded by the 3-s
+            // disconnect timeout) sleeps until 1 + 3 s, after the window's end and after its grace.
+            #expect(transport.calls.last?.operation == .disconnect)
+            try await clock.waitForSleeper(until: clock.instant(.seconds(4)))
+            clock.advance(to: clock.instant(.seconds(4)))
+            await engine.waitUntilDisconnected()
+            #expect(transport.connected.isEmpty)
+        }
+        #expect(keepAlive.statistics.forcedEnds == 0)
+        expectAlwaysDisconnected(transport, [sensor(0)])
+    }
+
     @Test func retriesTransientErrorsWithGrowingDelays() async throws {
         let transport = MockTransport(clock: clock)
         addSensors(transport, 0..<1)
