@@ -17,8 +17,11 @@ extension BlueZTransport {
             try await connectFound(path, peripheral: peripheral, options: options, deadline: deadline)
             health.withLock { $0[peripheral, default: DeviceHealth()].consecutiveFailures = 0 }
         } catch {
-            // Never leave a half-open link: Disconnect also cancels a Connect still pending in BlueZ.
-            await disconnect(peripheral, timeout: .seconds(5))
+            // Never leave a half-open link: Disconnect also cancels a Connect still pending in BlueZ. A
+            // cancelled caller does not wait for it (BlueZ takes ~2 s): the Disconnect goes on, and the caller's
+            // own `disconnect` joins it.
+            let teardown = disconnectTask(peripheral, timeout: .seconds(5))
+            if !Task.isCancelled { await teardown.value }
             await noteFailure(of: peripheral, path: path, error: error)
             throw error
         }
@@ -231,15 +234,32 @@ extension BlueZTransport {
     // MARK: Disconnect
 
     public func disconnect(_ peripheral: Peripheral, timeout: Duration) async {
-        guard let path = try? BlueZ.devicePath(peripheral) else { return }
-        await detached {
-            do {
-                _ = try await self.call(path, BlueZ.deviceInterface, "Disconnect", timeout: timeout, context: "Disconnect \(peripheral.address)")
-            } catch let error as TransportError where [.notConnected, .deviceVanished, .serviceUnavailable, .serviceRestarted].contains(error.code) {
-                // Nothing (left) to disconnect.
-            } catch {
-                self.logger.warning("Disconnect failed", metadata: ["address": "\(peripheral.address)", "error": "\(error)"])
+        // Waited for even by a cancelled caller: the task itself is not cancelled, and the call is bounded.
+        await disconnectTask(peripheral, timeout: timeout).value
+    }
+
+    /// The Disconnect in flight for `peripheral`, or a new one. It removes itself when done, under the same
+    /// lock it was registered with, so a finished Disconnect is never joined by mistake.
+    func disconnectTask(_ peripheral: Peripheral, timeout: Duration) -> Task<Void, Never> {
+        disconnects.withLock { running in
+            if let task = running[peripheral] { return task }
+            let task = Task {
+                await self.sendDisconnect(peripheral, timeout: timeout)
+                _ = self.disconnects.withLock { $0.removeValue(forKey: peripheral) }
             }
+            running[peripheral] = task
+            return task
+        }
+    }
+
+    private func sendDisconnect(_ peripheral: Peripheral, timeout: Duration) async {
+        guard let path = try? BlueZ.devicePath(peripheral) else { return }
+        do {
+            _ = try await call(path, BlueZ.deviceInterface, "Disconnect", timeout: timeout, context: "Disconnect \(peripheral.address)")
+        } catch let error as TransportError where [.notConnected, .deviceVanished, .serviceUnavailable, .serviceRestarted].contains(error.code) {
+            // Nothing (left) to disconnect.
+        } catch {
+            logger.warning("Disconnect failed", metadata: ["address": "\(peripheral.address)", "error": "\(error)"])
         }
     }
 

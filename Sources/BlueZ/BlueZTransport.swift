@@ -45,6 +45,9 @@ public final class BlueZTransport: PeripheralTransport, Service {
     let discovery: DiscoverySessions
     let health = Locked<[Peripheral: DeviceHealth]>([:])
     let connectedQueries = Locked(0)
+    /// Disconnects in flight, one per peripheral: a second `disconnect` joins the first instead of sending
+    /// BlueZ another Disconnect (which it would answer with InProgress).
+    let disconnects = Locked<[Peripheral: Task<Void, Never>]>([:])
 
     /// How often `Connected` had to be asked for after Connect returned, because its signal never came
     /// (real-BlueZ quirk 2). Zero on a well-behaved bluetoothd.

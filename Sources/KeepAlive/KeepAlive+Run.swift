@@ -208,7 +208,7 @@ extension KeepAlive {
                 forcedEnd: { record in
                     let error = KeepAliveError(
                         code: .forcedEnd,
-                        message: "callback did not return within its \(launch.budget.formattedSeconds) window and grace"
+                        message: "callback did not return within the grace after its window (budget \(launch.budget.formattedSeconds)) expired or was cancelled"
                     )
                     self.complete(launch, result: .failed(error), window: record, finished: false)
                 }

@@ -81,9 +81,10 @@ public struct Advertisement: Hashable, Sendable {
 ///   and end at once (``TransportError/Code/serviceRestarted``, ``TransportError/Code/deviceVanished``) when
 ///   the stack or the device goes away.
 /// - **Cancellable.** Cancelling the calling task ends the call promptly; a cancelled `connect` leaves no link
-///   up (it cancels the pending connection itself).
-/// - **Never leaks a link.** A `connect` that throws leaves the peripheral disconnected. `disconnect` always
-///   tries, returns within `timeout` whatever happens, works in a cancelled task, and is idempotent.
+///   up: it starts tearing down the pending connection itself and returns without waiting for that.
+/// - **Never leaks a link.** A `connect` that throws leaves the peripheral disconnected, or (when cancelled)
+///   being disconnected. `disconnect` always tries, returns within `timeout` whatever happens, works in a
+///   cancelled task, is idempotent, and joins a teardown already in flight rather than starting another.
 /// - **Notifications** arrive on a stream that ends when the link drops or the consumer stops iterating
 ///   (which also unsubscribes).
 /// - **Sendable and re-entrant**: many peripherals are polled at once, each call independent.
