@@ -1,0 +1,503 @@
+internal import KeepAlive
+internal import Yams
+
+extension ConfigurationLoader {
+    /// The longest duration the file accepts anywhere: a keep-alive that ticks less than daily keeps nothing
+    /// alive, and the bound keeps the scheduler's arithmetic (interval × power multiplier × failure backoff, in
+    /// `Duration`'s 128-bit attoseconds) far from overflowing, which would trap.
+    static let longestDuration = Duration.seconds(24 * 60 * 60)
+
+    /// The largest power multiplier the file accepts, for the same overflow reason as ``longestDuration``.
+    static let largestMultiplier = 1000.0
+
+    /// The longest value a write may carry: the ATT maximum attribute length (Core spec Vol 3 Part F 3.2.9).
+    static let longestWrite = 512
+
+    /// Parses a duration written as a decimal number and a unit: `500ms`, `30s`, `2m`, `1h`, `1.5s`.
+    ///
+    /// No sign, no spaces, and a unit is required: a bare `30` could mean seconds or milliseconds, so it is
+    /// refused. Returns `nil` for anything else, or for a value finer than a nanosecond or beyond ~292 years.
+    ///
+    /// ```swift
+    /// ConfigurationLoader.parseDuration("1.5s")  // .milliseconds(1500)
+    /// ConfigurationLoader.parseDuration("30")    // nil
+    /// ```
+    public static func parseDuration(_ text: String) -> Duration? {
+        let units: [(suffix: String, nanoseconds: Int64)] = [
+            ("ms", 1_000_000), ("s", 1_000_000_000), ("m", 60_000_000_000), ("h", 3_600_000_000_000),
+        ]
+        // "ms" comes first so that "500ms" is not read as 500m followed by a stray "s".
+        guard let unit = units.first(where: { text.hasSuffix($0.suffix) }) else { return nil }
+        let number = text.dropLast(unit.suffix.count)
+        let parts = number.split(separator: ".", maxSplits: 1, omittingEmptySubsequences: false)
+        let whole = parts[0]
+        let fraction = parts.count == 2 ? parts[1] : ""
+        let isDigits = { (digits: Substring) in
+            digits.utf8.allSatisfy { $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }
+        }
+        guard !whole.isEmpty, isDigits(whole), isDigits(fraction), parts.count == 1 || !fraction.isEmpty else {
+            return nil
+        }
+        // Exact decimal arithmetic in nanoseconds (`Double` would turn 0.1s into 99.999…ms); every step
+        // reports overflow instead of trapping.
+        var scaled: Int64 = 0
+        for digit in (whole + fraction).utf8 {
+            let (times10, overflowed) = scaled.multipliedReportingOverflow(by: 10)
+            let (sum, overflowedAgain) = times10.addingReportingOverflow(Int64(digit - UInt8(ascii: "0")))
+            guard !overflowed, !overflowedAgain else { return nil }
+            scaled = sum
+        }
+        let (product, overflowed) = scaled.multipliedReportingOverflow(by: unit.nanoseconds)
+        guard !overflowed else { return nil }
+        var divisor: Int64 = 1
+        for _ in 0..<fraction.count {
+            let (next, overflowed) = divisor.multipliedReportingOverflow(by: 10)
+            guard !overflowed else { return nil }
+            divisor = next
+        }
+        guard product % divisor == 0 else { return nil }
+        return .nanoseconds(product / divisor)
+    }
+
+    /// Why `text` is not a duration, with the closest correct spelling when one is obvious.
+    static func durationAdvice(_ text: String) -> String {
+        let example = "a number and a unit (ms, s, m or h), e.g. 500ms, 30s, 2m, 1h"
+        let trimmed = text.filter { !$0.isWhitespace }
+        if trimmed.hasPrefix("-") {
+            return "`\(shown(text))` is negative: a duration is \(example)"
+        }
+        if Double(trimmed) != nil {
+            return "a bare number is ambiguous (seconds? milliseconds?): write `\(shown(trimmed))s` or another unit, "
+                + "e.g. 500ms, 30s, 2m, 1h"
+        }
+        let spelledOut: [(words: [String], unit: String)] = [
+            (["milliseconds", "millisecond", "millis", "msec"], "ms"),
+            (["seconds", "second", "secs", "sec"], "s"),
+            (["minutes", "minute", "mins", "min"], "m"),
+            (["hours", "hour", "hrs", "hr"], "h"),
+        ]
+        for (words, unit) in spelledOut {
+            for word in words where trimmed.lowercased().hasSuffix(word) {
+                let number = trimmed.dropLast(word.count)
+                if !number.isEmpty, Double(number) != nil {
+                    return "`\(shown(text))` is not a duration: write `\(shown(number))\(unit)`"
+                }
+            }
+        }
+        if parseDuration(trimmed) != nil {
+            return "`\(shown(text))` has spaces: write `\(shown(trimmed))`"
+        }
+        return "`\(shown(text))` is not a duration: expected \(example)"
+    }
+
+    /// Parses a write value: hexadecimal bytes as `01ff`, `0x01ff`, `01:ff` or `01 ff` (one separator kind
+    /// throughout, two digits per byte). Returns the bytes, or why the text is not a value.
+    static func parseHexBytes(_ text: String) -> Result<[UInt8], HexValueError> {
+        let forms = "\"01ff\", \"0x01ff\", \"01:ff\" or \"01 ff\""
+        var digits = Substring(text)
+        if digits.hasPrefix("0x") || digits.hasPrefix("0X") { digits = digits.dropFirst(2) }
+        guard !digits.isEmpty else { return .failure(HexValueError("a write needs at least one byte, e.g. \"01\"")) }
+        let separators = Set(digits.filter { $0 == ":" || $0 == " " })
+        let groups: [Substring]
+        switch separators.count {
+        case 0:
+            guard digits.count.isMultiple(of: 2) else {
+                return .failure(HexValueError("\"\(shown(text))\" has an odd number of hex digits: two per byte"))
+            }
+            groups = stride(from: 0, to: digits.count, by: 2).map { offset in
+                let start = digits.index(digits.startIndex, offsetBy: offset)
+                return digits[start..<digits.index(start, offsetBy: 2)]
+            }
+        case 1:
+            groups = digits.split(separator: separators.first ?? ":", omittingEmptySubsequences: false)
+        default:
+            return .failure(HexValueError("\"\(shown(text))\" mixes separators: use `:` or spaces, not both"))
+        }
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(groups.count)
+        for group in groups {
+            // Checked digit by digit: `UInt8(_:radix:)` alone would take a sign ("+f", "-0").
+            guard group.utf8.count == 2, group.utf8.allSatisfy(isHexDigit), let byte = UInt8(group, radix: 16) else {
+                return .failure(HexValueError("\"\(shown(text))\" is not hex bytes: expected \(forms)"))
+            }
+            bytes.append(byte)
+        }
+        guard bytes.count <= longestWrite else {
+            return .failure(HexValueError("\(bytes.count) bytes: an attribute holds at most \(longestWrite)"))
+        }
+        return .success(bytes)
+    }
+
+    private static func isHexDigit(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "a")...UInt8(ascii: "f"),
+            UInt8(ascii: "A")...UInt8(ascii: "F"):
+            true
+        default:
+            false
+        }
+    }
+
+    /// Why a write value is not hexadecimal bytes.
+    struct HexValueError: Error {
+        var message: String
+        init(_ message: String) { self.message = message }
+    }
+
+    /// Input as messages quote it: at most 40 characters and control characters escaped, so that a message
+    /// stays one short line whatever the file holds.
+    static func shown(_ text: some StringProtocol) -> String {
+        let escaped = text.unicodeScalars.map { scalar in
+            scalar.properties.generalCategory == .control ? scalar.escaped(asASCII: true) : String(scalar)
+        }
+        return escaped.count > 40 ? escaped.prefix(39).joined() + "…" : escaped.joined()
+    }
+
+    /// The edit distance (insertions, deletions, substitutions) between two keys, for "did you mean" hints.
+    static func editDistance(_ lhs: String, _ rhs: String) -> Int {
+        let lhs = Array(lhs.lowercased().unicodeScalars)
+        let rhs = Array(rhs.lowercased().unicodeScalars)
+        guard !lhs.isEmpty else { return rhs.count }
+        guard !rhs.isEmpty else { return lhs.count }
+        var previous = Array(0...rhs.count)
+        var current = [Int](repeating: 0, count: rhs.count + 1)
+        for (row, left) in lhs.enumerated() {
+            current[0] = row + 1
+            for (column, right) in rhs.enumerated() {
+                current[column + 1] = Swift.min(
+                    previous[column + 1] + 1,
+                    current[column] + 1,
+                    previous[column] + (left == right ? 0 : 1)
+                )
+            }
+            swap(&previous, &current)
+        }
+        return previous[rhs.count]
+    }
+}
+
+// MARK: - Where things are
+
+extension ConfigurationLoader {
+    /// One text being parsed: its name for locations, and its line lengths to keep every location inside it.
+    struct Document {
+        let file: String
+        /// Unicode scalars per line, as libyaml counts columns.
+        private let lineLengths: [Int]
+
+        init(file: String, text: String) {
+            self.file = file
+            var lengths = text.split(omittingEmptySubsequences: false, whereSeparator: \.isNewline)
+                .map(\.unicodeScalars.count)
+            // A final newline ends the last line rather than starting an empty one.
+            if lengths.count > 1, lengths.last == 0 { lengths.removeLast() }
+            lineLengths = lengths
+        }
+
+        var start: SourceLocation { SourceLocation(file: file, line: 1, column: 1) }
+
+        /// A 1-based position (Yams' marks already are, see `Parser.swift`'s `startMark`), moved back inside the
+        /// text: libyaml reports "unexpected end of stream" one line past a final newline.
+        func location(line: Int, column: Int) -> SourceLocation {
+            guard let lastLength = lineLengths.last, line >= 1 else { return start }
+            if line > lineLengths.count {
+                return SourceLocation(file: file, line: lineLengths.count, column: lastLength + 1)
+            }
+            return SourceLocation(file: file, line: line, column: Swift.max(1, column))
+        }
+
+        func location(_ node: Node) -> SourceLocation {
+            // Parsed nodes always carry a mark; only hand-built ones do not.
+            node.mark.map { location(line: $0.line, column: $0.column) } ?? start
+        }
+
+        func error(
+            _ kind: ConfigurationError.Kind, at node: Node, _ field: String, _ message: String
+        ) -> ConfigurationError {
+            ConfigurationError(kind, at: location(node), field: field, message)
+        }
+
+        /// A Yams error as a `.syntax` error at libyaml's position, with libyaml's words.
+        func syntaxError(_ error: YamlError) -> ConfigurationError {
+            switch error {
+            case .scanner(let context, let problem, let mark, _),
+                .parser(let context, let problem, let mark, _),
+                .composer(let context, let problem, let mark, _):
+                let during = context.map { " (\($0.text) at line \($0.mark.line), column \($0.mark.column))" } ?? ""
+                return ConfigurationError(
+                    .syntax, at: location(line: mark.line, column: mark.column), field: "", "YAML: \(problem)\(during)"
+                )
+            case .reader(let problem, let offset, _, let yaml):
+                // `offset` counts Characters from the start of the text.
+                var line = 1
+                var column = 1
+                for character in yaml.prefix(offset ?? 0) {
+                    if character.isNewline {
+                        line += 1
+                        column = 1
+                    } else {
+                        column += character.unicodeScalars.count
+                    }
+                }
+                return ConfigurationError(
+                    .syntax, at: location(line: line, column: column), field: "", "YAML: \(problem)"
+                )
+            case .duplicatedKeysInMapping(let duplicates, let context):
+                // Yams gives the position of the key's first use only.
+                let keys = duplicates.map { "`\($0)`" }.joined(separator: ", ")
+                return ConfigurationError(
+                    .syntax, at: location(line: context.mark.line, column: context.mark.column), field: "",
+                    "duplicate key \(keys) in one mapping (first used here): a key may appear only once"
+                )
+            default:
+                return ConfigurationError(.syntax, at: start, field: "", "YAML: \(error)")
+            }
+        }
+    }
+
+    /// The pairs of one mapping, in file order, every key checked against the format's.
+    struct Fields {
+        /// The mapping, where missing keys are reported.
+        let node: Node
+        /// The mapping's own field path: `""` at the top, `devices[1]`, `low_power`.
+        let path: String
+        let pairs: [(key: String, value: Node)]
+        private let document: Document
+
+        init(
+            _ node: Node, path: String, allowed: [String], in document: Document, expected: String
+        ) throws(ConfigurationError) {
+            guard case .mapping(let mapping) = node else {
+                throw document.wrongType(node, path, expected: expected)
+            }
+            self.node = node
+            self.path = path
+            self.document = document
+            var pairs: [(key: String, value: Node)] = []
+            for (keyNode, value) in mapping {
+                let key = try Self.name(of: keyNode, path: path, allowed: allowed, in: document)
+                // Yams refuses duplicate keys already, unless they differ only in tag (`1` and `"1"`).
+                guard !pairs.contains(where: { $0.key == key }) else {
+                    throw document.error(
+                        .syntax, at: keyNode, Self.join(path, key),
+                        "duplicate key `\(shown(key))`: a key may appear only once"
+                    )
+                }
+                pairs.append((key, value))
+            }
+            self.pairs = pairs
+        }
+
+        /// A key's name, when the format knows it.
+        private static func name(
+            of keyNode: Node, path: String, allowed: [String], in document: Document
+        ) throws(ConfigurationError) -> String {
+            let place = path.isEmpty ? "at the top level" : "in `\(path)`"
+            if keyNode.tag.rawValue == Tag.Name.merge.rawValue {
+                throw document.error(
+                    .unknownKey, at: keyNode, Self.join(path, "<<"),
+                    "merge keys (`<<`) are not supported: repeat the settings, or share a whole list with an anchor "
+                        + "(`read: &reads [2a19]`, then `read: *reads`)"
+                )
+            }
+            guard case .scalar(let scalar) = keyNode, keyNode.tag.rawValue != Tag.Name.null.rawValue else {
+                throw document.error(
+                    .unknownKey, at: keyNode, path,
+                    "a key \(place) must be a name like `\(allowed[0])`, found \(document.describe(keyNode))"
+                )
+            }
+            let key = scalar.string
+            guard allowed.contains(key) else {
+                let closest = allowed.map { ($0, ConfigurationLoader.editDistance(key, $0)) }.min { $0.1 < $1.1 }
+                let hint =
+                    if let closest, closest.1 <= 2 {
+                        "did you mean `\(closest.0)`?"
+                    } else {
+                        "known keys: " + allowed.joined(separator: ", ")
+                    }
+                throw document.error(
+                    .unknownKey, at: keyNode, Self.join(path, key), "unknown key `\(shown(key))` \(place); \(hint)"
+                )
+            }
+            return key
+        }
+
+        static func join(_ path: String, _ key: String) -> String {
+            path.isEmpty ? key : "\(path).\(key)"
+        }
+
+        /// The field path of one of this mapping's keys.
+        func field(_ key: String) -> String { Self.join(path, key) }
+
+        subscript(key: String) -> Node? {
+            pairs.first { $0.key == key }?.value
+        }
+
+        func required(_ key: String) throws(ConfigurationError) -> Node {
+            guard let value = self[key] else {
+                let place = path.isEmpty ? "the file" : "`\(path)`"
+                throw document.error(.missingKey, at: node, field(key), "\(place) needs `\(key):`")
+            }
+            return value
+        }
+    }
+}
+
+// MARK: - Typed values out of nodes
+
+extension ConfigurationLoader.Document {
+    /// What a node is, for "found …" in messages: "a sequence", "the number 30", "an empty value".
+    func describe(_ node: Node) -> String {
+        switch node {
+        case .mapping: return "a mapping"
+        case .sequence: return "a sequence"
+        case .alias: return "an alias"
+        case .scalar(let scalar):
+            let text = shown(scalar.string)
+            switch node.tag.rawValue {
+            case Tag.Name.null.rawValue: return scalar.string.isEmpty ? "an empty value" : "null (`\(text)`)"
+            case Tag.Name.bool.rawValue: return "the boolean `\(text)`"
+            case Tag.Name.int.rawValue, Tag.Name.float.rawValue: return "the number `\(text)`"
+            case Tag.Name.str.rawValue: return "the string \"\(text)\""
+            case Tag.Name.timestamp.rawValue: return "the date `\(text)`"
+            case let tag:
+                // `!!binary` rather than `tag:yaml.org,2002:binary`, as the file spells it.
+                let yamlPrefix = "tag:yaml.org,2002:"
+                let spelled = tag.hasPrefix(yamlPrefix) ? "!!" + tag.dropFirst(yamlPrefix.count) : tag
+                return "a value tagged `\(shown(spelled))`"
+            }
+        }
+    }
+
+    func wrongType(_ node: Node, _ field: String, expected: String) -> ConfigurationError {
+        error(.wrongType, at: node, field, "expected \(expected), found \(describe(node))")
+    }
+
+    /// A scalar's text, as written. Plain numbers, booleans and dates are taken as their text (a UUID `2902` or a
+    /// value `01` is read by YAML as a number), so only empty values, collections and unknown tags are refused.
+    func text(_ node: Node, _ field: String, expected: String) throws(ConfigurationError) -> String {
+        guard case .scalar(let scalar) = node else { throw wrongType(node, field, expected: expected) }
+        let textTags: Set<String> = [
+            Tag.Name.str.rawValue, Tag.Name.int.rawValue, Tag.Name.float.rawValue, Tag.Name.bool.rawValue,
+            Tag.Name.timestamp.rawValue,
+        ]
+        guard textTags.contains(node.tag.rawValue) else { throw wrongType(node, field, expected: expected) }
+        return scalar.string
+    }
+
+    /// A non-empty scalar text.
+    func nonEmptyText(_ node: Node, _ field: String, expected: String) throws(ConfigurationError) -> String {
+        let value = try text(node, field, expected: expected)
+        guard !value.isEmpty else {
+            throw error(.invalidValue, at: node, field, "must not be empty: expected \(expected)")
+        }
+        return value
+    }
+
+    func sequence(_ node: Node, _ field: String, expected: String) throws(ConfigurationError) -> [Node] {
+        guard case .sequence(let sequence) = node else { throw wrongType(node, field, expected: expected) }
+        return Array(sequence)
+    }
+
+    /// A duration in `0...longestDuration`, or in `>0...` unless `allowZero`.
+    func duration(_ node: Node, _ field: String, allowZero: Bool = false) throws(ConfigurationError) -> Duration {
+        let written = try text(node, field, expected: "a duration like 30s")
+        guard let value = ConfigurationLoader.parseDuration(written) else {
+            throw error(.badDuration, at: node, field, ConfigurationLoader.durationAdvice(written))
+        }
+        guard allowZero || value > .zero else {
+            throw error(.invalidValue, at: node, field, "must be longer than 0, e.g. 30s")
+        }
+        guard value <= ConfigurationLoader.longestDuration else {
+            let hours = ConfigurationLoader.longestDuration.components.seconds / 3600
+            throw error(.invalidValue, at: node, field, "\(shown(written)) is longer than \(hours)h, the most allowed")
+        }
+        return value
+    }
+
+    /// A YAML number (not a quoted string) between `range`'s bounds.
+    func number(_ node: Node, _ field: String, in range: ClosedRange<Double>) throws(ConfigurationError) -> Double {
+        let expected = "a number from \(Self.formatBound(range.lowerBound)) to \(Self.formatBound(range.upperBound))"
+        guard case .scalar(let scalar) = node,
+            [Tag.Name.int.rawValue, Tag.Name.float.rawValue].contains(node.tag.rawValue)
+        else { throw wrongType(node, field, expected: expected) }
+        // YAML allows `1_000`; `Double` does not. `.inf` and `.nan` fail here or at `isFinite`.
+        guard let value = Double(scalar.string.filter { $0 != "_" }), value.isFinite else {
+            throw error(.invalidValue, at: node, field, "`\(shown(scalar.string))` is not a plain number: \(expected)")
+        }
+        guard range.contains(value) else {
+            throw error(.invalidValue, at: node, field, "\(shown(scalar.string)) is out of range: \(expected)")
+        }
+        return value
+    }
+
+    /// A YAML whole number between `range`'s bounds.
+    func integer(_ node: Node, _ field: String, in range: ClosedRange<Int>) throws(ConfigurationError) -> Int {
+        let expected = "a whole number from \(range.lowerBound) to \(range.upperBound)"
+        guard case .scalar(let scalar) = node,
+            [Tag.Name.int.rawValue, Tag.Name.float.rawValue].contains(node.tag.rawValue)
+        else { throw wrongType(node, field, expected: expected) }
+        // `Int(_:)` returns nil on overflow, so a 40-digit number is merely out of range.
+        guard let value = Int(scalar.string), range.contains(value) else {
+            throw error(.invalidValue, at: node, field, "\(shown(scalar.string)) is not \(expected)")
+        }
+        return value
+    }
+
+    func uuid(_ node: Node, _ field: String) throws(ConfigurationError) -> BluetoothUUID {
+        let expected = "a UUID like 2a19 or 4b410002-6b65-6570-616c-697665000000"
+        let written = try text(node, field, expected: expected)
+        do {
+            return try BluetoothUUID(written)
+        } catch let parseError as BluetoothUUID.ParseError {
+            throw error(.badUUID, at: node, field, "\"\(shown(written))\" is not a UUID: \(parseError.reason)")
+        } catch {
+            // `BluetoothUUID.init` throws only `ParseError`; this keeps the typed throw total.
+            throw self.error(.badUUID, at: node, field, "\"\(shown(written))\" is not \(expected)")
+        }
+    }
+
+    /// An address checked by libbluetooth's `bachk`, upper-cased.
+    func address(_ node: Node, _ field: String) throws(ConfigurationError) -> String {
+        let written = try text(node, field, expected: "an address like C0:FF:EE:00:00:01")
+        guard HostBluetooth.isValidAddress(written) else {
+            let octets = written.split(separator: ":", omittingEmptySubsequences: false).count
+            let detail = octets != 6 && written.contains(":") ? " (it has \(octets) parts, an address has 6)" : ""
+            throw error(
+                .badAddress, at: node, field,
+                "\"\(shown(written))\" is not a Bluetooth address\(detail): "
+                    + "expected six hex octets like C0:FF:EE:00:00:01"
+            )
+        }
+        return written.uppercased()
+    }
+
+    /// An adapter name `hciN`, as BlueZ names them under `/org/bluez`.
+    func adapter(_ node: Node, _ field: String) throws(ConfigurationError) -> String {
+        let written = try text(node, field, expected: "an adapter name like hci0")
+        let number = written.dropFirst(3)
+        guard written.hasPrefix("hci"), !number.isEmpty, number.utf8.count <= 5,
+            number.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") })
+        else {
+            throw error(.invalidValue, at: node, field, "\"\(shown(written))\" is not an adapter name like hci0")
+        }
+        return written
+    }
+
+    func hexBytes(_ node: Node, _ field: String) throws(ConfigurationError) -> [UInt8] {
+        let written = try text(node, field, expected: "hex bytes like \"01ff\"")
+        switch ConfigurationLoader.parseHexBytes(written) {
+        case .success(let bytes): return bytes
+        case .failure(let problem): throw error(.invalidValue, at: node, field, problem.message)
+        }
+    }
+
+    /// `1` rather than `1.0`; only ever given the loader's small constant bounds.
+    private static func formatBound(_ value: Double) -> String {
+        value == value.rounded() && value.magnitude < 1e15 ? String(Int(value)) : String(value)
+    }
+
+    private func shown(_ text: some StringProtocol) -> String {
+        ConfigurationLoader.shown(text)
+    }
+}

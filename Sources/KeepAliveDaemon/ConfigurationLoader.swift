@@ -1,0 +1,410 @@
+internal import KeepAlive
+internal import Yams
+
+#if canImport(Glibc)
+internal import Glibc
+#elseif canImport(Darwin)
+internal import Darwin
+#endif
+
+/// Reads the YAML file of `keepalive run --config PATH` into a ``DaemonConfiguration``.
+///
+/// The format is documented by example in ``ExampleConfiguration/yaml`` (also `Examples/keepalive.yaml`).
+/// Every mistake is a ``ConfigurationError`` naming the file, line and column of the offending value (of the
+/// key, for an unknown key; of the mapping, for a missing key) and the field path, e.g.
+/// `keepalive.yaml:12:14: devices[1].address: "C0:FF:EE:00:00" is not a Bluetooth address …`. Only the first
+/// mistake is reported, and no input traps: the checks run before any core type with preconditions is built.
+///
+/// ```swift
+/// do {
+///     let configuration = try ConfigurationLoader.load(path: "/etc/keepalive/keepalive.yaml")
+///     print(configuration.peripheralSpecs().map(\.name))
+/// } catch {
+///     print(error)  // keepalive.yaml:3:11: interval: a bare number is ambiguous …
+/// }
+/// ```
+public enum ConfigurationLoader {
+    /// Files beyond this are refused unread: a configuration is a few kilobytes, and `--config /dev/zero` must
+    /// not eat the memory.
+    static let largestFile = 1 << 20
+
+    static let topLevelKeys = [
+        "interval", "jitter", "window_budget", "low_power", "adapter", "max_connections", "output", "devices",
+    ]
+    static let deviceKeys = ["name", "address", "adapter", "interval", "budget", "read", "write", "notify"]
+
+    /// Reads and parses the file at `path`; the result's `path` is set.
+    public static func load(path: String) throws(ConfigurationError) -> DaemonConfiguration {
+        let bytes = try readFile(path)
+        guard let text = String(validating: bytes, as: UTF8.self) else { throw notUTF8(bytes, file: path) }
+        var configuration = try parse(text, file: path)
+        configuration.path = path
+        return configuration
+    }
+
+    /// Parses YAML text; `file` is only the name used in error locations.
+    public static func parse(_ text: String, file: String) throws(ConfigurationError) -> DaemonConfiguration {
+        let document = Document(file: file, text: text)
+        let root: Node?
+        do {
+            // `.utf8` explicitly: `Parser.Encoding.default` consults an environment variable and prints to
+            // standard output, which may be the daemon's JSON Lines stream.
+            root = try Parser(yaml: text, resolver: .default, constructor: .default, encoding: .utf8).singleRoot()
+        } catch let yamlError as YamlError {
+            throw document.syntaxError(yamlError)
+        } catch {
+            throw ConfigurationError(.syntax, at: document.start, field: "", "\(error)")
+        }
+        guard let root, root.tag.rawValue != Tag.Name.null.rawValue else {
+            throw ConfigurationError(
+                .missingKey, at: document.start, field: "devices",
+                "the file is empty: it needs at least a `devices:` list (see Examples/keepalive.yaml)"
+            )
+        }
+        return try configuration(root, in: document)
+    }
+
+    // MARK: - The top level
+
+    private static func configuration(
+        _ root: Node, in document: Document
+    ) throws(ConfigurationError) -> DaemonConfiguration {
+        let fields = try Fields(
+            root, path: "", allowed: topLevelKeys, in: document,
+            expected: "a mapping of settings (interval:, devices:, …) at the top level"
+        )
+        var configuration = DaemonConfiguration()
+        var entries: [DeviceEntry] = []
+        for pair in fields.pairs {
+            let value = pair.value
+            switch pair.key {
+            case "interval": configuration.interval = try document.duration(value, "interval")
+            case "jitter": configuration.jitter = try document.duration(value, "jitter", allowZero: true)
+            case "window_budget": configuration.windowBudget = try document.duration(value, "window_budget")
+            case "low_power": configuration.lowPower = try lowPower(value, in: document)
+            case "adapter": configuration.adapter = try document.adapter(value, "adapter")
+            case "max_connections":
+                configuration.maxConnections = try document.integer(value, "max_connections", in: 1...16)
+            case "output":
+                let output = try document.nonEmptyText(value, "output", expected: "`-` (standard output) or a path")
+                configuration.output = output == "-" ? .standardOutput : .file(output)
+            case "devices": entries = try devices(value, in: document)
+            default: break  // `Fields` refused every other key.
+            }
+        }
+        _ = try fields.required("devices")
+
+        // Cross-field checks, once every value is known: the core would trap on these (see
+        // `KeepAlive.Configuration.checkPreconditions`), so they must be caught here.
+        let interval = configuration.interval
+        let intervalNote = fields["interval"].map { " (line \(document.location($0).line))" } ?? " (the default)"
+        if let node = fields["jitter"], configuration.jitter >= interval {
+            throw document.error(
+                .invalidValue, at: node, "jitter",
+                "jitter \(format(configuration.jitter)) must be shorter than "
+                    + "interval \(format(interval))\(intervalNote)"
+            )
+        }
+        if let node = fields["window_budget"], let budget = configuration.windowBudget, budget >= interval {
+            throw document.error(
+                .invalidValue, at: node, "window_budget",
+                "window_budget \(format(budget)) must be shorter than interval \(format(interval))\(intervalNote), "
+                    + "so that each tick's windows close before the next tick"
+            )
+        }
+        try check(entries, against: configuration, in: document)
+        configuration.devices = entries.map(\.device)
+        return configuration
+    }
+
+    private static func lowPower(_ node: Node, in document: Document) throws(ConfigurationError) -> LowPowerPolicy {
+        let fields = try Fields(
+            node, path: "low_power", allowed: ["multiplier", "critical"], in: document,
+            expected: "a mapping like {multiplier: 2, critical: pause}"
+        )
+        var multiplier = 2.0
+        var critical = LowPowerPolicy.Critical.pause
+        for pair in fields.pairs {
+            switch pair.key {
+            case "multiplier":
+                multiplier = try document.number(pair.value, "low_power.multiplier", in: 1...largestMultiplier)
+            case "critical":
+                critical = try criticalPolicy(pair.value, in: document)
+            default: break
+            }
+        }
+        // Both values were range-checked above, so the initialiser's preconditions hold.
+        return LowPowerPolicy(lowPowerMultiplier: multiplier, critical: critical)
+    }
+
+    /// `critical: pause` or `critical: {stretch: 4}`: one key per choice, so a factor cannot be given to `pause`.
+    private static func criticalPolicy(
+        _ node: Node, in document: Document
+    ) throws(ConfigurationError) -> LowPowerPolicy.Critical {
+        let field = "low_power.critical"
+        let expected = "`pause` or a mapping like {stretch: 4}"
+        if case .mapping = node {
+            let fields = try Fields(node, path: field, allowed: ["stretch"], in: document, expected: expected)
+            let factor = try fields.required("stretch")
+            return .stretch(try document.number(factor, "\(field).stretch", in: 1...largestMultiplier))
+        }
+        let word = try document.text(node, field, expected: expected)
+        switch word {
+        case "pause":
+            return .pause
+        case "stretch":
+            throw document.error(
+                .invalidValue, at: node, field, "`stretch` needs a factor: write `critical: {stretch: 4}`"
+            )
+        default:
+            throw document.error(
+                .invalidValue, at: node, field, "expected \(expected), found \(document.describe(node))"
+            )
+        }
+    }
+
+    // MARK: - Devices
+
+    /// A device and the nodes its cross-checks point at.
+    private struct DeviceEntry {
+        var device: DaemonConfiguration.Device
+        var path: String
+        var nameNode: Node
+        var addressNode: Node
+        var intervalNode: Node?
+        var budgetNode: Node?
+        var listenings: [(duration: Duration, node: Node, field: String)] = []
+    }
+
+    private static func devices(_ node: Node, in document: Document) throws(ConfigurationError) -> [DeviceEntry] {
+        let items = try document.sequence(node, "devices", expected: "a sequence of devices (`- name: …`)")
+        guard !items.isEmpty else {
+            throw document.error(
+                .invalidValue, at: node, "devices", "the list is empty: the daemon needs at least one device"
+            )
+        }
+        var entries: [DeviceEntry] = []
+        for (index, item) in items.enumerated() {
+            entries.append(try device(item, path: "devices[\(index)]", in: document))
+        }
+        return entries
+    }
+
+    private static func device(
+        _ node: Node, path: String, in document: Document
+    ) throws(ConfigurationError) -> DeviceEntry {
+        let fields = try Fields(
+            node, path: path, allowed: deviceKeys, in: document,
+            expected: "a device mapping (name:, address:, read:/write:/notify:)"
+        )
+        var device = DaemonConfiguration.Device(name: "", address: "", location: document.location(node))
+        var listenings: [(duration: Duration, node: Node, field: String)] = []
+        for pair in fields.pairs {
+            let value = pair.value
+            let field = fields.field(pair.key)
+            switch pair.key {
+            case "name":
+                device.name = try document.nonEmptyText(value, field, expected: "a name like greenhouse-north")
+            case "address": device.address = try document.address(value, field)
+            case "adapter": device.adapter = try document.adapter(value, field)
+            case "interval": device.interval = try document.duration(value, field)
+            case "budget": device.budget = try document.duration(value, field)
+            case "read":
+                let items = try document.sequence(value, field, expected: "a sequence of UUIDs like [2a19]")
+                for (index, item) in items.enumerated() {
+                    device.reads.append(try document.uuid(item, "\(field)[\(index)]"))
+                }
+            case "write":
+                let items = try document.sequence(
+                    value, field, expected: "a sequence of writes like [{uuid: 2a06, value: \"01\"}]"
+                )
+                for (index, item) in items.enumerated() {
+                    device.writes.append(try write(item, path: "\(field)[\(index)]", in: document))
+                }
+            case "notify":
+                let items = try document.sequence(value, field, expected: "a sequence like [{uuid: 2a6e, for: 1s}]")
+                for (index, item) in items.enumerated() {
+                    let itemPath = "\(field)[\(index)]"
+                    let itemFields = try Fields(
+                        item, path: itemPath, allowed: ["uuid", "for"], in: document,
+                        expected: "a mapping like {uuid: 2a6e, for: 1s}"
+                    )
+                    let uuid = try document.uuid(try itemFields.required("uuid"), "\(itemPath).uuid")
+                    let durationNode = try itemFields.required("for")
+                    let duration = try document.duration(durationNode, "\(itemPath).for")
+                    device.notifications.append(.init(characteristic: uuid, duration: duration))
+                    listenings.append((duration, durationNode, "\(itemPath).for"))
+                }
+            default: break
+            }
+        }
+        let nameNode = try fields.required("name")
+        let addressNode = try fields.required("address")
+        if device.reads.isEmpty, device.writes.isEmpty, device.notifications.isEmpty {
+            throw document.error(
+                .invalidValue, at: node, path,
+                "device `\(shown(device.name))` does nothing: give it at least one of read, write or notify"
+            )
+        }
+        return DeviceEntry(
+            device: device, path: path, nameNode: nameNode, addressNode: addressNode,
+            intervalNode: fields["interval"], budgetNode: fields["budget"], listenings: listenings
+        )
+    }
+
+    private static func write(
+        _ node: Node, path: String, in document: Document
+    ) throws(ConfigurationError) -> PeripheralSpec.Write {
+        let fields = try Fields(
+            node, path: path, allowed: ["uuid", "value", "type"], in: document,
+            expected: "a mapping like {uuid: 2a06, value: \"01\"}"
+        )
+        let uuid = try document.uuid(try fields.required("uuid"), "\(path).uuid")
+        let value = try document.hexBytes(try fields.required("value"), "\(path).value")
+        var type = WriteType.request
+        if let typeNode = fields["type"] {
+            let word = try document.text(typeNode, "\(path).type", expected: "`request` or `command`")
+            guard let parsed = WriteType(rawValue: word) else {
+                throw document.error(
+                    .invalidValue, at: typeNode, "\(path).type",
+                    "expected `request` (acknowledged, the default) or `command` (without response), "
+                        + "found \(document.describe(typeNode))"
+                )
+            }
+            type = parsed
+        }
+        return PeripheralSpec.Write(characteristic: uuid, value: value, type: type)
+    }
+
+    /// The checks that need every device and the top-level values, in file order.
+    private static func check(
+        _ entries: [DeviceEntry], against configuration: DaemonConfiguration, in document: Document
+    ) throws(ConfigurationError) {
+        var names: [String: DeviceEntry] = [:]
+        var addresses: [String: DeviceEntry] = [:]
+        let scheduler = configuration.keepAliveConfiguration
+        for entry in entries {
+            let device = entry.device
+            if let first = names[device.name] {
+                throw document.error(
+                    .invalidValue, at: entry.nameNode, "\(entry.path).name",
+                    "the name `\(shown(device.name))` is already used by \(first.path) "
+                        + "(line \(document.location(first.nameNode).line)): names must be unique"
+                )
+            }
+            names[device.name] = entry
+            let adapter = device.adapter ?? configuration.adapter
+            let key = "\(device.address)@\(adapter)"
+            if let first = addresses[key] {
+                throw document.error(
+                    .invalidValue, at: entry.addressNode, "\(entry.path).address",
+                    "\(device.address) on \(adapter) is already \(first.path) (`\(shown(first.device.name))`): "
+                        + "one entry per device and adapter"
+                )
+            }
+            addresses[key] = entry
+
+            let interval = device.interval ?? configuration.interval
+            if let intervalNode = entry.intervalNode, configuration.jitter >= interval {
+                throw document.error(
+                    .invalidValue, at: intervalNode, "\(entry.path).interval",
+                    "interval \(format(interval)) must be longer than jitter \(format(configuration.jitter))"
+                )
+            }
+            // Only an explicit budget (the device's, or window_budget) can reach the interval: the derived one is
+            // at most two thirds of it.
+            let budget = device.budget ?? scheduler.budget(forInterval: interval)
+            if let budgetNode = entry.budgetNode, budget >= interval {
+                throw document.error(
+                    .invalidValue, at: budgetNode, "\(entry.path).budget",
+                    "budget \(format(budget)) must be shorter than the device's interval \(format(interval))"
+                )
+            }
+            if device.budget == nil, let intervalNode = entry.intervalNode,
+                let windowBudget = configuration.windowBudget, windowBudget >= interval
+            {
+                throw document.error(
+                    .invalidValue, at: intervalNode, "\(entry.path).interval",
+                    "interval \(format(interval)) is not longer than window_budget \(format(windowBudget)): "
+                        + "give this device a shorter `budget` or a longer interval"
+                )
+            }
+            // Subscriptions listen in parallel inside the window: listening as long as the budget always times out.
+            for listening in entry.listenings where listening.duration >= budget {
+                throw document.error(
+                    .invalidValue, at: listening.node, listening.field,
+                    "listening \(format(listening.duration)) must be shorter than the device's window budget "
+                        + format(budget)
+                )
+            }
+        }
+    }
+
+    /// A duration as the file writes them: `30s`, `1500ms` (every parsed duration is whole nanoseconds).
+    static func format(_ duration: Duration) -> String {
+        let (seconds, attoseconds) = duration.components
+        if attoseconds == 0 { return "\(seconds)s" }
+        let attosecondsPerMillisecond: Int64 = 1_000_000_000_000_000
+        if attoseconds % attosecondsPerMillisecond == 0 {
+            return "\(seconds * 1000 + attoseconds / attosecondsPerMillisecond)ms"
+        }
+        return "\(duration)"
+    }
+
+    // MARK: - Reading the file
+
+    private static func readFile(_ path: String) throws(ConfigurationError) -> [UInt8] {
+        let start = SourceLocation(file: path, line: 1, column: 1)
+        func unreadable(_ code: Int32) -> ConfigurationError {
+            let reason = String(cString: strerror(code))
+            return ConfigurationError(.unreadable, at: start, field: "", "cannot read the file: \(reason) (errno \(code))")
+        }
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else { throw unreadable(errno) }
+        defer { close(descriptor) }
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 64 * 1024)
+        while true {
+            let count = chunk.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
+            if count < 0 {
+                if errno == EINTR { continue }
+                throw unreadable(errno)
+            }
+            if count == 0 { return bytes }
+            bytes.append(contentsOf: chunk[0..<count])
+            guard bytes.count <= largestFile else {
+                throw ConfigurationError(
+                    .unreadable, at: start, field: "",
+                    "the file is larger than \(largestFile / 1024) KiB: a configuration is a few kilobytes"
+                )
+            }
+        }
+    }
+
+    /// The position of the first byte that is not UTF-8, as a syntax error.
+    private static func notUTF8(_ bytes: [UInt8], file: String) -> ConfigurationError {
+        var iterator = bytes.makeIterator()
+        var parser = Unicode.UTF8.ForwardParser()
+        var line = 1
+        var column = 1
+        var offset = 0
+        while true {
+            switch parser.parseScalar(from: &iterator) {
+            case .valid(let encoded):
+                offset += encoded.count
+                if Unicode.UTF8.decode(encoded) == "\n" {
+                    line += 1
+                    column = 1
+                } else {
+                    column += 1
+                }
+            case .error, .emptyInput:
+                let byte = offset < bytes.count ? " (byte 0x\(String(bytes[offset], radix: 16)))" : ""
+                return ConfigurationError(
+                    .syntax, at: SourceLocation(file: file, line: line, column: column), field: "",
+                    "the file is not UTF-8 text\(byte)"
+                )
+            }
+        }
+    }
+}

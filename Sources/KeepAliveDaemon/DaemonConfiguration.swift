@@ -1,0 +1,165 @@
+public import KeepAlive
+
+/// What `keepalive run` does, as read from its YAML file (see `ConfigurationLoader` and the README's
+/// "Configuration reference").
+///
+/// ```swift
+/// let configuration = try ConfigurationLoader.load(path: "/etc/keepalive/keepalive.yaml")
+/// let peripherals = configuration.peripheralSpecs()
+/// ```
+public struct DaemonConfiguration: Sendable, Hashable {
+    /// Where records go.
+    public enum Output: Sendable, Hashable, CustomStringConvertible {
+        case standardOutput
+        case file(String)
+
+        public var description: String {
+            switch self {
+            case .standardOutput: "-"
+            case .file(let path): path
+            }
+        }
+    }
+
+    /// One device to poll.
+    public struct Device: Sendable, Hashable {
+        public var name: String
+        /// Upper-case `AA:BB:CC:DD:EE:FF`, checked with libbluetooth's `bachk`.
+        public var address: String
+        /// The adapter, when not the file's default.
+        public var adapter: String?
+        public var interval: Duration?
+        public var budget: Duration?
+        public var reads: [BluetoothUUID]
+        public var writes: [PeripheralSpec.Write]
+        public var notifications: [PeripheralSpec.Subscription]
+        /// Where the entry starts in the file, for messages about it.
+        public var location: SourceLocation?
+
+        public init(
+            name: String,
+            address: String,
+            adapter: String? = nil,
+            interval: Duration? = nil,
+            budget: Duration? = nil,
+            reads: [BluetoothUUID] = [],
+            writes: [PeripheralSpec.Write] = [],
+            notifications: [PeripheralSpec.Subscription] = [],
+            location: SourceLocation? = nil
+        ) {
+            self.name = name
+            self.address = address
+            self.adapter = adapter
+            self.interval = interval
+            self.budget = budget
+            self.reads = reads
+            self.writes = writes
+            self.notifications = notifications
+            self.location = location
+        }
+    }
+
+    public var interval: Duration = .seconds(30)
+    public var jitter: Duration = .zero
+    /// `nil`: the core's default (the smaller of 20 s and two thirds of the interval).
+    public var windowBudget: Duration?
+    public var lowPower = LowPowerPolicy()
+    /// The default adapter of every device.
+    public var adapter = "hci0"
+    /// Simultaneous connections per adapter.
+    public var maxConnections = 3
+    public var output = Output.standardOutput
+    public var devices: [Device] = []
+    /// The file it came from, if any.
+    public var path: String?
+
+    public init() {}
+
+    /// The scheduler's configuration.
+    public var keepAliveConfiguration: KeepAlive.Configuration {
+        KeepAlive.Configuration(interval: interval, windowBudget: windowBudget, jitter: jitter, lowPower: lowPower)
+    }
+
+    /// The poll engine's configuration.
+    public var pollEngineConfiguration: PollEngine.Configuration {
+        PollEngine.Configuration(maxConnections: maxConnections)
+    }
+
+    /// One spec per device, adapters resolved.
+    public func peripheralSpecs() -> [PeripheralSpec] {
+        devices.map { device in
+            PeripheralSpec(
+                name: device.name,
+                peripheral: Peripheral(address: device.address, adapter: device.adapter ?? adapter),
+                interval: device.interval,
+                budget: device.budget,
+                writes: device.writes,
+                reads: device.reads,
+                notifications: device.notifications
+            )
+        }
+    }
+
+    /// The adapters the devices use, sorted.
+    public var adapters: [String] {
+        Set(devices.map { $0.adapter ?? adapter }).sorted()
+    }
+}
+
+/// A place in a configuration file: 1-based line and column.
+public struct SourceLocation: Sendable, Hashable, CustomStringConvertible {
+    public var file: String
+    public var line: Int
+    public var column: Int
+
+    public init(file: String, line: Int, column: Int) {
+        self.file = file
+        self.line = line
+        self.column = column
+    }
+
+    public var description: String { "\(file):\(line):\(column)" }
+}
+
+/// A configuration file that cannot be used, with where and why: `keepalive.yaml:12:14: devices[1].address: …`.
+public struct ConfigurationError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// What kind of mistake: tests and tools match on it, people read the message.
+    public struct Kind: Hashable, Sendable, CustomStringConvertible {
+        public let rawValue: String
+        public var description: String { rawValue }
+        public init(rawValue: String) { self.rawValue = rawValue }
+
+        /// The file could not be read.
+        public static let unreadable = Kind(rawValue: "unreadable")
+        /// Not YAML.
+        public static let syntax = Kind(rawValue: "syntax")
+        /// A value of the wrong type (a list where a string belongs…).
+        public static let wrongType = Kind(rawValue: "wrongType")
+        /// A key the format does not have (usually a typo).
+        public static let unknownKey = Kind(rawValue: "unknownKey")
+        /// A required key is missing.
+        public static let missingKey = Kind(rawValue: "missingKey")
+        public static let badAddress = Kind(rawValue: "badAddress")
+        public static let badUUID = Kind(rawValue: "badUUID")
+        public static let badDuration = Kind(rawValue: "badDuration")
+        /// A value of the right type that is not allowed (budget ≥ interval, a duplicate name, 0 connections…).
+        public static let invalidValue = Kind(rawValue: "invalidValue")
+    }
+
+    public var kind: Kind
+    public var location: SourceLocation
+    /// The field, as a path: `devices[2].read[0]`; empty for the file as a whole.
+    public var field: String
+    public var message: String
+
+    public init(_ kind: Kind, at location: SourceLocation, field: String, _ message: String) {
+        self.kind = kind
+        self.location = location
+        self.field = field
+        self.message = message
+    }
+
+    public var description: String {
+        field.isEmpty ? "\(location): \(message)" : "\(location): \(field): \(message)"
+    }
+}

@@ -1,0 +1,108 @@
+/// The commented example configuration: the reference users copy from, and what `keepalive demo` runs against
+/// the simulated BlueZ (its five sensors `C0:FF:EE:00:00:01`…`05` on `hci0`).
+///
+/// `Examples/keepalive.yaml` is a byte-identical copy; a test keeps the two equal.
+///
+/// ```swift
+/// let configuration = try ConfigurationLoader.parse(ExampleConfiguration.yaml, file: "example.yaml")
+/// configuration.devices.count  // 5
+/// ```
+public enum ExampleConfiguration {
+    public static let yaml: String = """
+        # keepalive configuration: `keepalive run --config keepalive.yaml`
+        #
+        # Keeps Bluetooth Low Energy devices awake (and their readings fresh) by connecting to each one on a
+        # schedule and reading, writing or listening to some of its characteristics.
+        #
+        # Conventions:
+        # - durations are a number and a unit: 500ms, 30s, 2m, 1h, 1.5s. A bare number (30) is refused,
+        #   since it could mean seconds or milliseconds.
+        # - UUIDs are 16-bit (2a19), 32-bit (00002a19) or 128-bit (4b410002-6b65-6570-616c-697665000000).
+        # - every key except `devices` is optional; an unknown key is an error, so a typo never passes silently.
+
+        # Time between two polls of a device, on mains power. Duration; default 30s.
+        interval: 30s
+
+        # Each poll starts up to this much later, at random, so devices are not all polled at the same
+        # moment. Duration, shorter than interval; default 0s (no jitter).
+        jitter: 2s
+
+        # How long one poll (connect, write, read, listen) may take before it is abandoned. Duration,
+        # shorter than interval; default the smaller of 20s and two thirds of the interval.
+        window_budget: 20s
+
+        # What to do when the host saves energy. Default {multiplier: 2, critical: pause}.
+        low_power:
+          # On battery or in power-saver mode, every interval is multiplied by this. Number from 1 to 1000;
+          # default 2.
+          multiplier: 2
+          # When the battery is critically low: `pause` stops polling until power recovers, and
+          # `{stretch: 4}` multiplies every interval by 4 instead (1 to 1000). Default pause.
+          critical: pause
+
+        # The Bluetooth adapter of every device that does not name its own: hci0, hci1, … Default hci0.
+        adapter: hci0
+
+        # At most this many devices connected at the same time on each adapter. Whole number from 1 to 16;
+        # default 3.
+        max_connections: 3
+
+        # Where poll records go, one JSON object per line: "-" for standard output, else a file path
+        # (appended to). Default "-".
+        output: "-"
+
+        # The devices to keep alive: at least one. Each has
+        #   name      required, unique: names the device in records and logs
+        #   address   required: AA:BB:CC:DD:EE:FF (either case), unique per adapter
+        #   adapter   optional: this device's adapter instead of the one above
+        #   interval  optional duration: this device's own interval instead of the one above
+        #   budget    optional duration: this device's window budget, shorter than its interval
+        # and at least one of
+        #   write     [{uuid, value, type}]: value is hex bytes, "01ff", "0x01ff", "01:ff" or "01 ff";
+        #             type is `request` (acknowledged, the default) or `command` (without response)
+        #   read      [uuid, …]: characteristics to read
+        #   notify    [{uuid, for}]: characteristics to listen to, each `for` a duration shorter than the
+        #             device's window budget
+        # Each poll does the writes (in order), then the reads, then listens to all notifications at once.
+        devices:
+          # The simplest entry: read two standard characteristics, in their 16-bit form.
+          - name: greenhouse-north
+            address: C0:FF:EE:00:00:01
+            read: [2a19, 2a6e]              # Battery Level, Temperature
+
+          # 16-bit and 128-bit UUIDs mix freely.
+          - name: greenhouse-south
+            address: C0:FF:EE:00:00:02
+            read:
+              - 2a19                                    # Battery Level
+              - 4b410002-6b65-6570-616c-697665000000    # the sensor's counter
+
+          # A write before the reads: set the sensor's setting to 01, then read it back.
+          - name: cold-room
+            address: C0:FF:EE:00:00:03
+            write:
+              - uuid: 4b410003-6b65-6570-616c-697665000000
+                value: "01"
+                type: request
+            read:
+              - 4b410003-6b65-6570-616c-697665000000
+              - 2a6e
+
+          # A slow device on its own interval (and its own adapter, here the same one).
+          - name: battery-bank
+            address: C0:FF:EE:00:00:04
+            adapter: hci0
+            interval: 2m
+            read: [2a19]
+
+          # A fast device with its own interval and budget, listening to the counter for 1s each poll.
+          - name: incubator
+            address: C0:FF:EE:00:00:05
+            interval: 10s
+            budget: 5s
+            read: [2a6e]
+            notify:
+              - {uuid: 4b410002-6b65-6570-616c-697665000000, for: 1s}
+
+        """
+}
