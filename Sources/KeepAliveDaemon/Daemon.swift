@@ -1,0 +1,213 @@
+internal import BlueZ
+public import DBus
+public import KeepAlive
+public import Logging
+public import ServiceLifecycle
+internal import Locking
+
+/// `keepalive run`: a configuration's devices polled through BlueZ on a bus, each record written as a JSON
+/// line, systemd told how it goes. A `Service`: run it in a `ServiceGroup`, whose graceful shutdown (SIGTERM)
+/// ends the open windows, disconnects every link, writes the last records and returns.
+///
+/// ```swift
+/// let daemon = try Daemon(configuration: configuration, options: .init(), logger: logger)
+/// let group = ServiceGroup(services: [daemon], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
+/// try await group.run()
+/// ```
+public final class Daemon: Service {
+    public struct Options: Sendable {
+        /// Where BlueZ is.
+        public var bus: DBusConnection.Bus
+        /// Poll every device this many ticks, then return (`nil`: until shut down).
+        public var maxTicks: UInt64?
+        /// How long to wait for org.bluez before starting anyway (its polls then fail, and say why, until
+        /// bluetoothd appears).
+        public var bluezTimeout: Duration
+        /// `Type=notify` under systemd.
+        public var notifier: SystemdNotifier?
+        public var powerSource: any PowerSource
+        /// Write JSON Lines to the configuration's output (the demo shows records its own way instead).
+        public var writesRecords: Bool
+        /// Sees every record (after it is written).
+        public var onRecord: (@Sendable (PollRecord) -> Void)?
+
+        public init(
+            bus: DBusConnection.Bus = .system,
+            maxTicks: UInt64? = nil,
+            bluezTimeout: Duration = .seconds(10),
+            notifier: SystemdNotifier? = SystemdNotifier.fromEnvironment(),
+            powerSource: any PowerSource = FixedPowerSource(),
+            writesRecords: Bool = true,
+            onRecord: (@Sendable (PollRecord) -> Void)? = nil
+        ) {
+            self.bus = bus
+            self.maxTicks = maxTicks
+            self.bluezTimeout = bluezTimeout
+            self.notifier = notifier
+            self.powerSource = powerSource
+            self.writesRecords = writesRecords
+            self.onRecord = onRecord
+        }
+    }
+
+    /// Why the daemon stopped with an error.
+    public struct DaemonError: Error, Sendable, CustomStringConvertible {
+        public var description: String
+    }
+
+    public let configuration: DaemonConfiguration
+    public let options: Options
+    /// The scheduler: subscribe to its `events()` and its ledger's for a live view.
+    public let keepAlive: KeepAlive
+    /// `nil` when ``Options/writesRecords`` is off.
+    public let writer: RecordWriter?
+    private let logger: Logger
+    private let progress: Locked<Progress>
+
+    private struct Progress {
+        var recordsPerDevice: [String: UInt64] = [:]
+        var finished = false
+        var failure: (any Error)?
+    }
+
+    /// Opens the output (so a bad path fails before anything starts).
+    public init(configuration: DaemonConfiguration, options: Options = Options(), logger: Logger) throws {
+        self.configuration = configuration
+        self.options = options
+        self.logger = logger
+        self.progress = Locked(Progress())
+        self.keepAlive = KeepAlive(
+            configuration: configuration.keepAliveConfiguration,
+            powerSource: options.powerSource,
+            logger: logger
+        )
+        if options.writesRecords {
+            let keepAlive = self.keepAlive
+            let progress = self.progress
+            writer = try RecordWriter(output: configuration.output) { error in
+                logger.critical("output failed, stopping: \(error)")
+                progress.withLock { $0.failure = error }
+                Task { await keepAlive.stop() }
+            }
+        } else {
+            writer = nil
+        }
+    }
+
+    public func run() async throws {
+        let connection: DBusConnection
+        do {
+            connection = try await DBusConnection(bus: options.bus)
+        } catch {
+            throw DaemonError(description: "cannot connect to \(Self.describe(options.bus)): \(error)")
+        }
+        let transport = BlueZTransport(connection: connection, logger: logger)
+        var engineConfiguration = configuration.pollEngineConfiguration
+        engineConfiguration.maxTicks = options.maxTicks
+        let specs = configuration.peripheralSpecs()
+        let engine = PollEngine(
+            peripherals: specs,
+            transport: transport,
+            keepAlive: keepAlive,
+            configuration: engineConfiguration,
+            logger: logger,
+            onRecord: { [writer, options, keepAlive, progress] record in
+                writer?.write(record)
+                options.onRecord?(record)
+                guard let maxTicks = options.maxTicks else { return }
+                let done = progress.withLock { progress in
+                    progress.recordsPerDevice[record.device, default: 0] += 1
+                    guard !progress.finished, progress.recordsPerDevice.count == specs.count,
+                        progress.recordsPerDevice.values.allSatisfy({ $0 >= maxTicks })
+                    else { return false }
+                    progress.finished = true
+                    return true
+                }
+                if done { Task { await keepAlive.stop() } }
+            }
+        )
+        defer { engine.detach() }
+
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { [keepAlive, progress, logger] in
+                do {
+                    try await transport.cache.run()
+                } catch is CancellationError {
+                } catch {
+                    logger.critical("lost the bus, stopping: \(error)")
+                    progress.withLock { $0.failure = error }
+                    await keepAlive.stop()
+                }
+            }
+            await checkBlueZ(transport)
+            options.notifier?.notify(
+                "READY=1\nSTATUS=polling \(specs.count) device\(specs.count == 1 ? "" : "s") every \(configuration.interval.formattedSeconds)"
+            )
+            if let notifier = options.notifier, let interval = notifier.watchdogInterval {
+                group.addTask {
+                    // Stops with the group; a wedged process stops pinging and systemd restarts it.
+                    while !Task.isCancelled {
+                        notifier.notify("WATCHDOG=1")
+                        try? await Task.sleep(for: interval)
+                    }
+                }
+            }
+            await withGracefulShutdownHandler {
+                do {
+                    try await keepAlive.run()
+                } catch {
+                    progress.withLock { $0.failure = error }
+                }
+            } onGracefulShutdown: { [options, logger] in
+                logger.info("shutting down: ending open windows and disconnecting")
+                options.notifier?.notify("STOPPING=1")
+            }
+            // Windows that expired mid-disconnect left their disconnects running: let them finish (each is
+            // bounded) before the bus goes, so no link outlives the daemon.
+            await engine.waitUntilDisconnected()
+            group.cancelAll()
+        }
+        await connection.close()
+        writer?.close()
+        let stats = keepAlive.statistics
+        logger.info(
+            "stopped",
+            metadata: [
+                "records": "\(writer?.written ?? 0)", "polls": "\(stats.callbacksRun)", "failures": "\(stats.failures)",
+                "skipped": "\(stats.skippedBackoff + stats.skippedOverlap + stats.refused)",
+            ]
+        )
+        if let failure = progress.withLock({ $0.failure }) {
+            throw DaemonError(description: "\(failure)")
+        }
+    }
+
+    /// The first adapter check: logs what it finds; polling starts whatever the outcome (and each poll's
+    /// record says why it failed), so a gateway whose adapter comes later recovers by itself.
+    private func checkBlueZ(_ transport: BlueZTransport) async {
+        do {
+            try await transport.cache.waitUntilReady(timeout: options.bluezTimeout)
+        } catch {
+            logger.error(
+                "org.bluez is not on \(Self.describe(options.bus)) after \(options.bluezTimeout.formattedSeconds): polls fail until bluetoothd runs (try `systemctl start bluetooth`, `keepalive doctor`)"
+            )
+            return
+        }
+        for name in configuration.adapters {
+            do {
+                let adapter = try transport.checkAdapter(name)
+                logger.info("adapter ready", metadata: ["adapter": "\(name)", "address": "\(adapter.address ?? "?")"])
+            } catch {
+                logger.error("adapter \(name) not usable: \(error)")
+            }
+        }
+    }
+
+    static func describe(_ bus: DBusConnection.Bus) -> String {
+        switch bus {
+        case .system: "the system bus"
+        case .session: "the session bus"
+        case .address(let address): "the bus at \(address)"
+        }
+    }
+}

@@ -1,0 +1,102 @@
+public import Logging
+
+#if canImport(Glibc)
+internal import Glibc
+#endif
+
+/// swift-log to standard error, the way journald and people like it: one line per message, the level on every
+/// line, `key=value` metadata, colour only on a terminal.
+///
+/// Under systemd (`$JOURNAL_STREAM` set) each line starts with a `<N>` syslog priority, which journald turns
+/// into the entry's priority (so `journalctl -p warning` works) and drops from the text; there is no timestamp,
+/// journald adds its own. Elsewhere lines start with a UTC time.
+///
+/// ```swift
+/// LoggingSystem.bootstrap { DaemonLogHandler(label: $0, level: .info) }
+/// ```
+public struct DaemonLogHandler: LogHandler {
+    public var logLevel: Logger.Level
+    public var metadata: Logger.Metadata = [:]
+    public var metadataProvider: Logger.MetadataProvider?
+    private let label: String
+    private let style: Style
+
+    /// How lines are dressed, decided once from the environment.
+    public enum Style: Sendable {
+        case journal, terminal, plain
+
+        public static var current: Style {
+            let environment = ProcessEnvironment.current
+            if environment["JOURNAL_STREAM"] != nil { return .journal }
+            if isatty(STDERR_FILENO) == 1, environment["NO_COLOR"] == nil, environment["TERM"] != "dumb" { return .terminal }
+            return .plain
+        }
+    }
+
+    public init(label: String, level: Logger.Level = .info, style: Style = .current) {
+        self.label = label
+        self.logLevel = level
+        self.style = style
+    }
+
+    public subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { metadata[key] }
+        set { metadata[key] = newValue }
+    }
+
+    public func log(event: LogEvent) {
+        var merged = metadata
+        if let provided = metadataProvider?.get() { merged.merge(provided) { _, new in new } }
+        if let extra = event.metadata { merged.merge(extra) { _, new in new } }
+        var line = ""
+        switch style {
+        case .journal:
+            line = "<\(Self.syslogPriority(event.level))>\(event.level) \(label): \(event.message)"
+        case .terminal:
+            line = "\(WallClock.now().rfc3339) \(Self.colour(event.level))\(event.level)\u{1B}[0m \(label): \(event.message)"
+        case .plain:
+            line = "\(WallClock.now().rfc3339) \(event.level) \(label): \(event.message)"
+        }
+        for key in merged.keys.sorted() {
+            line += " \(key)=\(Self.quoted("\(merged[key]!)"))"
+        }
+        line += "\n"
+        line.withUTF8 { buffer in
+            var offset = 0
+            while offset < buffer.count {
+                let written = write(STDERR_FILENO, buffer.baseAddress! + offset, buffer.count - offset)
+                if written < 0, errno == EINTR { continue }
+                guard written > 0 else { return }
+                offset += written
+            }
+        }
+    }
+
+    private static func quoted(_ value: String) -> String {
+        guard value.isEmpty || value.contains(where: { $0 == " " || $0 == "\"" || $0 == "=" || $0.isNewline }) else { return value }
+        var text = ""
+        JSONLine.appendString(value, to: &text)
+        return text
+    }
+
+    private static func syslogPriority(_ level: Logger.Level) -> Int {
+        switch level {
+        case .trace, .debug: 7
+        case .info: 6
+        case .notice: 5
+        case .warning: 4
+        case .error: 3
+        case .critical: 2
+        }
+    }
+
+    private static func colour(_ level: Logger.Level) -> String {
+        switch level {
+        case .trace, .debug: "\u{1B}[2m"
+        case .info: "\u{1B}[32m"
+        case .notice: "\u{1B}[36m"
+        case .warning: "\u{1B}[33m"
+        case .error, .critical: "\u{1B}[31m"
+        }
+    }
+}

@@ -1,0 +1,203 @@
+public import KeepAlive
+internal import Locking
+
+#if canImport(Glibc)
+internal import Glibc
+#endif
+
+/// Writes poll records as JSON Lines: one object per device per tick, each line handed to the kernel with
+/// its own `write(2)` as it is made (no buffering to lose on a crash), `seq` contiguous per process.
+///
+/// The schema is in the README ("Output"). Timestamps are wall-clock UTC, RFC 3339 with milliseconds.
+///
+/// ```swift
+/// let writer = try RecordWriter(output: .standardOutput)
+/// let engine = PollEngine(peripherals: specs, transport: transport, keepAlive: keepAlive,
+///                         onRecord: { writer.write($0) })
+/// ```
+public final class RecordWriter: Sendable {
+    /// Why the output could not be opened or written.
+    public struct OutputError: Error, Sendable, Hashable, CustomStringConvertible {
+        public var path: String
+        public var errno: Int32
+        public var operation: String
+        public var description: String {
+            "cannot \(operation) \(path == "-" ? "standard output" : path): \(String(cString: strerror(errno))) (errno \(errno))"
+        }
+    }
+
+    private struct State {
+        var descriptor: Int32
+        var ownsDescriptor: Bool
+        var nextSequence: UInt64 = 0
+        var failure: OutputError?
+    }
+
+    public let output: DaemonConfiguration.Output
+    private let state: Locked<State>
+    private let onFailure: (@Sendable (OutputError) -> Void)?
+
+    /// Opens the output: standard output, or a file opened for appending (created 0640 when missing).
+    /// `onFailure` is called once if a write ever fails (EPIPE, ENOSPC…); later records are then counted as lost.
+    public init(output: DaemonConfiguration.Output, onFailure: (@Sendable (OutputError) -> Void)? = nil) throws(OutputError) {
+        self.output = output
+        self.onFailure = onFailure
+        switch output {
+        case .standardOutput:
+            state = Locked(State(descriptor: STDOUT_FILENO, ownsDescriptor: false))
+        case .file(let path):
+            let descriptor = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o640)
+            guard descriptor >= 0 else { throw OutputError(path: path, errno: errno, operation: "open") }
+            state = Locked(State(descriptor: descriptor, ownsDescriptor: true))
+        }
+    }
+
+    deinit {
+        close()
+    }
+
+    /// Records written so far (the next record's `seq`).
+    public var written: UInt64 {
+        state.withLock { $0.nextSequence }
+    }
+
+    /// The write error that stopped the output, if one did.
+    public var failure: OutputError? {
+        state.withLock { $0.failure }
+    }
+
+    /// Encodes and writes one record now. Safe from any thread; lines never interleave.
+    public func write(_ record: PollRecord) {
+        let now = WallClock.now()
+        let failed: OutputError? = state.withLock { state in
+            guard state.failure == nil, state.descriptor >= 0 else { return nil }
+            let line = Self.encode(record, sequence: state.nextSequence, at: now) + "\n"
+            if let error = Self.writeAll(line, to: state.descriptor, path: output.description) {
+                state.failure = error
+                return error
+            }
+            state.nextSequence += 1
+            return nil
+        }
+        if let failed { onFailure?(failed) }
+    }
+
+    /// Closes a file output; standard output is left open. Idempotent.
+    public func close() {
+        state.withLock { state in
+            if state.ownsDescriptor, state.descriptor >= 0 { _ = Glibc.close(state.descriptor) }
+            state.descriptor = -1
+        }
+    }
+
+    private static func writeAll(_ line: String, to descriptor: Int32, path: String) -> OutputError? {
+        var line = line
+        return line.withUTF8 { buffer -> OutputError? in
+            var offset = 0
+            while offset < buffer.count {
+                let written = Glibc.write(descriptor, buffer.baseAddress! + offset, buffer.count - offset)
+                if written < 0 {
+                    if errno == EINTR { continue }
+                    return OutputError(path: path, errno: errno, operation: "write to")
+                }
+                offset += written
+            }
+            return nil
+        }
+    }
+
+    // MARK: Encoding
+
+    /// One record as a JSON object (no newline), in the README's key order.
+    static func encode(_ record: PollRecord, sequence: UInt64, at now: WallClock.Time) -> String {
+        // The record's monotonic instants are placed on the wall clock relative to now: the poll finished
+        // about `fired + used`, which is this moment. Robust to a wall-clock step during the poll.
+        let finished = record.fired + (record.window?.used ?? .zero)
+        var line = JSONLine()
+        line.string("ts", now.rfc3339)
+        line.integer("seq", sequence)
+        line.string("device", record.device)
+        line.string("address", record.peripheral.address)
+        line.string("adapter", record.peripheral.adapter)
+        line.integer("tick", record.tick)
+        line.string("result", record.result.rawValue)
+        line.object("values") { values in
+            for value in record.values {
+                values.string(value.characteristic.shortDescription, value.bytes.hexString)
+            }
+        }
+        line.array("notifications", record.notifications) { entry, notification in
+            entry.string("uuid", notification.characteristic.shortDescription)
+            entry.string("ts", now.advanced(by: finished.duration(to: notification.at)).rfc3339)
+            entry.string("hex", notification.bytes.hexString)
+        }
+        if let failure = record.failure {
+            line.object("error") { error in
+                error.string("code", failure.code)
+                error.string("message", failure.message)
+                error.bool("transient", failure.transient)
+                if let name = failure.dbusName { error.string("dbus_name", name) }
+            }
+        } else {
+            line.null("error")
+        }
+        if let window = record.window {
+            line.object("window") { object in
+                object.integer("id", window.id.rawValue)
+                object.integer("budget_ms", window.budget.wholeMilliseconds)
+                object.integer("used_ms", window.used.wholeMilliseconds)
+                object.string("outcome", window.outcome.rawValue)
+            }
+        } else {
+            line.null("window")
+        }
+        line.integer("attempts", record.attempts)
+        line.integer("interval_ms", record.interval.wholeMilliseconds)
+        line.string("power", record.power.rawValue)
+        return line.finished
+    }
+}
+
+extension Duration {
+    /// Whole milliseconds, rounded toward zero.
+    var wholeMilliseconds: Int64 {
+        components.seconds * 1_000 + components.attoseconds / 1_000_000_000_000_000
+    }
+}
+
+/// The wall clock, for timestamps people and log tools read (never for scheduling).
+enum WallClock {
+    struct Time: Sendable, Hashable {
+        var seconds: Int
+        var nanoseconds: Int
+
+        func advanced(by duration: Duration) -> Time {
+            let total = Int128(seconds) * 1_000_000_000 + Int128(nanoseconds)
+                + Int128(duration.components.seconds) * 1_000_000_000 + Int128(duration.components.attoseconds / 1_000_000_000)
+            let (quotient, remainder) = total.quotientAndRemainder(dividingBy: 1_000_000_000)
+            return remainder < 0
+                ? Time(seconds: Int(quotient) - 1, nanoseconds: Int(remainder) + 1_000_000_000)
+                : Time(seconds: Int(quotient), nanoseconds: Int(remainder))
+        }
+
+        /// `2026-11-22T09:30:05.123Z`.
+        var rfc3339: String {
+            var time = time_t(seconds)
+            var parts = tm()
+            gmtime_r(&time, &parts)
+            func pad(_ value: Int32, _ width: Int) -> String {
+                let text = String(value)
+                return text.count >= width ? text : String(repeating: "0", count: width - text.count) + text
+            }
+            return pad(parts.tm_year + 1900, 4) + "-" + pad(parts.tm_mon + 1, 2) + "-" + pad(parts.tm_mday, 2)
+                + "T" + pad(parts.tm_hour, 2) + ":" + pad(parts.tm_min, 2) + ":" + pad(parts.tm_sec, 2)
+                + "." + pad(Int32(nanoseconds / 1_000_000), 3) + "Z"
+        }
+    }
+
+    static func now() -> Time {
+        var spec = timespec()
+        clock_gettime(CLOCK_REALTIME, &spec)
+        return Time(seconds: spec.tv_sec, nanoseconds: spec.tv_nsec)
+    }
+}

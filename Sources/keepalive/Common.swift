@@ -1,0 +1,143 @@
+import ArgumentParser
+import DBus
+import Dispatch
+import KeepAliveDaemon
+import Logging
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `--bus`: which D-Bus to find BlueZ on.
+struct BusOptions: ParsableArguments {
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "The bus BlueZ is on: `system` (default; honours DBUS_SYSTEM_BUS_ADDRESS), `session`, or a D-Bus address such as unix:path=/run/dbus/system_bus_socket or tcp:host=127.0.0.1,port=7000.",
+            valueName: "address"
+        )
+    )
+    var bus: String?
+
+    var resolved: DBusConnection.Bus {
+        switch bus {
+        case nil, "system": .system
+        case "session": .session
+        case let address?: .address(address)
+        }
+    }
+
+    func validate() throws {
+        if let bus, bus != "system", bus != "session", !bus.contains(":") {
+            throw ValidationError("--bus '\(bus)' is not a D-Bus address (like unix:path=/run/dbus/system_bus_socket), `system` or `session`")
+        }
+    }
+}
+
+/// `--log-level`.
+struct LoggingOptions: ParsableArguments {
+    @Option(name: .long, help: "trace, debug, info, notice, warning, error or critical.")
+    var logLevel = LogLevelArgument(.info)
+
+    func bootstrap() {
+        let level = logLevel.level
+        LoggingSystem.bootstrap { label in DaemonLogHandler(label: label, level: level) }
+    }
+}
+
+/// A swift-log level as an argument.
+struct LogLevelArgument: ExpressibleByArgument, Sendable {
+    var level: Logger.Level
+
+    init(_ level: Logger.Level) { self.level = level }
+
+    init?(argument: String) {
+        guard let level = Logger.Level(rawValue: argument) else { return nil }
+        self.level = level
+    }
+
+    var defaultValueDescription: String { level.rawValue }
+    static var allValueStrings: [String] { Logger.Level.allCases.map(\.rawValue) }
+}
+
+/// A duration argument: `500ms`, `10s`, `2m`.
+struct DurationArgument: ExpressibleByArgument, Sendable {
+    var duration: Duration
+
+    init(_ duration: Duration) { self.duration = duration }
+
+    init?(argument: String) {
+        guard let duration = ConfigurationLoader.parseDuration(argument), duration > .zero else { return nil }
+        self.duration = duration
+    }
+
+    var defaultValueDescription: String { duration.formatted }
+}
+
+extension Duration {
+    /// `10s`, `500ms`, `2m`: the way the configuration file spells it.
+    var formatted: String {
+        let milliseconds = components.seconds * 1_000 + components.attoseconds / 1_000_000_000_000_000
+        if milliseconds % 60_000 == 0, milliseconds >= 60_000 { return "\(milliseconds / 60_000)m" }
+        if milliseconds % 1_000 == 0 { return "\(milliseconds / 1_000)s" }
+        if milliseconds < 1_000 { return "\(milliseconds)ms" }
+        // 3.33s, 2.1s: two decimals at most, trailing zeros dropped.
+        let hundredths = (milliseconds + 5) / 10
+        let fraction = hundredths % 100
+        if fraction == 0 { return "\(hundredths / 100)s" }
+        let decimals = fraction % 10 == 0 ? "\(fraction / 10)" : (fraction < 10 ? "0\(fraction)" : "\(fraction)")
+        return "\(hundredths / 100).\(decimals)s"
+    }
+}
+
+/// Writes to a descriptor directly: progress lines must not sit in a stdio buffer.
+func writeOut(_ text: String, to descriptor: Int32 = STDOUT_FILENO) {
+    var text = text
+    text.withUTF8 { buffer in
+        var offset = 0
+        while offset < buffer.count {
+            let written = write(descriptor, buffer.baseAddress! + offset, buffer.count - offset)
+            if written < 0, errno == EINTR { continue }
+            guard written > 0 else { return }
+            offset += written
+        }
+    }
+}
+
+/// Whether standard output is a terminal (tables and colour) or a pipe (JSON lines, no escapes).
+var standardOutputIsTerminal: Bool { isatty(STDOUT_FILENO) == 1 }
+
+/// Ignores SIGPIPE (a closed pipe is then an EPIPE error we report, not a silent death).
+func ignoreBrokenPipes() {
+    signal(SIGPIPE, SIG_IGN)
+}
+
+/// Runs `body` until it returns or SIGINT/SIGTERM arrives, which cancels it (so `read` and `scan` still
+/// disconnect and stop discovery on Ctrl-C). Returns the body's result, or `nil` when interrupted.
+func untilInterrupted<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) async throws -> T? {
+    let (signals, continuation) = AsyncStream<Int32>.makeStream()
+    let sources = [SIGINT, SIGTERM].map { number in
+        signal(number, SIG_IGN)
+        let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+        source.setEventHandler { continuation.yield(number) }
+        source.resume()
+        return source
+    }
+    defer {
+        for source in sources { source.cancel() }
+        continuation.finish()
+    }
+    let work = Task { try await body() }
+    let watcher = Task {
+        for await _ in signals {
+            work.cancel()
+            return
+        }
+    }
+    defer { watcher.cancel() }
+    do {
+        return try await work.value
+    } catch is CancellationError {
+        return nil
+    }
+}

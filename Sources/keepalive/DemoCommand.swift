@@ -1,0 +1,139 @@
+import ArgumentParser
+import BlueZSimulator
+import DBus
+import DBusTesting
+import KeepAlive
+import KeepAliveDaemon
+import Logging
+import ServiceLifecycle
+
+/// `keepalive demo`: the whole daemon on a simulated BlueZ, on a private bus. No hardware, no root.
+struct DemoCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "demo",
+        abstract: "Run the daemon against simulated sensors on a private bus (no hardware, no root).",
+        discussion: """
+            Starts a private dbus-daemon, a simulated bluetoothd with the example configuration's sensors, and \
+            the daemon with the embedded example configuration (`keepalive.yaml` in the repository), its \
+            intervals scaled down so something happens every few seconds. Halfway through the first minute one \
+            sensor starts failing its reads for a while, to show how failures, retries and backoff are reported. \
+            Ctrl-C ends it cleanly.
+            """
+    )
+
+    @Option(name: .long, help: "The demo's base interval (the example file's 30 s is scaled to this; per-device intervals in proportion).")
+    var interval = DurationArgument(.seconds(8))
+
+    @Option(name: .long, help: ArgumentHelp("Stop after this long (default: until Ctrl-C).", valueName: "duration"))
+    var duration: DurationArgument?
+
+    @Flag(name: .long, help: "Print the JSON lines `run` would write instead of the friendly view.")
+    var json = false
+
+    @Flag(name: .long, help: "Keep the sensors healthy (no injected failure).")
+    var noFault = false
+
+    @OptionGroup var logging: LoggingOptions
+
+    func run() async throws {
+        ignoreBrokenPipes()
+        var logging = self.logging
+        if logging.logLevel.level == .info { logging.logLevel = LogLevelArgument(.error) }  // the view says it all
+        logging.bootstrap()
+        let logger = Logger(label: "keepalive.demo")
+
+        var configuration = try ConfigurationLoader.parse(ExampleConfiguration.yaml, file: "keepalive.yaml (embedded)")
+        configuration = Self.scaled(configuration, to: interval.duration)
+        if json { configuration.output = .standardOutput }
+
+        let bus = try PrivateBus.start()
+        defer { bus.stop() }
+        var simulatorConfiguration = BlueZSimulator.Configuration(adapters: ["hci0"], devices: .sensors(count: configuration.devices.count))
+        simulatorConfiguration.controlName = BlueZSimulator.controlName
+        let simulator = try await BlueZSimulator.start(on: .address(bus.address), configuration: simulatorConfiguration, logger: logger)
+
+        let view = DemoView(configuration: configuration)
+        if !json { writeOut(view.banner(busAddress: bus.address)) }
+        var show: (@Sendable (PollRecord) -> Void)?
+        if !json { show = { @Sendable record in writeOut(view.render(record)) } }
+        let daemon = try Daemon(
+            configuration: configuration,
+            options: Daemon.Options(bus: .address(bus.address), notifier: nil, writesRecords: json, onRecord: show),
+            logger: logger
+        )
+        var services: [ServiceGroupConfiguration.ServiceConfiguration] = [
+            .init(service: daemon, successTerminationBehavior: .gracefullyShutdownGroup)
+        ]
+        if !noFault, let victim = configuration.devices.dropFirst(2).first {
+            services.append(.init(service: FaultScript(simulator: simulator, device: victim, interval: configuration.interval, logger: logger)))
+        }
+        if let duration {
+            services.append(.init(service: StopAfter(duration: duration.duration), successTerminationBehavior: .gracefullyShutdownGroup))
+        }
+        let group = ServiceGroup(
+            configuration: .init(services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
+        )
+        do {
+            try await group.run()
+        } catch {
+            await simulator.stop()
+            throw CommandFailure("demo failed: \(error)")
+        }
+        let stillConnected = simulator.connectedDevices
+        await simulator.stop()
+        if !json {
+            writeOut(view.footer(statistics: daemon.keepAlive.statistics, openWindows: daemon.keepAlive.ledger.openCount, linksUp: stillConnected.count))
+        }
+    }
+
+    /// The example's intervals and budgets, scaled so its base interval becomes `interval`; no jitter (so the
+    /// ticks line up on screen).
+    ///
+    /// Radio latencies do not scale (BlueZ takes ~2 s to disconnect), so no interval goes below `interval` and
+    /// windows keep the core's default budget (two thirds of the interval).
+    static func scaled(_ configuration: DaemonConfiguration, to interval: Duration) -> DaemonConfiguration {
+        var scaled = configuration
+        let ratio = interval / configuration.interval
+        scaled.interval = interval
+        scaled.jitter = .zero
+        scaled.windowBudget = nil
+        scaled.devices = configuration.devices.map { device in
+            var device = device
+            device.interval = device.interval.map { max($0 * ratio, interval) }
+            device.budget = nil
+            return device
+        }
+        return scaled
+    }
+}
+
+/// Makes one sensor fail its reads for a while (ATT error 0x0e), then heals it: failures, backoff and recovery
+/// as a gateway operator would see them.
+struct FaultScript: Service {
+    let simulator: BlueZSimulator
+    let device: DaemonConfiguration.Device
+    let interval: Duration
+    let logger: Logger
+
+    func run() async throws {
+        do {
+            try await cancelWhenGracefulShutdown {
+                try await Task.sleep(for: interval * 2 + interval / 2)
+                try await simulator.inject(.attError(0x0e), device: device.address)
+                try await Task.sleep(for: interval * 4)
+                try simulator.clearFault("att-error", device: device.address)
+                try await Task.sleep(for: .seconds(100 * 365 * 86_400))
+            }
+        } catch is CancellationError {
+            // The demo is ending.
+        }
+    }
+}
+
+/// Ends the group after `duration`.
+struct StopAfter: Service {
+    let duration: Duration
+    func run() async throws {
+        try? await cancelWhenGracefulShutdown { try await Task.sleep(for: duration) }
+    }
+}

@@ -1,0 +1,110 @@
+import KeepAlive
+import KeepAliveDaemon
+import Locking
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The demo's friendly view of records: a rule per tick, a line per device, readings decoded where the
+/// Bluetooth SIG says how (battery %, temperature °C), hex otherwise.
+final class DemoView: Sendable {
+    let configuration: DaemonConfiguration
+    /// The newest tick a rule was drawn for: later records of older ticks print under the current rule.
+    private let lastHeader = Locked<KeepAliveInstant?>(nil)
+    private let colour = standardOutputIsTerminal
+
+    init(configuration: DaemonConfiguration) {
+        self.configuration = configuration
+    }
+
+    func banner(busAddress: String) -> String {
+        let budget = configuration.keepAliveConfiguration.budget(forInterval: configuration.interval)
+        return """
+            \(bold("KeepAlive demo")): \(configuration.devices.count) simulated sensors, no hardware, no root (Ctrl-C to stop)
+              bus        \(busAddress) (a private dbus-daemon; a simulated bluetoothd 5.66 owns org.bluez)
+              config     the embedded example keepalive.yaml, intervals scaled: every \(configuration.interval.formatted), windows of \(budget.formatted), at most \(configuration.maxConnections) links per adapter
+              try        DBUS_SYSTEM_BUS_ADDRESS=\(busAddress) keepalive scan   (in another terminal)
+
+            """
+    }
+
+    func render(_ record: PollRecord) -> String {
+        var text = ""
+        lastHeader.withLock { last in
+            if last.map({ $0.duration(to: record.scheduled) > .milliseconds(500) }) ?? true {
+                last = record.scheduled
+                text += dim("── \(WallClockText.now()) " + String(repeating: "─", count: 60)) + "\n"
+            }
+        }
+        let mark: String
+        switch record.result {
+        case .newData: mark = green("✓")
+        case .noData: mark = green("·")
+        case .failed: mark = record.window == nil ? yellow("–") : red("✗")
+        }
+        var line = "  \(mark) \(record.device.padded(17)) "
+        if let failure = record.failure {
+            line += (record.window == nil ? yellow(failure.message) : red(failure.message))
+            if record.window != nil {
+                line += dim(" [\(failure.code), \(failure.transient ? "transient" : "permanent"), \(record.attempts) attempt\(record.attempts == 1 ? "" : "s")]")
+            }
+        } else {
+            line += record.values.map { Self.describe($0.characteristic, $0.bytes) }.joined(separator: "  ")
+            if !record.notifications.isEmpty {
+                let last = record.notifications.last.map { Self.describe($0.characteristic, $0.bytes) } ?? ""
+                line += "  +\(record.notifications.count) notifications (last \(last))"
+            }
+        }
+        if let window = record.window {
+            line += dim("  window #\(window.id.rawValue) \(window.used.formatted)/\(window.budget.formatted) \(window.outcome.rawValue)")
+        }
+        if record.interval != configuration.interval, record.window != nil {
+            line += dim(" every \(record.interval.formatted)")
+        }
+        return text + line + "\n"
+    }
+
+    func footer(statistics: KeepAlive.Statistics, openWindows: Int, linksUp: Int) -> String {
+        let skipped = statistics.skippedBackoff + statistics.skippedOverlap + statistics.refused
+        return """
+
+            stopped: \(statistics.callbacksRun) polls, \(statistics.failures) failed, \(skipped) tick\(skipped == 1 ? "" : "s") skipped (\(statistics.skippedBackoff) backing off), \
+            \(statistics.missedTicks) missed; \(openWindows) windows open, \(linksUp) links up
+
+            """
+    }
+
+    static func describe(_ uuid: BluetoothUUID, _ bytes: [UInt8]) -> String {
+        switch uuid.shortDescription {
+        case "2a19" where bytes.count == 1:
+            return "battery \(bytes[0]) %"
+        case "2a6e" where bytes.count == 2:
+            let raw = Int16(bitPattern: UInt16(bytes[0]) | UInt16(bytes[1]) << 8)
+            let hundredths = Int(raw)
+            let sign = hundredths < 0 ? "-" : ""
+            let magnitude = abs(hundredths)
+            return "temperature \(sign)\(magnitude / 100).\(magnitude % 100 < 10 ? "0" : "")\(magnitude % 100) °C"
+        default:
+            let name = uuid.shortDescription.count > 8 ? String(uuid.shortDescription.prefix(8)) + "…" : uuid.shortDescription
+            return "\(name)=\(bytes.map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined())"
+        }
+    }
+
+    private func bold(_ text: String) -> String { colour ? "\u{1B}[1m\(text)\u{1B}[0m" : text }
+    private func dim(_ text: String) -> String { colour ? "\u{1B}[2m\(text)\u{1B}[0m" : text }
+    private func green(_ text: String) -> String { colour ? "\u{1B}[32m\(text)\u{1B}[0m" : text }
+    private func yellow(_ text: String) -> String { colour ? "\u{1B}[33m\(text)\u{1B}[0m" : text }
+    private func red(_ text: String) -> String { colour ? "\u{1B}[31m\(text)\u{1B}[0m" : text }
+}
+
+/// `HH:MM:SS` local… in UTC, like the records.
+enum WallClockText {
+    static func now() -> String {
+        var time = time(nil)
+        var parts = tm()
+        gmtime_r(&time, &parts)
+        func two(_ value: Int32) -> String { value < 10 ? "0\(value)" : "\(value)" }
+        return "\(two(parts.tm_hour)):\(two(parts.tm_min)):\(two(parts.tm_sec)) UTC"
+    }
+}

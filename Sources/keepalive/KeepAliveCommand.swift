@@ -1,0 +1,19 @@
+import ArgumentParser
+
+/// `keepalive`: the BLE keep-alive bridge.
+@main
+struct KeepAliveCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "keepalive",
+        abstract: "Keeps BLE sensors polled from a Linux gateway, through BlueZ.",
+        discussion: """
+            Every device in the configuration is polled on its own grid (default every 30 s) inside a bounded \
+            background window: connect, write, read, listen for notifications, disconnect. One JSON line per \
+            device per tick says what happened, including the ticks that were missed and why.
+
+            Start with `keepalive demo` (no hardware needed) and `keepalive doctor`.
+            """,
+        version: "0.5.0",
+        subcommands: [RunCommand.self, ScanCommand.self, ReadCommand.self, DoctorCommand.self, SimulateCommand.self, DemoCommand.self]
+    )
+}

@@ -1,0 +1,109 @@
+import ArgumentParser
+import KeepAliveDaemon
+import Logging
+import ServiceLifecycle
+
+/// `keepalive run`: the daemon.
+struct RunCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "run",
+        abstract: "Poll the configured devices until stopped (the daemon).",
+        discussion: """
+            Writes one JSON line per device per tick to the configuration's `output` (or --output). SIGTERM and \
+            SIGINT end it gracefully: open windows end, every link is disconnected, the last records are written, \
+            exit 0. Under systemd (Type=notify) it reports READY=1 after the first adapter check, pings the \
+            watchdog at half of WatchdogSec, and reports STOPPING=1 on the way out.
+
+            Exit status: 0 stopped cleanly, 1 runtime failure (bus lost, output unwritable), 78 bad configuration.
+            """
+    )
+
+    @Option(name: .long, help: ArgumentHelp("The YAML configuration file.", valueName: "path"))
+    var config: String
+
+    @OptionGroup var bus: BusOptions
+
+    @Option(name: .long, help: ArgumentHelp("Where records go: a file (appended) or `-` for standard output. Overrides the file's `output`.", valueName: "path"))
+    var output: String?
+
+    @Flag(name: .long, help: "Check the configuration, print a summary and exit (0 valid, 78 not).")
+    var check = false
+
+    @Option(name: .long, help: ArgumentHelp("Poll every device this many ticks, then exit.", valueName: "n"))
+    var ticks: UInt64?
+
+    @OptionGroup var logging: LoggingOptions
+
+    func validate() throws {
+        if let ticks, ticks == 0 { throw ValidationError("--ticks must be at least 1") }
+    }
+
+    func run() async throws {
+        ignoreBrokenPipes()
+        var configuration = try loadConfiguration(config)
+        if let output { configuration.output = output == "-" ? .standardOutput : .file(output) }
+        if check {
+            print(summary(configuration))
+            return
+        }
+        logging.bootstrap()
+        let logger = Logger(label: "keepalive")
+        let daemon: Daemon
+        do {
+            daemon = try Daemon(configuration: configuration, options: .init(bus: bus.resolved, maxTicks: ticks), logger: logger)
+        } catch {
+            logger.critical("\(error)")
+            throw ExitCode.failure
+        }
+        logger.info(
+            "starting",
+            metadata: [
+                "config": "\(config)", "devices": "\(configuration.devices.count)",
+                "interval": "\(configuration.interval.formatted)", "output": "\(configuration.output)",
+            ]
+        )
+        let group = ServiceGroup(
+            configuration: .init(
+                services: [.init(service: daemon, successTerminationBehavior: .gracefullyShutdownGroup)],
+                gracefulShutdownSignals: [.sigterm, .sigint],
+                logger: logger
+            )
+        )
+        do {
+            try await group.run()
+        } catch {
+            logger.critical("\(error)")
+            throw ExitCode.failure
+        }
+    }
+
+    func summary(_ configuration: DaemonConfiguration) -> String {
+        var lines = ["\(config): valid, \(configuration.devices.count) device\(configuration.devices.count == 1 ? "" : "s")"]
+        lines.append(
+            "  interval \(configuration.interval.formatted), jitter \(configuration.jitter.formatted), "
+                + "window budget \(configuration.keepAliveConfiguration.budget(forInterval: configuration.interval).formatted), "
+                + "max \(configuration.maxConnections) connections per adapter, output \(configuration.output)"
+        )
+        for spec in configuration.peripheralSpecs() {
+            var parts: [String] = []
+            if !spec.reads.isEmpty { parts.append("read " + spec.reads.map(\.shortDescription).joined(separator: ",")) }
+            if !spec.writes.isEmpty { parts.append("write " + spec.writes.map(\.characteristic.shortDescription).joined(separator: ",")) }
+            if !spec.notifications.isEmpty {
+                parts.append("notify " + spec.notifications.map { "\($0.characteristic.shortDescription) for \($0.duration.formatted)" }.joined(separator: ","))
+            }
+            let interval = spec.interval.map { " every \($0.formatted)" } ?? ""
+            lines.append("  \(spec.name) \(spec.peripheral.address) on \(spec.peripheral.adapter)\(interval): \(parts.joined(separator: "; "))")
+        }
+        return lines.joined(separator: "\n")
+    }
+}
+
+/// Loads a configuration file, or prints its error (file:line:column: field: message) and exits 78.
+func loadConfiguration(_ path: String) throws -> DaemonConfiguration {
+    do {
+        return try ConfigurationLoader.load(path: path)
+    } catch {
+        writeOut("keepalive: \(error)\n", to: 2)
+        throw ExitCode(78)
+    }
+}

@@ -1,0 +1,116 @@
+import ArgumentParser
+import BlueZSimulator
+import DBus
+import DBusTesting
+import Logging
+
+/// `keepalive simulate`: the BlueZ simulator, for trying the daemon, scripts and other BlueZ clients without
+/// hardware.
+struct SimulateCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "simulate",
+        abstract: "Run a simulated bluetoothd 5.66 (org.bluez) with N sensors.",
+        discussion: """
+            With --private it starts its own dbus-daemon and prints the line \
+            `DBUS_SYSTEM_BUS_ADDRESS=…` to use, then `READY`. Sensors are C0:FF:EE:00:00:01, … with Battery \
+            (2a19), Temperature (2a6e) and a keep-alive service (counter 4b410002-…, notifying every 100 ms). \
+            Runs until SIGTERM or Ctrl-C. Faults are injected at start and can be injected later over \
+            D-Bus on io.keepalive.Simulator1 (/io/keepalive/Simulator).
+
+            Faults: connect-abort[=COUNT], in-progress, read-hang, att-error[=CODE], absent, vanish; \
+            e.g. --fault connect-abort=2@C0:FF:EE:00:00:01
+            """
+    )
+
+    @Option(name: .long, help: "How many sensors (0-65535).")
+    var devices = 3
+
+    @OptionGroup var bus: BusOptions
+
+    @Flag(name: .long, help: "Start a private dbus-daemon and print its address.")
+    var `private` = false
+
+    @Option(name: .long, help: ArgumentHelp("Inject a fault: NAME[=VALUE]@ADDRESS (repeatable).", valueName: "fault"))
+    var fault: [String] = []
+
+    @Option(name: .long, help: "Speed up (<1) or slow down (>1) the simulated latencies.")
+    var timeScale = 1.0
+
+    @Option(name: .long, help: ArgumentHelp("Imitate a real-BlueZ quirk: services-before-gatt, no-connected-signal (repeatable).", valueName: "quirk"))
+    var quirk: [String] = []
+
+    @OptionGroup var logging: LoggingOptions
+
+    func validate() throws {
+        guard (0...65_535).contains(devices) else { throw ValidationError("--devices must be from 0 to 65535") }
+        guard timeScale > 0 else { throw ValidationError("--time-scale must be positive") }
+        if `private`, bus.bus != nil { throw ValidationError("--bus and --private exclude each other") }
+        for text in quirk where BlueZSimulator.Quirk(rawValue: text) == nil {
+            let known = BlueZSimulator.Quirk.allCases.map(\.rawValue).joined(separator: ", ")
+            throw ValidationError("unknown quirk '\(text)' (known: \(known))")
+        }
+        for text in fault { _ = try Self.parseFault(text) }
+    }
+
+    static func parseFault(_ text: String) throws -> (BlueZSimulator.Fault, String) {
+        let parts = text.split(separator: "@", maxSplits: 1).map(String.init)
+        guard parts.count == 2 else { throw ValidationError("--fault '\(text)' needs NAME[=VALUE]@ADDRESS") }
+        let nameAndValue = parts[0].split(separator: "=", maxSplits: 1).map(String.init)
+        var options: [String: DBusValue] = [:]
+        if nameAndValue.count == 2 {
+            guard let value = UInt32(nameAndValue[1].hasPrefix("0x") ? String(nameAndValue[1].dropFirst(2)) : nameAndValue[1], radix: nameAndValue[1].hasPrefix("0x") ? 16 : 10) else {
+                throw ValidationError("--fault '\(text)': '\(nameAndValue[1])' is not a number")
+            }
+            options = nameAndValue[0] == "att-error" ? ["code": .uint32(value)] : ["count": .uint32(value)]
+        }
+        do {
+            return (try BlueZSimulator.Fault(name: nameAndValue[0], options: options), parts[1].uppercased())
+        } catch {
+            throw ValidationError("--fault '\(text)': \(error)")
+        }
+    }
+
+    func run() async throws {
+        ignoreBrokenPipes()
+        logging.bootstrap()
+        let logger = Logger(label: "keepalive.simulate")
+        var privateBus: PrivateBus?
+        defer { privateBus?.stop() }
+        let target: DBusConnection.Bus
+        if `private` {
+            let started = try PrivateBus.start()
+            privateBus = started
+            target = .address(started.address)
+            writeOut("DBUS_SYSTEM_BUS_ADDRESS=\(started.address)\n")
+        } else {
+            target = bus.resolved
+        }
+        let configuration = BlueZSimulator.Configuration(
+            adapters: ["hci0"],
+            devices: .sensors(count: devices),
+            timeScale: timeScale,
+            quirks: Set(quirk.compactMap(BlueZSimulator.Quirk.init(rawValue:)))
+        )
+        let simulator: BlueZSimulator
+        do {
+            simulator = try await BlueZSimulator.start(on: target, configuration: configuration, logger: logger)
+        } catch {
+            throw CommandFailure("cannot own org.bluez on \(describe(target)): \(error)")
+        }
+        for text in fault {
+            let (fault, address) = try Self.parseFault(text)
+            do {
+                try await simulator.inject(fault, device: address)
+            } catch {
+                await simulator.stop()
+                throw CommandFailure("--fault '\(text)': \(error)")
+            }
+        }
+        writeOut("READY\n")
+        _ = try await untilInterrupted {
+            try await Task.sleep(for: .seconds(100 * 365 * 86_400))
+        }
+        logger.info("stopping")
+        await simulator.stop()
+    }
+}

@@ -1,0 +1,214 @@
+import BlueZSimulator
+import DBus
+import DBusTesting
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `keepalive` end to end: the built binary, against a private dbus-daemon and the BlueZ simulator.
+@Suite("keepalive command")
+struct CLITests {
+    /// The simulator with fast links (a 100-ms disconnect instead of BlueZ's ~2 s) unless `realistic`.
+    static func withSimulator<T: Sendable>(
+        devices: Int = 3,
+        realistic: Bool = false,
+        _ body: @Sendable (PrivateBus, BlueZSimulator) async throws -> T
+    ) async throws -> T {
+        try await PrivateBus.with { bus in
+            var configuration = BlueZSimulator.Configuration(adapters: ["hci0"], devices: .sensors(count: devices))
+            if !realistic { configuration.latencies.disconnect = .milliseconds(100) }
+            let simulator = try await BlueZSimulator.start(on: .address(bus.address), configuration: configuration)
+            do {
+                let result = try await body(bus, simulator)
+                await simulator.stop()
+                return result
+            } catch {
+                await simulator.stop()
+                throw error
+            }
+        }
+    }
+
+    static func configuration(devices: Int, interval: String = "1s", extra: String = "") -> String {
+        var text = "interval: \(interval)\nmax_connections: 3\n\(extra)devices:\n"
+        for number in 1...devices {
+            text += "  - name: sensor-\(number)\n    address: C0:FF:EE:00:00:0\(number)\n    read: [2a19, 4b410002-6b65-6570-616c-697665000000]\n"
+        }
+        return text
+    }
+
+    /// Every line a JSON object with the fields the README documents; returns (seq, device) pairs.
+    static func records(_ output: String) -> [(seq: Int, device: String, line: String)] {
+        output.split(separator: "\n").map { line in
+            let text = String(line)
+            func field(_ name: String) -> String? {
+                guard let range = text.range(of: "\"\(name)\":") else { return nil }
+                let rest = text[range.upperBound...]
+                if rest.first == "\"" {
+                    return String(rest.dropFirst().prefix { $0 != "\"" })
+                }
+                return String(rest.prefix { $0 != "," && $0 != "}" })
+            }
+            return (Int(field("seq") ?? "") ?? -1, field("device") ?? "?", text)
+        }
+    }
+
+    @Test func runForNTicksWritesExactlyNRecordsPerDeviceWithContiguousSeq() async throws {
+        try await Self.withSimulator { bus, simulator in
+            let file = try TemporaryFile(name: "keepalive.yaml", contents: Self.configuration(devices: 3))
+            defer { file.remove() }
+            let result = try await CommandProcess.run(["run", "--config", file.path, "--bus", bus.address, "--ticks", "4"])
+            #expect(result.status == 0, "stderr: \(result.stderr)")
+            let records = Self.records(result.stdout)
+            #expect(records.count == 12)
+            #expect(records.map(\.seq) == Array(0..<12))
+            for number in 1...3 {
+                #expect(records.filter { $0.device == "sensor-\(number)" }.count == 4)
+            }
+            for record in records {
+                for key in ["\"ts\":\"", "\"address\":\"C0:FF:EE:00:00:0", "\"adapter\":\"hci0\"", "\"result\":\"newData\"",
+                    "\"values\":{\"2a19\":", "\"window\":{\"id\":", "\"budget_ms\":666", "\"outcome\":\"completed\"",
+                    "\"attempts\":1", "\"interval_ms\":1000", "\"power\":\"normal\"", "\"error\":null", "\"notifications\":[]"]
+                {
+                    #expect(record.line.contains(key), "\(key) missing in \(record.line)")
+                }
+            }
+            #expect(simulator.connectedDevices.isEmpty)
+        }
+    }
+
+    @Test func sigtermInTheMiddleOfAWindowExitsZeroWithin3sFlushedAndDisconnected() async throws {
+        // BlueZ's real ~2-s disconnect, and reads that hang: SIGTERM arrives while every window is open.
+        try await Self.withSimulator(realistic: true) { bus, simulator in
+            for number in 1...3 { try await simulator.inject(.readHang, device: "C0:FF:EE:00:00:0\(number)") }
+            let file = try TemporaryFile(name: "keepalive.yaml", contents: Self.configuration(devices: 3, interval: "30s"))
+            defer { file.remove() }
+            let process = try CommandProcess(["run", "--config", file.path, "--bus", bus.address])
+            defer { process.terminate() }
+            try await waitUntil("all three sensors connected and reading", timeout: .seconds(20)) {
+                simulator.connectedDevices.count == 3 && process.exitStatus == nil
+            }
+            let clock = ContinuousClock()
+            let signalled = clock.now
+            process.signal(SIGTERM)
+            let status = try await process.waitForExit(within: .seconds(10))
+            let took = clock.now - signalled
+            #expect(status == 0, "stderr: \(process.standardError)")
+            #expect(took < .seconds(3), "exit took \(took)")
+            let records = Self.records(process.standardOutput)
+            #expect(records.count == 3, "one record per open window, flushed: \(process.standardOutput)")
+            #expect(records.map(\.seq) == [0, 1, 2])
+            #expect(
+                records.allSatisfy { $0.line.contains("\"result\":\"failed\"") && $0.line.contains("\"outcome\":\"cancelled\"") },
+                "\(process.standardOutput)")
+            #expect(simulator.connectedDevices.isEmpty, "left connected: \(simulator.connectedDevices)")
+        }
+    }
+
+    @Test(arguments: [
+        ("yaml syntax", "interval: 30s\ndevices: [\n", ":2:11:", "YAML: did not find expected node content"),
+        ("wrong type", "interval: [30s]\ndevices:\n  - {name: a, address: C0:FF:EE:00:00:01, read: [2a19]}\n", ":1:11:", "interval"),
+        ("unknown key", "intervall: 30s\ndevices:\n  - {name: a, address: C0:FF:EE:00:00:01, read: [2a19]}\n", ":1:1:", "interval"),
+        ("bad address", "devices:\n  - name: a\n    address: C0:FF:EE:00:00\n    read: [2a19]\n", ":3:14:", "devices[0].address"),
+        ("bad uuid", "devices:\n  - name: a\n    address: C0:FF:EE:00:00:01\n    read: [2a19, zz19]\n", ":4:18:", "devices[0].read[1]"),
+        ("bad duration", "interval: 30 seconds\ndevices:\n  - {name: a, address: C0:FF:EE:00:00:01, read: [2a19]}\n", ":1:11:", "interval"),
+        ("budget >= interval", "interval: 10s\nwindow_budget: 10s\ndevices:\n  - {name: a, address: C0:FF:EE:00:00:01, read: [2a19]}\n", ":2:16:", "window_budget"),
+    ])
+    func everyBadConfigurationClassNamesFileLineColumnAndExits78(_ name: String, _ yaml: String, _ position: String, _ field: String) async throws {
+        let file = try TemporaryFile(name: "bad.yaml", contents: yaml)
+        defer { file.remove() }
+        let result = try await CommandProcess.run(["run", "--config", file.path, "--check"])
+        #expect(result.status == 78, "\(name): \(result.stderr)")
+        #expect(result.stderr.contains(file.path + position), "\(name): \(result.stderr)")
+        #expect(result.stderr.contains(field), "\(name): \(result.stderr)")
+        #expect(result.stdout.isEmpty)
+    }
+
+    @Test func checkAcceptsTheShippedExampleAndSummarisesIt() async throws {
+        let example = String(#filePath.split(separator: "/", omittingEmptySubsequences: false).dropLast(3).joined(separator: "/")) + "/Examples/keepalive.yaml"
+        let result = try await CommandProcess.run(["run", "--config", example, "--check"])
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(result.stdout.contains("valid, 5 devices"))
+        #expect(result.stdout.contains("incubator C0:FF:EE:00:00:05 on hci0 every 10s"))
+    }
+
+    @Test func doctorOnThisMachineNamesTheMissingKernelBluetoothAndFails() async throws {
+        try #require(access("/sys/class/bluetooth", F_OK) != 0, "this kernel has Bluetooth")
+        let result = try await CommandProcess.run(["doctor"])
+        #expect(result.status == 1)
+        #expect(result.stdout.contains("the kernel has no Bluetooth support"), "\(result.stdout)")
+        #expect(result.stdout.contains("FAIL  HCI controllers"))
+    }
+
+    @Test func doctorAgainstTheSimulatorPassesTheBusChecks() async throws {
+        try await Self.withSimulator { bus, _ in
+            let result = try await CommandProcess.run(["doctor", "--bus", bus.address, "--json"])
+            let lines = result.stdout.split(separator: "\n")
+            for check in ["system bus", "org.bluez", "permission", "adapters"] {
+                #expect(lines.contains { $0.contains("\"check\":\"\(check)\"") && $0.contains("\"status\":\"ok\"") }, "\(check): \(result.stdout)")
+            }
+        }
+    }
+
+    @Test func readPrintsHexAndTextThenDisconnects() async throws {
+        try await Self.withSimulator { bus, simulator in
+            let result = try await CommandProcess.run(["read", "--bus", bus.address, "C0:FF:EE:00:00:02", "2a19", "4b410003-6b65-6570-616c-697665000000"])
+            #expect(result.status == 0, "\(result.stderr)")
+            let lines = result.stdout.split(separator: "\n").map(String.init)
+            #expect(lines.count == 2)
+            #expect(lines.first?.hasPrefix("2a19  ") == true)
+            #expect(lines.last == "4b410003-6b65-6570-616c-697665000000  01")
+            #expect(simulator.connectedDevices.isEmpty)
+        }
+    }
+
+    @Test func readOfAnUnknownDeviceFailsAndSaysWhy() async throws {
+        try await Self.withSimulator { bus, _ in
+            let result = try await CommandProcess.run(["read", "--bus", bus.address, "--timeout", "1s", "C0:FF:EE:00:0F:FF", "2a19"])
+            #expect(result.status == 1)
+            #expect(result.stderr.contains("C0:FF:EE:00:0F:FF"), "\(result.stderr)")
+        }
+    }
+
+    @Test func readRefusesABadAddressBeforeTouchingTheBus() async throws {
+        let result = try await CommandProcess.run(["read", "--bus", "unix:path=/nonexistent", "C0:FF:EE:00:00", "2a19"])
+        #expect(result.status == 64)
+        #expect(result.stderr.contains("'C0:FF:EE:00:00' is not a Bluetooth address"))
+    }
+
+    @Test func scanListsTheSimulatedSensorsAsJSONLines() async throws {
+        try await Self.withSimulator(devices: 3) { bus, _ in
+            let result = try await CommandProcess.run(["scan", "--bus", bus.address, "--timeout", "1s"])
+            #expect(result.status == 0, "\(result.stderr)")
+            for number in 1...3 {
+                #expect(result.stdout.contains("\"address\":\"C0:FF:EE:00:00:0\(number)\""), "\(result.stdout)")
+            }
+            #expect(result.stdout.contains("\"name\":\"Sensor-001\""))
+        }
+    }
+
+    @Test func simulatePrivatePrintsItsBusThenServesReadsUntilSigterm() async throws {
+        let simulate = try CommandProcess(["simulate", "--private", "--devices", "2"])
+        defer { simulate.terminate() }
+        try await waitUntil("simulate is ready", timeout: .seconds(20)) { simulate.standardOutput.contains("READY\n") }
+        let addressLine = simulate.standardOutput.split(separator: "\n").first { $0.hasPrefix("DBUS_SYSTEM_BUS_ADDRESS=") }
+        let address = try #require(addressLine.map { String($0.dropFirst("DBUS_SYSTEM_BUS_ADDRESS=".count)) })
+        let read = try await CommandProcess.run(["read", "--bus", address, "C0:FF:EE:00:00:01", "2a19"])
+        #expect(read.status == 0, "\(read.stderr)")
+        #expect(read.stdout.hasPrefix("2a19  "))
+        simulate.signal(SIGTERM)
+        #expect(try await simulate.waitForExit(within: .seconds(10)) == 0)
+    }
+
+    @Test func demoRunsOnTheEmbeddedConfigurationAndEndsCleanly() async throws {
+        let result = try await CommandProcess.run(["demo", "--duration", "8s", "--no-fault"], within: .seconds(60))
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(result.stdout.contains("KeepAlive demo"))
+        for name in ["greenhouse-north", "greenhouse-south", "cold-room", "battery-bank", "incubator"] {
+            #expect(result.stdout.contains("✓ \(name)"), "\(name) never polled: \(result.stdout)")
+        }
+        #expect(result.stdout.contains("0 windows open, 0 links up"))
+    }
+}

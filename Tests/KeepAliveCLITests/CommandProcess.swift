@@ -1,0 +1,114 @@
+import DBusTesting
+import Foundation
+import Locking
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The built `keepalive` binary, next to this test bundle (`.build/<triple>/debug/`, or the TSan scratch path).
+let keepaliveBinary: String = {
+    var buffer = [CChar](repeating: 0, count: 4_096)
+    let count = readlink("/proc/self/exe", &buffer, buffer.count - 1)
+    let path = count > 0 ? String(decoding: buffer[0..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self) : ""
+    let directory = path.split(separator: "/", omittingEmptySubsequences: false).dropLast().joined(separator: "/")
+    return directory + "/keepalive"
+}()
+
+/// A running `keepalive`: its output collected as it comes (by a thread per pipe), signals, a bounded wait.
+final class CommandProcess: Sendable {
+    let pid: pid_t
+    private let output = Locked((standardOutput: "", standardError: "", exited: Int32?.none, closedPipes: 0))
+
+    init(_ arguments: [String]) throws {
+        let (pid, stdout, stderr) = try Subprocess.spawn([keepaliveBinary] + arguments)
+        self.pid = pid
+        let output = self.output
+        Self.drain(stdout, { text in output.withLock { $0.standardOutput += text } }, closed: { output.withLock { $0.closedPipes += 1 } })
+        Self.drain(stderr, { text in output.withLock { $0.standardError += text } }, closed: { output.withLock { $0.closedPipes += 1 } })
+        let thread = Thread {
+            let status = Subprocess.waitForExit(pid)
+            output.withLock { $0.exited = status }
+        }
+        thread.start()
+    }
+
+    private static func drain(_ descriptor: Int32, _ append: @escaping @Sendable (String) -> Void, closed: @escaping @Sendable () -> Void) {
+        let thread = Thread {
+            var buffer = [UInt8](repeating: 0, count: 65_536)
+            while true {
+                let count = buffer.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
+                if count < 0, errno == EINTR { continue }
+                if count <= 0 { break }
+                append(String(decoding: buffer[0..<count], as: UTF8.self))
+            }
+            close(descriptor)
+            closed()
+        }
+        thread.start()
+    }
+
+    var standardOutput: String { output.withLock { $0.standardOutput } }
+    var standardError: String { output.withLock { $0.standardError } }
+    var exitStatus: Int32? { output.withLock { $0.exited } }
+
+    func signal(_ number: Int32) {
+        kill(pid, number)
+    }
+
+    /// Waits for the exit (and the pipes' last bytes); returns the status.
+    @discardableResult
+    func waitForExit(within limit: Duration = .seconds(60)) async throws -> Int32 {
+        // Exited, and both pipes read to their end.
+        try await waitUntil("keepalive \(pid) exits", timeout: limit) {
+            self.output.withLock { $0.exited != nil && $0.closedPipes == 2 }
+        }
+        return exitStatus ?? -1
+    }
+
+    /// Kills it if still running (test clean-up).
+    func terminate() {
+        if exitStatus == nil { kill(pid, SIGKILL) }
+    }
+
+    /// Runs `keepalive arguments` to the end.
+    static func run(_ arguments: [String], within limit: Duration = .seconds(60)) async throws -> (status: Int32, stdout: String, stderr: String) {
+        let process = try CommandProcess(arguments)
+        defer { process.terminate() }
+        let status = try await process.waitForExit(within: limit)
+        return (status, process.standardOutput, process.standardError)
+    }
+}
+
+/// A file in a fresh temporary directory, removed by `remove()`.
+struct TemporaryFile {
+    let directory: String
+    let path: String
+
+    init(name: String, contents: String) throws {
+        var template = Array("/tmp/keepalive-cli-XXXXXX".utf8CString)
+        guard let made = mkdtemp(&template) else { throw POSIXFailure(errno: errno) }
+        directory = String(cString: made)
+        path = directory + "/" + name
+        let descriptor = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+        guard descriptor >= 0 else { throw POSIXFailure(errno: errno) }
+        defer { close(descriptor) }
+        let bytes = Array(contents.utf8)
+        guard write(descriptor, bytes, bytes.count) == bytes.count else { throw POSIXFailure(errno: errno) }
+    }
+
+    func remove() {
+        _ = Subprocess.runBlockingIgnoringErrors(["rm", "-rf", directory])
+    }
+}
+
+struct POSIXFailure: Error {
+    var errno: Int32
+}
+
+extension Subprocess {
+    static func runBlockingIgnoringErrors(_ arguments: [String]) -> Int32 {
+        (try? runBlocking(arguments).status) ?? -1
+    }
+}
