@@ -1,11 +1,13 @@
 # The two quick-start commands, and the rest of the project's chores.
 #
-#   make demo    the main job on the embedded default: simulated sensors, no Bluetooth hardware, no root needed
-#                (apt packages are installed first when missing, which needs root or sudo)
+#   make demo    the main job on the embedded default: `keepalive demo`, the daemon polling simulated sensors
+#                through a private D-Bus (no Bluetooth hardware, no root needed; apt packages are installed
+#                first when missing, which needs root or sudo)
 #   make test    every test: core on a manual clock, D-Bus against a private dbus-daemon
 #   make bench   release benchmarks (core; D-Bus against a C libdbus client; BlueZTransport against bleak)
 #   make tsan    the tests under ThreadSanitizer
 #   make fidelity  bleak 3.x and bluetoothctl 5.66 against the BlueZ simulator (needs PyPI for bleak)
+#   make install   the release binary, the example configuration and udev/ in place (PREFIX, DESTDIR; root)
 #
 # Apt packages and why:
 #   libdbus-1-dev    the CDBus system library (pkg-config dbus-1)
@@ -21,7 +23,10 @@
 SWIFT ?= swift
 APT_PACKAGES := libdbus-1-dev libbluetooth-dev dbus-daemon systemd libglib2.0-bin libxml2-utils bluez python3-venv gcc pkg-config
 
-.PHONY: deps build test demo bench tsan fidelity clean
+PREFIX ?= /usr/local
+DESTDIR ?=
+
+.PHONY: deps build test demo bench tsan fidelity install clean
 
 deps:
 	@missing=""; for p in $(APT_PACKAGES); do \
@@ -46,7 +51,24 @@ test: build
 	$(SWIFT) test --skip-build
 
 demo: deps
-	$(SWIFT) run KeepAliveExample
+	$(SWIFT) run keepalive demo
+
+# Installs the daemon as a service; see README.md ("Installing as a service") for what each file does. The
+# user comes first: dbus-daemon resolves the policy's user= when it loads it.
+install: deps
+	$(SWIFT) build -c release --product keepalive
+	install -D -m755 "$$($(SWIFT) build -c release --show-bin-path)/keepalive" $(DESTDIR)$(PREFIX)/bin/keepalive
+	install -D -m644 udev/keepalive.sysusers.conf $(DESTDIR)/usr/lib/sysusers.d/keepalive.conf
+	install -D -m644 udev/io.keepalive.conf $(DESTDIR)/etc/dbus-1/system.d/io.keepalive.conf
+	install -D -m644 udev/keepalive.service $(DESTDIR)/etc/systemd/system/keepalive.service
+	install -D -m644 udev/70-keepalive.rules $(DESTDIR)/etc/udev/rules.d/70-keepalive.rules
+	install -D -m644 README.md $(DESTDIR)$(PREFIX)/share/doc/keepalive/README.md
+	test -e $(DESTDIR)/etc/keepalive/keepalive.yaml || install -D -m644 Examples/keepalive.yaml $(DESTDIR)/etc/keepalive/keepalive.yaml
+	@if [ -z "$(DESTDIR)" ]; then \
+	  systemd-sysusers && systemctl reload dbus && systemctl daemon-reload \
+	  && udevadm control --reload && udevadm trigger --subsystem-match=bluetooth || true; \
+	  echo "installed: edit /etc/keepalive/keepalive.yaml, check with 'keepalive doctor --config /etc/keepalive/keepalive.yaml', then 'systemctl enable --now keepalive'"; \
+	fi
 
 bench: deps
 	$(SWIFT) run -c release KeepAliveBenchmarks
