@@ -96,7 +96,8 @@ struct CLITests {
             let status = try await process.waitForExit(within: .seconds(10))
             let took = clock.now - signalled
             #expect(status == 0, "stderr: \(process.standardError)")
-            #expect(took < .seconds(3), "exit took \(took)")
+            // 3 s is the promise (BlueZ's Disconnect alone takes 2); ThreadSanitizer slows everything, so it gets 6.
+            #expect(took < (runningUnderThreadSanitizer ? .seconds(6) : .seconds(3)), "exit took \(took)")
             let records = Self.records(process.standardOutput)
             #expect(records.count == 3, "one record per open window, flushed: \(process.standardOutput)")
             #expect(records.map(\.seq) == [0, 1, 2])

@@ -16,6 +16,10 @@ let keepaliveBinary: String = {
     return directory + "/keepalive"
 }()
 
+/// Whether this test process (and so the `keepalive` built beside it) is instrumented by ThreadSanitizer: its
+/// runtime is linked in. Swift has no compile-time condition for sanitizers.
+let runningUnderThreadSanitizer: Bool = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "__tsan_init") != nil
+
 /// A running `keepalive`: its output collected as it comes (by a thread per pipe), signals, a bounded wait.
 final class CommandProcess: Sendable {
     let pid: pid_t
