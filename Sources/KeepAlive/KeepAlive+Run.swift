@@ -89,6 +89,39 @@ extension KeepAlive {
         alarm.ring()
     }
 
+    // MARK: Sleep
+
+    /// The host is about to sleep (logind's `PrepareForSleep(true)`): the ledger closes, so ticks until
+    /// ``resumeAfterSleep()`` are reported as refused; open windows expire early, and this returns when every
+    /// one has ended and been reported (bounded by the ledger's grace). The caller then drops its links and
+    /// releases its sleep inhibitor.
+    public func prepareForSleep() async {
+        logger.info("preparing for sleep: closing the ledger and ending open windows")
+        await drainWindows()
+    }
+
+    /// The host woke up (`PrepareForSleep(false)`): the ledger reopens and every registration fires now, once,
+    /// and continues on a grid laid from now. Grid points slept through are counted as missed ticks.
+    public func resumeAfterSleep() {
+        let now = time.now
+        ledger.reopen()
+        let missed: UInt64 = state.withLock { state in
+            var missed: UInt64 = 0
+            for token in state.registrations.keys {
+                guard var registration = state.registrations[token], var schedule = registration.schedule,
+                    !registration.isFinished
+                else { continue }
+                missed += UInt64(schedule.restart(at: now))
+                registration.schedule = schedule
+                state.registrations[token] = registration
+            }
+            state.statistics.missedTicks += missed
+            return missed
+        }
+        logger.info("resumed after sleep: polling now", metadata: ["missedTicks": "\(missed)"])
+        alarm.ring()
+    }
+
     private func drainWindows() async {
         ledger.close()
         ledger.expireAll()

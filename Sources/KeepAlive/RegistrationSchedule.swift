@@ -37,6 +37,22 @@ struct RegistrationSchedule {
         return skipped
     }
 
+    /// Fires now and lays the grid from here (after a sleep); returns how many grid points before now were
+    /// never fired (they are counted, not fired).
+    mutating func restart(at now: KeepAliveInstant) -> Int64 {
+        guard let interval else { return 0 }
+        var missed: Int64 = 0
+        if let grid = nextGrid, grid <= now {
+            // The pending grid point is the catch-up tick itself; count the ones after it that also passed.
+            missed = Int64(grid.duration(to: now).attoseconds / interval.attoseconds)
+        }
+        anchor = now
+        index = 0
+        nextGrid = now
+        nextFire = now
+        return missed
+    }
+
     /// Applies a new effective interval at once: the next deadline is recomputed from the last tick and fires
     /// now if it is already past. `nil` pauses.
     mutating func change(interval newInterval: Duration?, now: KeepAliveInstant, jitter: () -> Duration) {

@@ -439,4 +439,46 @@ struct SchedulerTests {
         // No waiting here: the three reports were delivered before run() returned.
         #expect(reported.withLock { $0.sorted() } == ["a", "b", "c"])
     }
+
+    @Test func sleepClosesTheLedgerEndsOpenWindowsAndResumeFiresOnceOnANewGrid() async throws {
+        let keepAlive = makeKeepAlive()
+        let events = Collector(keepAlive.events())
+        let ledgerEvents = Collector(keepAlive.ledger.events())
+        keepAlive.register(name: "sensor") { _ in
+            // Runs until the window ends.
+            while !Task.isCancelled { await Task.yield() }
+            return .noData
+        }
+        try await withRunning(keepAlive) {
+            _ = try await ledgerEvents.next { if case .began = $0 { true } else { false } }
+            await keepAlive.prepareForSleep()
+            // The open window ended early and was reported before prepareForSleep returned.
+            let first = try await events.next { if case .report = $0 { true } else { false } }
+            if case .report(let report) = first { #expect(report.windowRecord?.outcome == .cancelled) }
+            #expect(keepAlive.ledger.openCount == 0)
+            #expect(keepAlive.ledger.begin(name: "during sleep", budget: .seconds(1)) == .invalid)
+
+            // Asleep through 95 s: the 30-s, 60-s and 90-s grid points. The 30-s tick is refused (ledger closed).
+            try await clock.waitForSleeper(until: clock.instant(.seconds(30)))
+            clock.advance(to: clock.instant(.seconds(30)))
+            let refused = try await events.next { if case .report(let r) = $0 { r.tick == 1 } else { false } }
+            if case .report(let report) = refused {
+                guard case .skipped(.refused) = report.outcome else {
+                    Issue.record("tick during sleep: \(report.outcome)")
+                    return
+                }
+            }
+            clock.advance(to: clock.instant(.seconds(95)))
+
+            keepAlive.resumeAfterSleep()
+            let resumed = try await events.next { if case .fired(_, let tick, _, _) = $0 { tick == 2 } else { false } }
+            if case .fired(_, _, let scheduled, let at) = resumed {
+                #expect(at == .at(.seconds(95)))
+                #expect(scheduled == .at(.seconds(95)))
+            }
+            // The next tick is a full interval after the resume, not on the old grid.
+            #expect(keepAlive.nextDeadline == .at(.seconds(125)))
+        }
+        #expect(keepAlive.statistics.missedTicks == 1)
+    }
 }
