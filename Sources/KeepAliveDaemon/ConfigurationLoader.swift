@@ -81,7 +81,9 @@ public enum ConfigurationLoader {
             case "interval": configuration.interval = try document.duration(value, "interval")
             case "jitter": configuration.jitter = try document.duration(value, "jitter", allowZero: true)
             case "window_budget": configuration.windowBudget = try document.duration(value, "window_budget")
-            case "low_power": configuration.lowPower = try lowPower(value, in: document)
+            case "low_power":
+                (configuration.lowPower, configuration.powerMode, configuration.criticalPercentage) =
+                    try lowPower(value, in: document)
             case "adapter": configuration.adapter = try document.adapter(value, "adapter")
             case "max_connections":
                 configuration.maxConnections = try document.integer(value, "max_connections", in: 1...16)
@@ -117,24 +119,39 @@ public enum ConfigurationLoader {
         return configuration
     }
 
-    private static func lowPower(_ node: Node, in document: Document) throws(ConfigurationError) -> LowPowerPolicy {
+    private static func lowPower(
+        _ node: Node, in document: Document
+    ) throws(ConfigurationError) -> (LowPowerPolicy, DaemonConfiguration.PowerMode, Int) {
         let fields = try Fields(
-            node, path: "low_power", allowed: ["multiplier", "critical"], in: document,
-            expected: "a mapping like {multiplier: 2, critical: pause}"
+            node, path: "low_power", allowed: ["mode", "multiplier", "critical", "critical_below"], in: document,
+            expected: "a mapping like {mode: auto, multiplier: 2, critical: pause}"
         )
         var multiplier = 2.0
         var critical = LowPowerPolicy.Critical.pause
+        var mode = DaemonConfiguration.PowerMode.auto
+        var criticalBelow = 10
         for pair in fields.pairs {
             switch pair.key {
+            case "mode":
+                let word = try document.text(pair.value, "low_power.mode", expected: "`auto`, `on` or `off`")
+                guard let parsed = DaemonConfiguration.PowerMode(rawValue: word) else {
+                    throw document.error(
+                        .invalidValue, at: pair.value, "low_power.mode",
+                        "expected `auto` (follow UPower, power-profiles-daemon or sysfs), `on` (always low power) or `off` (never), found \(document.describe(pair.value))"
+                    )
+                }
+                mode = parsed
             case "multiplier":
                 multiplier = try document.number(pair.value, "low_power.multiplier", in: 1...largestMultiplier)
             case "critical":
                 critical = try criticalPolicy(pair.value, in: document)
+            case "critical_below":
+                criticalBelow = try document.integer(pair.value, "low_power.critical_below", in: 1...50)
             default: break
             }
         }
         // Both values were range-checked above, so the initialiser's preconditions hold.
-        return LowPowerPolicy(lowPowerMultiplier: multiplier, critical: critical)
+        return (LowPowerPolicy(lowPowerMultiplier: multiplier, critical: critical), mode, criticalBelow)
     }
 
     /// `critical: pause` or `critical: {stretch: 4}`: one key per choice, so a factor cannot be given to `pause`.

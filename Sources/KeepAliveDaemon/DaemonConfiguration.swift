@@ -64,6 +64,19 @@ public struct DaemonConfiguration: Sendable, Hashable {
     /// `nil`: the core's default (the smaller of 20 s and two thirds of the interval).
     public var windowBudget: Duration?
     public var lowPower = LowPowerPolicy()
+    /// Where the power state comes from.
+    public enum PowerMode: String, Sendable, Hashable {
+        /// UPower and power-profiles-daemon on the bus, else /sys/class/power_supply, else always normal.
+        case auto
+        /// Always low power (a gateway on a small battery with no power daemon).
+        case on
+        /// Never low power.
+        case off
+    }
+
+    public var powerMode = PowerMode.auto
+    /// Battery percentage at or below which (while discharging) the state is critical.
+    public var criticalPercentage = 10
     /// The default adapter of every device.
     public var adapter = "hci0"
     /// Simultaneous connections per adapter.

@@ -33,12 +33,18 @@ public enum ExampleConfiguration {
 
         # What to do when the host saves energy. Default {multiplier: 2, critical: pause}.
         low_power:
+          # Where the power state comes from: `auto` follows UPower and power-profiles-daemon (or, without
+          # them, /sys/class/power_supply); `on` is always low power, `off` never. Default auto. At run time,
+          # SIGUSR1 forces low power and SIGUSR2 returns to this mode.
+          mode: auto
           # On battery or in power-saver mode, every interval is multiplied by this. Number from 1 to 1000;
           # default 2.
           multiplier: 2
           # When the battery is critically low: `pause` stops polling until power recovers, and
           # `{stretch: 4}` multiplies every interval by 4 instead (1 to 1000). Default pause.
           critical: pause
+          # The battery is critically low at or below this percentage while discharging. 1 to 50; default 10.
+          critical_below: 10
 
         # The Bluetooth adapter of every device that does not name its own: hci0, hci1, … Default hci0.
         adapter: hci0
