@@ -180,12 +180,15 @@ public final class BlueZObjectCache: Sendable {
             let id = self.state.withLock { $0.id() }
             try await withTaskCancellationHandler {
                 try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-                    let ready = self.state.withLock { state in
-                        if state.ready { return true }
+                    // Checked under the lock: a cancellation that came before we registered found nothing to
+                    // resume, so it must be seen here (else this would wait forever).
+                    let ready: Result<Void, any Error>? = self.state.withLock { state in
+                        if state.ready { return .success(()) }
+                        if Task.isCancelled { return .failure(CancellationError()) }
                         state.readyWaiters[id] = continuation
-                        return false
+                        return nil
                     }
-                    if ready { continuation.resume() }
+                    if let ready { continuation.resume(with: ready) }
                 }
             } onCancel: {
                 self.state.withLock { $0.readyWaiters.removeValue(forKey: id) }?.resume(throwing: CancellationError())
@@ -224,6 +227,8 @@ public final class BlueZObjectCache: Sendable {
                     case .satisfied: return .success(())
                     case .failed(let error): return .failure(error)
                     case .waiting:
+                        // See waitUntilReady: a cancellation before registering must not be lost.
+                        if Task.isCancelled { return .failure(CancellationError()) }
                         state.watchers[id] = Watcher(check: check, continuation: continuation)
                         return nil
                     }

@@ -20,7 +20,7 @@ extension BlueZTransport {
             // Never leave a half-open link: Disconnect also cancels a Connect still pending in BlueZ. A
             // cancelled caller does not wait for it (BlueZ takes ~2 s): the Disconnect goes on, and the caller's
             // own `disconnect` joins it.
-            let teardown = disconnectTask(peripheral, timeout: .seconds(5))
+            let teardown = disconnectTask(peripheral, timeout: .seconds(3))
             if !Task.isCancelled { await teardown.value }
             await noteFailure(of: peripheral, path: path, error: error)
             throw error

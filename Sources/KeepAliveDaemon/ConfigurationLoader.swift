@@ -229,7 +229,15 @@ public enum ConfigurationLoader {
             case "read":
                 let items = try document.sequence(value, field, expected: "a sequence of UUIDs like [2a19]")
                 for (index, item) in items.enumerated() {
-                    device.reads.append(try document.uuid(item, "\(field)[\(index)]"))
+                    let uuid = try document.uuid(item, "\(field)[\(index)]")
+                    // Compared in canonical form: 2a19 and 00002a19-0000-1000-8000-00805f9b34fb are one.
+                    if let first = device.reads.firstIndex(of: uuid) {
+                        throw document.error(
+                            .invalidValue, at: item, "\(field)[\(index)]",
+                            "\(uuid.shortDescription) is already read at \(field)[\(first)]: each characteristic once"
+                        )
+                    }
+                    device.reads.append(uuid)
                 }
             case "write":
                 let items = try document.sequence(
@@ -246,7 +254,15 @@ public enum ConfigurationLoader {
                         item, path: itemPath, allowed: ["uuid", "for"], in: document,
                         expected: "a mapping like {uuid: 2a6e, for: 1s}"
                     )
-                    let uuid = try document.uuid(try itemFields.required("uuid"), "\(itemPath).uuid")
+                    let uuidNode = try itemFields.required("uuid")
+                    let uuid = try document.uuid(uuidNode, "\(itemPath).uuid")
+                    if let first = device.notifications.firstIndex(where: { $0.characteristic == uuid }) {
+                        // BlueZ refuses a second StartNotify on one characteristic (InProgress).
+                        throw document.error(
+                            .invalidValue, at: uuidNode, "\(itemPath).uuid",
+                            "\(uuid.shortDescription) is already listened to at \(field)[\(first)]: each characteristic once"
+                        )
+                    }
                     let durationNode = try itemFields.required("for")
                     let duration = try document.duration(durationNode, "\(itemPath).for")
                     device.notifications.append(.init(characteristic: uuid, duration: duration))

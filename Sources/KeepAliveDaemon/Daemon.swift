@@ -68,6 +68,19 @@ public final class Daemon: Service {
         var recordsPerDevice: [String: UInt64] = [:]
         var finished = false
         var failure: (any Error)?
+        /// The scheduler's task, once started; `stopping` is set by whoever ends the daemon first (SIGTERM,
+        /// `--ticks` done, the bus lost, the output broken), before or after the scheduler started.
+        var scheduler: Task<Void, Never>?
+        var stopping = false
+    }
+
+    /// Ends the scheduler now, or keeps it from starting: cancelling `run()` ends the open windows, waits for
+    /// their reports and returns (unlike `KeepAlive.stop()`, this also holds before the scheduler runs).
+    private static func stopScheduler(_ progress: Locked<Progress>) {
+        progress.withLock { progress in
+            progress.stopping = true
+            return progress.scheduler
+        }?.cancel()
     }
 
     /// Opens the output (so a bad path fails before anything starts).
@@ -82,12 +95,11 @@ public final class Daemon: Service {
             logger: logger
         )
         if options.writesRecords {
-            let keepAlive = self.keepAlive
             let progress = self.progress
             writer = try RecordWriter(output: configuration.output) { error in
                 logger.critical("output failed, stopping: \(error)")
                 progress.withLock { $0.failure = error }
-                Task { await keepAlive.stop() }
+                Self.stopScheduler(progress)
             }
         } else {
             writer = nil
@@ -97,7 +109,7 @@ public final class Daemon: Service {
     public func run() async throws {
         let connection: DBusConnection
         do {
-            connection = try await DBusConnection(bus: options.bus)
+            connection = try await DBusConnection(bus: options.bus, timeout: .seconds(5))
         } catch {
             throw DaemonError(description: "cannot connect to \(Self.describe(options.bus)): \(error)")
         }
@@ -111,7 +123,7 @@ public final class Daemon: Service {
             keepAlive: keepAlive,
             configuration: engineConfiguration,
             logger: logger,
-            onRecord: { [writer, options, keepAlive, progress] record in
+            onRecord: { [writer, options, progress] record in
                 writer?.write(record)
                 options.onRecord?(record)
                 guard let maxTicks = options.maxTicks else { return }
@@ -123,23 +135,27 @@ public final class Daemon: Service {
                     progress.finished = true
                     return true
                 }
-                if done { Task { await keepAlive.stop() } }
+                if done { Self.stopScheduler(progress) }
             }
         )
         defer { engine.detach() }
 
         await withTaskGroup(of: Void.self) { group in
-            group.addTask { [keepAlive, progress, logger] in
+            group.addTask { [progress, logger] in
                 do {
                     try await transport.cache.run()
                 } catch is CancellationError {
                 } catch {
                     logger.critical("lost the bus, stopping: \(error)")
                     progress.withLock { $0.failure = error }
-                    await keepAlive.stop()
+                    Self.stopScheduler(progress)
                 }
             }
-            await checkBlueZ(transport)
+            // Start-up (waiting for org.bluez) ends at once on SIGTERM too.
+            // (A shutdown requested meanwhile also reaches the scheduler's handler below, which then stops it.)
+            await cancelWhenGracefulShutdown {
+                await self.checkBlueZ(transport)
+            }
             options.notifier?.notify(
                 "READY=1\nSTATUS=polling \(specs.count) device\(specs.count == 1 ? "" : "s") every \(configuration.interval.formattedSeconds)"
             )
@@ -152,15 +168,26 @@ public final class Daemon: Service {
                     }
                 }
             }
-            await withGracefulShutdownHandler {
-                do {
-                    try await keepAlive.run()
-                } catch {
-                    progress.withLock { $0.failure = error }
+            let keepAlive = self.keepAlive
+            let shared = progress
+            let scheduler: Task<Void, Never>? = progress.withLock { state -> Task<Void, Never>? in
+                guard !state.stopping else { return nil }
+                let task = Task {
+                    do {
+                        try await keepAlive.run()
+                    } catch {
+                        shared.withLock { $0.failure = error }
+                    }
                 }
-            } onGracefulShutdown: { [options, logger] in
+                state.scheduler = task
+                return task
+            }
+            await withGracefulShutdownHandler {
+                await scheduler?.value
+            } onGracefulShutdown: { [options, logger, progress] in
                 logger.info("shutting down: ending open windows and disconnecting")
                 options.notifier?.notify("STOPPING=1")
+                Self.stopScheduler(progress)
             }
             // Windows that expired mid-disconnect left their disconnects running: let them finish (each is
             // bounded) before the bus goes, so no link outlives the daemon.
@@ -187,6 +214,8 @@ public final class Daemon: Service {
     private func checkBlueZ(_ transport: BlueZTransport) async {
         do {
             try await transport.cache.waitUntilReady(timeout: options.bluezTimeout)
+        } catch is CancellationError {
+            return  // shutting down
         } catch {
             logger.error(
                 "org.bluez is not on \(Self.describe(options.bus)) after \(options.bluezTimeout.formattedSeconds): polls fail until bluetoothd runs (try `systemctl start bluetooth`, `keepalive doctor`)"

@@ -49,13 +49,15 @@ public struct DaemonLogHandler: LogHandler {
         if let provided = metadataProvider?.get() { merged.merge(provided) { _, new in new } }
         if let extra = event.metadata { merged.merge(extra) { _, new in new } }
         var line = ""
+        // One entry, one line: a newline in a message would start a journal line with no priority.
+        let message = "\(event.message)".replacingNewlines
         switch style {
         case .journal:
-            line = "<\(Self.syslogPriority(event.level))>\(event.level) \(label): \(event.message)"
+            line = "<\(Self.syslogPriority(event.level))>\(event.level) \(label): \(message)"
         case .terminal:
-            line = "\(WallClock.now().rfc3339) \(Self.colour(event.level))\(event.level)\u{1B}[0m \(label): \(event.message)"
+            line = "\(WallClock.now().rfc3339) \(Self.colour(event.level))\(event.level)\u{1B}[0m \(label): \(message)"
         case .plain:
-            line = "\(WallClock.now().rfc3339) \(event.level) \(label): \(event.message)"
+            line = "\(WallClock.now().rfc3339) \(event.level) \(label): \(message)"
         }
         for key in merged.keys.sorted() {
             line += " \(key)=\(Self.quoted("\(merged[key]!)"))"
@@ -98,5 +100,22 @@ public struct DaemonLogHandler: LogHandler {
         case .warning: "\u{1B}[33m"
         case .error, .critical: "\u{1B}[31m"
         }
+    }
+}
+
+extension String {
+    /// `\n` and `\r` spelled out, so one log entry stays one line.
+    var replacingNewlines: String {
+        guard contains(where: \.isNewline) else { return self }
+        var result = ""
+        for character in self {
+            switch character {
+            case "\n": result += "\\n"
+            case "\r": result += "\\r"
+            case "\r\n": result += "\\r\\n"
+            default: result.append(character)
+            }
+        }
+        return result
     }
 }

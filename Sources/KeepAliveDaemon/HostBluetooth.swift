@@ -9,7 +9,8 @@ internal import Glibc
 public enum HostBluetooth {
     /// Whether `address` is a Bluetooth address `AA:BB:CC:DD:EE:FF` (either case), by libbluetooth's `bachk`.
     public static func isValidAddress(_ address: String) -> Bool {
-        bachk(address) == 0
+        // bachk reads a C string: an embedded NUL would hide whatever follows it, so the length comes first.
+        address.utf8.count == 17 && !address.utf8.contains(0) && bachk(address) == 0
     }
 
     /// The Bluetooth SIG company name for a manufacturer id (`bt_compidtostr`), or `nil` when libbluetooth does

@@ -46,8 +46,17 @@ public final class RecordWriter: Sendable {
         case .standardOutput:
             state = Locked(State(descriptor: STDOUT_FILENO, ownsDescriptor: false))
         case .file(let path):
-            let descriptor = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o640)
+            let descriptor = open(path, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0o640)
             guard descriptor >= 0 else { throw OutputError(path: path, errno: errno, operation: "open") }
+            // A previous run cut short mid-line (a full disk, a kill) left no newline: end that line first, so
+            // this run's first record is a line of its own.
+            var last: UInt8 = 0
+            if lseek(descriptor, -1, SEEK_END) >= 0, read(descriptor, &last, 1) == 1, last != UInt8(ascii: "\n") {
+                if let error = Self.writeAll("\n", to: descriptor, path: path) {
+                    _ = Glibc.close(descriptor)
+                    throw error
+                }
+            }
             state = Locked(State(descriptor: descriptor, ownsDescriptor: true))
         }
     }
@@ -68,9 +77,10 @@ public final class RecordWriter: Sendable {
 
     /// Encodes and writes one record now. Safe from any thread; lines never interleave.
     public func write(_ record: PollRecord) {
-        let now = WallClock.now()
         let failed: OutputError? = state.withLock { state in
             guard state.failure == nil, state.descriptor >= 0 else { return nil }
+            // Read under the lock: `ts` never goes backwards while `seq` goes forwards.
+            let now = WallClock.now()
             let line = Self.encode(record, sequence: state.nextSequence, at: now) + "\n"
             if let error = Self.writeAll(line, to: state.descriptor, path: output.description) {
                 state.failure = error

@@ -46,11 +46,13 @@ public struct SystemdNotifier: Sendable {
         var pathBytes = Array(socketPath.utf8)
         if pathBytes.first == UInt8(ascii: "@") { pathBytes[0] = 0 }  // abstract namespace
         let capacity = MemoryLayout.size(ofValue: address.sun_path)
-        guard !pathBytes.isEmpty, pathBytes.count < capacity else { return false }
+        // A path needs room for its terminating NUL; an abstract name (leading NUL) has none and may fill it all.
+        let abstract = pathBytes.first == 0
+        guard !pathBytes.isEmpty, abstract ? pathBytes.count <= capacity : pathBytes.count < capacity else { return false }
         withUnsafeMutableBytes(of: &address.sun_path) { raw in
             raw.copyBytes(from: pathBytes)
         }
-        let length = socklen_t(MemoryLayout<sa_family_t>.size + pathBytes.count + (pathBytes[0] == 0 ? 0 : 1))
+        let length = socklen_t(MemoryLayout<sa_family_t>.size + pathBytes.count + (abstract ? 0 : 1))
         let message = Array(state.utf8)
         let sent = withUnsafePointer(to: &address) { pointer in
             pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { socketAddress in

@@ -24,6 +24,8 @@ func withBlueZ<T: Sendable>(
         defer { group.cancelAll() }
         do {
             try await transport.cache.waitUntilReady(timeout: .seconds(5))
+        } catch is CancellationError {
+            return .failure(CancellationError())
         } catch {
             return .failure(CommandFailure("org.bluez is not on \(describe(bus)): is bluetoothd running? (see `keepalive doctor`)"))
         }

@@ -129,9 +129,15 @@ func untilInterrupted<T: Sendable>(_ body: @escaping @Sendable () async throws -
     }
     let work = Task { try await body() }
     let watcher = Task {
+        var count = 0
         for await _ in signals {
-            work.cancel()
-            return
+            count += 1
+            if count == 1 {
+                work.cancel()  // the first: stop cleanly (disconnect, stop discovery)
+            } else {
+                writeOut("keepalive: interrupted again, exiting now\n", to: STDERR_FILENO)
+                _exit(130)  // the second: the user means it
+            }
         }
     }
     defer { watcher.cancel() }

@@ -35,6 +35,11 @@ struct DemoCommand: AsyncParsableCommand {
 
     @OptionGroup var logging: LoggingOptions
 
+    func validate() throws {
+        // Below this the example's 1-s notification listening and BlueZ's 2-s disconnect no longer fit a window.
+        guard interval.duration >= .seconds(4) else { throw ValidationError("--interval must be at least 4s") }
+    }
+
     func run() async throws {
         ignoreBrokenPipes()
         var logging = self.logging

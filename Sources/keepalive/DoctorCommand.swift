@@ -39,8 +39,8 @@ struct DoctorCommand: AsyncParsableCommand {
         let colour = standardOutputIsTerminal && !json
         for check in checks {
             if json {
-                var line = "{\"check\":\"\(check.name.replacingEscapes())\",\"status\":\"\(check.status.rawValue)\",\"detail\":\"\(check.detail.jsonEscaped)\""
-                if let fix = check.fix { line += ",\"fix\":\"\(fix.jsonEscaped)\"" }
+                var line = "{\"check\":\(JSONText.quoted(check.name)),\"status\":\"\(check.status.rawValue)\",\"detail\":\(JSONText.quoted(check.detail))"
+                if let fix = check.fix { line += ",\"fix\":\(JSONText.quoted(fix))" }
                 writeOut(line + "}\n")
                 continue
             }
@@ -62,23 +62,5 @@ struct DoctorCommand: AsyncParsableCommand {
             }
             throw ExitCode.failure
         }
-    }
-}
-
-extension String {
-    /// JSON string escaping (quotes, backslashes, control characters).
-    var jsonEscaped: String {
-        var result = ""
-        for scalar in unicodeScalars {
-            switch scalar {
-            case "\"": result += "\\\""
-            case "\\": result += "\\\\"
-            case "\n": result += "\\n"
-            case "\t": result += "\\t"
-            case _ where scalar.value < 0x20: result += "\\u00" + (scalar.value < 16 ? "0" : "") + String(scalar.value, radix: 16)
-            default: result.unicodeScalars.append(scalar)
-            }
-        }
-        return result
     }
 }

@@ -9,7 +9,7 @@ struct KeepAliveCommand: AsyncParsableCommand {
         discussion: """
             Every device in the configuration is polled on its own grid (default every 30 s) inside a bounded \
             background window: connect, write, read, listen for notifications, disconnect. One JSON line per \
-            device per tick says what happened, including the ticks that were missed and why.
+            device per tick says what happened, including the ticks that were skipped and why.
 
             Start with `keepalive demo` (no hardware needed) and `keepalive doctor`.
             """,

@@ -78,6 +78,9 @@ struct ReadCommand: AsyncParsableCommand {
     ) async throws -> Bool {
         do {
             try await transport.connect(peripheral, options: ConnectOptions(timeout: timeout, characteristics: characteristics))
+        } catch is CancellationError {
+            await transport.disconnect(peripheral, timeout: .seconds(3))
+            throw CancellationError()
         } catch {
             writeOut("keepalive: connect to \(peripheral.address) on \(peripheral.adapter) failed: \(error)\n", to: 2)
             return false
@@ -108,26 +111,11 @@ struct ReadCommand: AsyncParsableCommand {
         let text = printable ? String(decoding: bytes, as: UTF8.self) : nil
         if json {
             var line = "{\"uuid\":\"\(characteristic.shortDescription)\",\"hex\":\"\(hex)\""
-            if let text { line += ",\"text\":\"" + text.replacingEscapes() + "\"" }
+            if let text { line += ",\"text\":" + JSONText.quoted(text) }
             return line + "}"
         }
         var line = "\(characteristic.shortDescription)  \(hex.isEmpty ? "(empty)" : hex)"
         if let text { line += "  \"\(text)\"" }
         return line
-    }
-}
-
-extension String {
-    /// JSON string escaping for printable ASCII (the only text `read` prints).
-    func replacingEscapes() -> String {
-        var result = ""
-        for character in self {
-            switch character {
-            case "\"": result += "\\\""
-            case "\\": result += "\\\\"
-            default: result.append(character)
-            }
-        }
-        return result
     }
 }

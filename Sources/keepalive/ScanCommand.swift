@@ -62,8 +62,11 @@ struct ScanCommand: AsyncParsableCommand {
                             }
                         }
                     }
-                    try await Task.sleep(for: timeout)
-                    group.cancelAll()
+                    group.addTask { try await Task.sleep(for: timeout) }
+                    // The timeout ends the scan; a discovery that fails (StartDiscovery refused, the adapter
+                    // gone) ends it sooner, and its error is reported.
+                    defer { group.cancelAll() }
+                    try await group.next()
                 }
             }
         }
@@ -107,7 +110,7 @@ final class ScanTable: Sendable {
             let rssi = advertisement.rssi.map { String($0) } ?? "—"
             lines.append(
                 advertisement.peripheral.address.padded(19) + rssi.padded(6, left: true) + "  "
-                    + (advertisement.name ?? "").truncated(21).padded(22)
+                    + JSONText.printable(advertisement.name ?? "").truncated(21).padded(22)
                     + Self.manufacturer(advertisement).truncated(26).padded(27)
                     + advertisement.serviceUUIDs.map(\.shortDescription).joined(separator: " ")
             )
@@ -128,11 +131,11 @@ final class ScanTable: Sendable {
 
     static func jsonLine(_ advertisement: Advertisement) -> String {
         var fields = ["\"address\":\"\(advertisement.peripheral.address)\"", "\"adapter\":\"\(advertisement.peripheral.adapter)\""]
-        fields.append("\"name\":" + (advertisement.name.map { "\"" + $0.replacingEscapes() + "\"" } ?? "null"))
+        fields.append("\"name\":" + (advertisement.name.map(JSONText.quoted) ?? "null"))
         fields.append("\"rssi\":" + (advertisement.rssi.map { String($0) } ?? "null"))
         fields.append("\"services\":[" + advertisement.serviceUUIDs.map { "\"\($0.shortDescription)\"" }.joined(separator: ",") + "]")
         let manufacturers = advertisement.manufacturerData.keys.sorted().map { identifier in
-            let name = HostBluetooth.companyName(identifier).map { "\"" + $0.replacingEscapes() + "\"" } ?? "null"
+            let name = HostBluetooth.companyName(identifier).map(JSONText.quoted) ?? "null"
             let data = advertisement.manufacturerData[identifier, default: []].map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined()
             return "{\"id\":\(identifier),\"name\":\(name),\"hex\":\"\(data)\"}"
         }

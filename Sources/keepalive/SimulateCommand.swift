@@ -43,7 +43,9 @@ struct SimulateCommand: AsyncParsableCommand {
 
     func validate() throws {
         guard (0...65_535).contains(devices) else { throw ValidationError("--devices must be from 0 to 65535") }
-        guard timeScale > 0 else { throw ValidationError("--time-scale must be positive") }
+        guard timeScale.isFinite, timeScale >= 0.001, timeScale <= 1_000 else {
+            throw ValidationError("--time-scale must be a number from 0.001 to 1000")
+        }
         if `private`, bus.bus != nil { throw ValidationError("--bus and --private exclude each other") }
         for text in quirk where BlueZSimulator.Quirk(rawValue: text) == nil {
             let known = BlueZSimulator.Quirk.allCases.map(\.rawValue).joined(separator: ", ")

@@ -108,6 +108,37 @@ struct CLITests {
         }
     }
 
+    @Test func losingTheBusStopsTheDaemonWithExitStatus1() async throws {
+        try await Self.withSimulator { bus, simulator in
+            let file = try TemporaryFile(name: "keepalive.yaml", contents: Self.configuration(devices: 2, interval: "1s"))
+            defer { file.remove() }
+            let process = try CommandProcess(["run", "--config", file.path, "--bus", bus.address])
+            defer { process.terminate() }
+            try await waitUntil("the first records", timeout: .seconds(20)) { process.standardOutput.contains("\"seq\":1,") }
+            try await bus.killDaemon()
+            let status = try await process.waitForExit(within: .seconds(10))
+            #expect(status == 1)
+            #expect(process.standardError.contains("lost the bus"), "\(process.standardError)")
+        }
+    }
+
+    @Test func sigtermWhileWaitingForBluetoothdAtStartExitsAtOnce() async throws {
+        // A bus with no org.bluez: the daemon waits up to 10 s for it, unless told to stop.
+        try await PrivateBus.with { bus in
+            let file = try TemporaryFile(name: "keepalive.yaml", contents: Self.configuration(devices: 1))
+            defer { file.remove() }
+            let process = try CommandProcess(["run", "--config", file.path, "--bus", bus.address])
+            defer { process.terminate() }
+            try await waitUntil("the daemon is up", timeout: .seconds(20)) { process.standardError.contains("starting") }
+            let clock = ContinuousClock()
+            let signalled = clock.now
+            process.signal(SIGTERM)
+            let status = try await process.waitForExit(within: .seconds(15))
+            #expect(status == 0, "\(process.standardError)")
+            #expect(clock.now - signalled < .seconds(3))
+        }
+    }
+
     @Test(arguments: [
         ("yaml syntax", "interval: 30s\ndevices: [\n", ":2:11:", "YAML: did not find expected node content"),
         ("wrong type", "interval: [30s]\ndevices:\n  - {name: a, address: C0:FF:EE:00:00:01, read: [2a19]}\n", ":1:11:", "interval"),

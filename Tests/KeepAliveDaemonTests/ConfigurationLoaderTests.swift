@@ -586,3 +586,39 @@ struct ConfigurationLoaderTests {
         #expect(failures > 100)
     }
 }
+
+@Suite("Configuration loader: review findings")
+struct ConfigurationReviewTests {
+    @Test func aUUIDReadTwiceInAnyFormIsRefusedAtTheSecond() throws {
+        let yaml = "devices:\n  - name: a\n    address: C0:FF:EE:00:00:01\n    read: [2a19, 00002a19-0000-1000-8000-00805f9b34fb]\n"
+        let error = #expect(throws: ConfigurationError.self) { try ConfigurationLoader.parse(yaml, file: "k.yaml") }
+        #expect(error?.kind == .invalidValue)
+        #expect(error?.field == "devices[0].read[1]")
+        #expect(error?.location.line == 4)
+    }
+
+    @Test func aCharacteristicListenedToTwiceIsRefused() throws {
+        let yaml = "devices:\n  - name: a\n    address: C0:FF:EE:00:00:01\n    notify:\n      - {uuid: 2a6e, for: 1s}\n      - {uuid: 2a6e, for: 2s}\n"
+        let error = #expect(throws: ConfigurationError.self) { try ConfigurationLoader.parse(yaml, file: "k.yaml") }
+        #expect(error?.field == "devices[0].notify[1].uuid")
+        #expect(error?.location.line == 6)
+    }
+
+    @Test func anAddressWithAnEmbeddedNULIsRefused() throws {
+        let yaml = "devices:\n  - name: a\n    address: \"C0:FF:EE:00:00:01\\0zz\"\n    read: [2a19]\n"
+        let error = #expect(throws: ConfigurationError.self) { try ConfigurationLoader.parse(yaml, file: "k.yaml") }
+        #expect(error?.kind == .badAddress)
+        #expect(!HostBluetooth.isValidAddress("C0:FF:EE:00:00:01\0zz"))
+    }
+
+    @Test func powerModeAndCriticalLevelAreRead() throws {
+        let yaml = "low_power: {mode: on, critical_below: 15}\ndevices:\n  - {name: a, address: C0:FF:EE:00:00:01, read: [2a19]}\n"
+        let configuration = try ConfigurationLoader.parse(yaml, file: "k.yaml")
+        #expect(configuration.powerMode == .on)
+        #expect(configuration.criticalPercentage == 15)
+        let bad = "low_power: {mode: sometimes}\ndevices:\n  - {name: a, address: C0:FF:EE:00:00:01, read: [2a19]}\n"
+        let error = #expect(throws: ConfigurationError.self) { try ConfigurationLoader.parse(bad, file: "k.yaml") }
+        #expect(error?.field == "low_power.mode")
+        #expect(error?.location.column == 19)
+    }
+}
