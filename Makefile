@@ -19,9 +19,10 @@
 #   bluez            bluetoothctl, for the simulator fidelity check
 #   python3-venv     the fidelity check's bleak venv
 #   gcc, pkg-config  the C libdbus client that sets the floor in the D-Bus benchmark
+#   python3-dbusmock UPower, power-profiles-daemon and logind mocks for the power and sleep tests
 
 SWIFT ?= swift
-APT_PACKAGES := libdbus-1-dev libbluetooth-dev dbus-daemon systemd libglib2.0-bin libxml2-utils bluez python3-venv gcc pkg-config
+APT_PACKAGES := libdbus-1-dev libbluetooth-dev dbus-daemon systemd libglib2.0-bin libxml2-utils bluez python3-venv gcc pkg-config python3-dbusmock
 
 PREFIX ?= /usr/local
 DESTDIR ?=

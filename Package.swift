@@ -128,6 +128,22 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // The host's power and sleep, over D-Bus and sysfs: UPower, power-profiles-daemon, /sys/class/power_supply,
+        // a manual switch, and logind's sleep inhibitor. Beside BlueZ, never in the core (../shared/STYLE.md).
+        .target(
+            name: "HostPower",
+            dependencies: [
+                "DBus",
+                "KeepAlive",
+                "Locking",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
+        .testTarget(
+            name: "HostPowerTests",
+            dependencies: ["HostPower", "DBus", "DBusTesting", "KeepAlive", "KeepAliveTesting", "Locking"]
+        ),
         // The daemon as a library: configuration file, JSON Lines output, wiring, doctor, systemd notify. A library
         // rather than code inside the `keepalive` executable (../shared/STYLE.md puts it there) so the tests and
         // anyone embedding the daemon reach it with a plain import, not `@testable` into an executable.
@@ -137,6 +153,7 @@ let package = Package(
                 "KeepAlive",
                 "BlueZ",
                 "DBus",
+                "HostPower",
                 "CBluetooth",
                 "Locking",
                 .product(name: "Yams", package: "Yams"),
