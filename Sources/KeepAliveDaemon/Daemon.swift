@@ -1,9 +1,15 @@
 internal import BlueZ
+public import HostPower
 public import DBus
 public import KeepAlive
 public import Logging
 public import ServiceLifecycle
+internal import Dispatch
 internal import Locking
+
+#if canImport(Glibc)
+internal import Glibc
+#endif
 
 /// `keepalive run`: a configuration's devices polled through BlueZ on a bus, each record written as a JSON
 /// line, systemd told how it goes. A `Service`: run it in a `ServiceGroup`, whose graceful shutdown (SIGTERM)
@@ -25,7 +31,10 @@ public final class Daemon: Service {
         public var bluezTimeout: Duration
         /// `Type=notify` under systemd.
         public var notifier: SystemdNotifier?
-        public var powerSource: any PowerSource
+        /// The host's power, when not from the configuration's `low_power.mode` (tests, embedding apps).
+        public var powerSource: (any PowerSource)?
+        /// Where `auto` looks for batteries and mains when UPower is absent.
+        public var powerSupplyDirectory: String
         /// Write JSON Lines to the configuration's output (the demo shows records its own way instead).
         public var writesRecords: Bool
         /// Sees every record (after it is written).
@@ -36,7 +45,8 @@ public final class Daemon: Service {
             maxTicks: UInt64? = nil,
             bluezTimeout: Duration = .seconds(10),
             notifier: SystemdNotifier? = SystemdNotifier.fromEnvironment(),
-            powerSource: any PowerSource = FixedPowerSource(),
+            powerSource: (any PowerSource)? = nil,
+            powerSupplyDirectory: String = "/sys/class/power_supply",
             writesRecords: Bool = true,
             onRecord: (@Sendable (PollRecord) -> Void)? = nil
         ) {
@@ -45,6 +55,7 @@ public final class Daemon: Service {
             self.bluezTimeout = bluezTimeout
             self.notifier = notifier
             self.powerSource = powerSource
+            self.powerSupplyDirectory = powerSupplyDirectory
             self.writesRecords = writesRecords
             self.onRecord = onRecord
         }
@@ -61,6 +72,10 @@ public final class Daemon: Service {
     public let keepAlive: KeepAlive
     /// `nil` when ``Options/writesRecords`` is off.
     public let writer: RecordWriter?
+    /// The operator's override (SIGUSR1: low power; SIGUSR2: back to the configured mode). Wins over the host.
+    public let powerOverride = ManualPowerSource()
+    /// What the scheduler sees: the host's combined power, relayed once `run()` has found the sources.
+    private let powerRelay = ManualPowerSource()
     private let logger: Logger
     private let progress: Locked<Progress>
 
@@ -91,7 +106,7 @@ public final class Daemon: Service {
         self.progress = Locked(Progress())
         self.keepAlive = KeepAlive(
             configuration: configuration.keepAliveConfiguration,
-            powerSource: options.powerSource,
+            powerSource: options.powerSource ?? powerRelay,
             logger: logger
         )
         if options.writesRecords {
@@ -141,6 +156,30 @@ public final class Daemon: Service {
         defer { engine.detach() }
 
         await withTaskGroup(of: Void.self) { group in
+            if options.powerSource == nil {
+                let power = await hostPower(connection)
+                powerRelay.set(power.state)
+                group.addTask { [powerRelay, logger] in
+                    // Subscribe first, then run: no change is missed between the two.
+                    let updates = power.updates()
+                    await withTaskGroup(of: Void.self) { inner in
+                        inner.addTask {
+                            do {
+                                try await power.run()
+                            } catch is CancellationError {
+                            } catch {
+                                logger.warning("power sources stopped, polling at the normal interval: \(error)")
+                                powerRelay.set(.normal)
+                            }
+                        }
+                        for await state in updates { powerRelay.set(state) }
+                        inner.cancelAll()
+                    }
+                }
+                group.addTask { [powerOverride, logger] in
+                    await Self.followOverrideSignals(powerOverride, logger: logger)
+                }
+            }
             group.addTask { [progress, logger] in
                 do {
                     try await transport.cache.run()
@@ -230,6 +269,56 @@ public final class Daemon: Service {
                 logger.error("adapter \(name) not usable: \(error)")
             }
         }
+    }
+
+    /// The configuration's `low_power.mode` made into one power source (with the operator's override).
+    private func hostPower(_ connection: DBusConnection) async -> CombinedPowerSource {
+        let source: CombinedPowerSource
+        let description: String
+        switch configuration.powerMode {
+        case .auto:
+            (source, description) = await HostPowerSources.automatic(
+                connection: connection,
+                sysfsRoot: options.powerSupplyDirectory,
+                criticalPercentage: Double(configuration.criticalPercentage),
+                override: powerOverride,
+                logger: logger
+            )
+        case .on:
+            source = CombinedPowerSource([FixedPowerSource(.lowPower)], override: powerOverride, logger: logger)
+            description = "low_power.mode on: always low power"
+        case .off:
+            source = CombinedPowerSource([FixedPowerSource(.normal)], override: powerOverride, logger: logger)
+            description = "low_power.mode off: never low power"
+        }
+        logger.info("power source: \(description)")
+        return source
+    }
+
+    /// SIGUSR1 forces low power, SIGUSR2 gives the host back its say; until cancelled.
+    private static func followOverrideSignals(_ override: ManualPowerSource, logger: Logger) async {
+        let (signals, continuation) = AsyncStream<Int32>.makeStream()
+        let sources = [SIGUSR1, SIGUSR2].map { number in
+            signal(number, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+            source.setEventHandler { continuation.yield(number) }
+            source.resume()
+            return source
+        }
+        await withTaskCancellationHandler {
+            for await number in signals {
+                if number == SIGUSR1 {
+                    logger.notice("SIGUSR1: low power forced until SIGUSR2")
+                    override.set(.lowPower)
+                } else {
+                    logger.notice("SIGUSR2: power follows the host again")
+                    override.set(nil)
+                }
+            }
+        } onCancel: {
+            continuation.finish()
+        }
+        for source in sources { source.cancel() }
     }
 
     static func describe(_ bus: DBusConnection.Bus) -> String {
