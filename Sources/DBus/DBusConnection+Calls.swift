@@ -9,8 +9,10 @@ extension DBusConnection {
     /// - Throws: `DBusError` — `.remote` with the peer's error `name` and `message` (e.g.
     ///   `org.bluez.Error.Failed`, "le-connection-abort-by-local"); `.timeout` (name
     ///   `org.freedesktop.DBus.Error.NoReply`) after `timeout`; `.disconnected` when the bus goes away;
-    ///   `.invalidArgument` for invalid names or values (nothing is sent). `CancellationError` when the task
-    ///   is cancelled: the pending call is cancelled and its reply, if any, ignored.
+    ///   `.invalidArgument` for invalid names or values, a closed `UnixFileDescriptor` among them (nothing is
+    ///   sent); `.unsupportedType` for Unix file descriptors on a transport that cannot pass them (`tcp:`).
+    ///   `CancellationError` when the task is cancelled: the pending call is cancelled and its reply, if any,
+    ///   ignored. Unix file descriptors in the reply come out as `UnixFileDescriptor`s the caller owns.
     ///
     /// `nonisolated(nonsending)` on purpose: the message is built on the caller's executor and the caller
     /// resumes there from the reply notification. A caller isolated to this connection (a function with an
@@ -84,7 +86,10 @@ extension DBusConnection {
             waiter.resume(.failure(CancellationError()), on: self)
             return
         }
-        do { try checkOpen() } catch {
+        do {
+            try checkOpen()
+            try checkCanSend(message)
+        } catch {
             waiter.resume(.failure(error), on: self)
             return
         }

@@ -174,7 +174,8 @@ extension DBusConnection {
             if let signal {
                 current = signal
             } else {
-                // A signal we cannot read (it carries a Unix fd) is dropped rather than delivered half.
+                // A signal we cannot read (libdbus could not duplicate one of its Unix fds) is dropped rather than
+                // delivered half.
                 guard let values = arguments ?? (try? message.arguments()) else { return }
                 arguments = values
                 current = DBusSignal(

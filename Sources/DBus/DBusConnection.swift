@@ -46,6 +46,8 @@ public actor DBusConnection {
     nonisolated let mainLoop: MainLoop
     /// The unique name the bus gave this connection (`:1.42`).
     public nonisolated let uniqueName: String
+    /// The address connected to, for error messages.
+    nonisolated let address: String
 
     public nonisolated var unownedExecutor: UnownedSerialExecutor {
         executor.asUnownedSerialExecutor()
@@ -85,6 +87,7 @@ public actor DBusConnection {
         self.executor = executor
         self.handle = handle
         self.uniqueName = uniqueName
+        self.address = address
         self.mainLoop = MainLoop(connection: handle.pointer, queue: executor.queue)
         // Fully initialised: from here on the initialiser runs on the connection's executor.
         installFilter()
@@ -178,9 +181,23 @@ public actor DBusConnection {
 
     // MARK: Sending
 
+    /// Throws `DBusError.Code.unsupportedType` when `message` carries Unix file descriptors and this connection's
+    /// transport cannot pass them (`dbus_connection_can_send_type`): libdbus would otherwise fail the send later,
+    /// or drop the connection.
+    func checkCanSend(_ message: DBusMessage) throws {
+        guard message.containsUnixFileDescriptors,
+            !libdbus_connection_can_send_type(handle.pointer, CDBUS_TYPE_UNIX_FD)
+        else { return }
+        throw DBusError(
+            code: .unsupportedType,
+            message: "the connection to \(address) cannot pass Unix file descriptors (type 'h'): only a unix: "
+                + "socket transport that negotiated them can (not tcp:); nothing was sent")
+    }
+
     /// Sends a message now, in order with everything else this connection sends.
     func sendNow(_ message: DBusMessage) throws {
         try checkOpen()
+        try checkCanSend(message)
         guard libdbus_connection_send(handle.pointer, message.pointer) else { throw DBusError.outOfMemory }
     }
 

@@ -164,6 +164,27 @@ extension Double: DBusDecodable {
     }
 }
 
+extension UnixFileDescriptor: DBusDecodable {
+    public static var dbusSignature: DBusSignature { "h" }
+    /// The very descriptor the value holds (no duplicate): it stays owned once, shared with `value`.
+    public convenience init(dbusValue value: DBusValue) throws {
+        guard case .unixFileDescriptor(let descriptor) = value else { throw Self.mismatch(value) }
+        self.init(sharing: descriptor)
+    }
+}
+
+/// Lets a class's initialiser return an existing instance: a protocol extension's initialiser may assign `self`,
+/// a class's own may not. `UnixFileDescriptor` uses it to decode without duplicating its descriptor.
+private protocol SharingInitializer {}
+
+extension SharingInitializer {
+    init(sharing existing: Self) {
+        self = existing
+    }
+}
+
+extension UnixFileDescriptor: SharingInitializer {}
+
 extension Array: DBusDecodable where Element: DBusDecodable {
     public static var dbusSignature: DBusSignature {
         DBusSignature(unchecked: "a" + Element.dbusSignature.rawValue)

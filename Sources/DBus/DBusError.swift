@@ -22,7 +22,7 @@ public struct DBusError: Error, Sendable, Hashable, CustomStringConvertible {
     public struct Code: Hashable, Sendable, CustomStringConvertible {
         private enum Base: Hashable, Sendable {
             case remote, disconnected, timeout, typeMismatch, invalidArgument, unsupportedType, connectFailed
-            case outOfMemory
+            case outOfMemory, systemCall
         }
 
         private var base: Base
@@ -38,12 +38,16 @@ public struct DBusError: Error, Sendable, Hashable, CustomStringConvertible {
         public static let typeMismatch = Code(.typeMismatch)
         /// A name, path, signature or value is not valid D-Bus; nothing was sent.
         public static let invalidArgument = Code(.invalidArgument)
-        /// A type this library refuses, e.g. Unix file descriptors (`h`).
+        /// A type the connection cannot carry: Unix file descriptors (`h`) over a transport that does not pass
+        /// them (a `tcp:` address); nothing was sent.
         public static let unsupportedType = Code(.unsupportedType)
         /// Opening or registering the connection failed.
         public static let connectFailed = Code(.connectFailed)
         /// libdbus could not allocate memory.
         public static let outOfMemory = Code(.outOfMemory)
+        /// A system call failed, e.g. duplicating a Unix file descriptor (`fcntl(F_DUPFD_CLOEXEC)`) when the process
+        /// has none left (EMFILE); the message names the call and `errno`.
+        public static let systemCall = Code(.systemCall)
 
         public var description: String {
             switch base {
@@ -55,6 +59,7 @@ public struct DBusError: Error, Sendable, Hashable, CustomStringConvertible {
             case .unsupportedType: "unsupportedType"
             case .connectFailed: "connectFailed"
             case .outOfMemory: "outOfMemory"
+            case .systemCall: "systemCall"
             }
         }
     }

@@ -11,6 +11,9 @@ extension DBusMessage {
     static let maximumContainerDepth = 64
 
     /// Appends `values` as the message's arguments, after checking that all of them are valid D-Bus.
+    ///
+    /// Unix file descriptors are duplicated into the message (libdbus owns the copies and closes them with the
+    /// message); a closed `UnixFileDescriptor` throws `DBusError.Code.invalidArgument`.
     func appendArguments(_ values: [DBusValue]) throws {
         guard !values.isEmpty else { return }
         for value in values { try value.checkForWire(depth: 0) }
@@ -20,12 +23,15 @@ extension DBusMessage {
         }
         var iterator = MessageIterator()
         libdbus_message_iter_init_append(pointer, &iterator)
-        for value in values {
-            guard Self.append(value, to: &iterator) else { throw DBusError.outOfMemory }
-        }
+        for value in values { try Self.append(value, to: &iterator) }
     }
 
-    /// Reads every argument of the message. Unix file descriptors throw `DBusError.Code.unsupportedType`.
+    /// True when the message carries Unix file descriptors (`dbus_message_contains_unix_fds`).
+    var containsUnixFileDescriptors: Bool { libdbus_message_contains_unix_fds(pointer) }
+
+    /// Reads every argument of the message. Every Unix file descriptor in it comes out as a new
+    /// `UnixFileDescriptor` that owns its own duplicate: dropping the values closes them, also when reading
+    /// throws halfway.
     func arguments() throws -> [DBusValue] {
         var iterator = MessageIterator()
         guard libdbus_message_iter_init(pointer, &iterator) else { return [] }
@@ -39,48 +45,78 @@ extension DBusMessage {
 
     // MARK: Writing
 
-    /// Writes one already checked value; false only when libdbus ran out of memory.
-    private static func append(_ value: DBusValue, to iterator: inout MessageIterator) -> Bool {
+    /// Writes one already checked value. Throws `outOfMemory` when libdbus ran out of memory, `invalidArgument`
+    /// for a Unix file descriptor closed since it was checked, `systemCall` for one libdbus could not duplicate.
+    private static func append(_ value: DBusValue, to iterator: inout MessageIterator) throws {
+        let written: Bool
         switch value {
-        case .byte(let v): return libdbus_message_iter_append_basic(&iterator, CDBUS_TYPE_BYTE, v)
+        case .byte(let v): written = libdbus_message_iter_append_basic(&iterator, CDBUS_TYPE_BYTE, v)
         case .boolean(let v):
-            return libdbus_message_iter_append_basic(&iterator, CDBUS_TYPE_BOOLEAN, dbus_bool_t(v ? 1 : 0))
-        case .int16(let v): return libdbus_message_iter_append_basic(&iterator, CDBUS_TYPE_INT16, v)
-        case .uint16(let v): return libdbus_message_iter_append_basic(&iterator, CDBUS_TYPE_UINT16, v)
-        case .int32(let v): return libdbus_message_iter_append_basic(&iterator, CDBUS_TYPE_INT32, v)
-        case .uint32(let v): return libdbus_message_iter_append_basic(&iterator, CDBUS_TYPE_UINT32, v)
-        case .int64(let v): return libdbus_message_iter_append_basic(&iterator, CDBUS_TYPE_INT64, v)
-        case .uint64(let v): return libdbus_message_iter_append_basic(&iterator, CDBUS_TYPE_UINT64, v)
-        case .double(let v): return libdbus_message_iter_append_basic(&iterator, CDBUS_TYPE_DOUBLE, v)
-        case .string(let v): return libdbus_message_iter_append_string(&iterator, CDBUS_TYPE_STRING, v)
+            written = libdbus_message_iter_append_basic(&iterator, CDBUS_TYPE_BOOLEAN, dbus_bool_t(v ? 1 : 0))
+        case .int16(let v): written = libdbus_message_iter_append_basic(&iterator, CDBUS_TYPE_INT16, v)
+        case .uint16(let v): written = libdbus_message_iter_append_basic(&iterator, CDBUS_TYPE_UINT16, v)
+        case .int32(let v): written = libdbus_message_iter_append_basic(&iterator, CDBUS_TYPE_INT32, v)
+        case .uint32(let v): written = libdbus_message_iter_append_basic(&iterator, CDBUS_TYPE_UINT32, v)
+        case .int64(let v): written = libdbus_message_iter_append_basic(&iterator, CDBUS_TYPE_INT64, v)
+        case .uint64(let v): written = libdbus_message_iter_append_basic(&iterator, CDBUS_TYPE_UINT64, v)
+        case .double(let v): written = libdbus_message_iter_append_basic(&iterator, CDBUS_TYPE_DOUBLE, v)
+        case .string(let v): written = libdbus_message_iter_append_string(&iterator, CDBUS_TYPE_STRING, v)
         case .objectPath(let v):
-            return libdbus_message_iter_append_string(&iterator, CDBUS_TYPE_OBJECT_PATH, v.rawValue)
+            written = libdbus_message_iter_append_string(&iterator, CDBUS_TYPE_OBJECT_PATH, v.rawValue)
         case .signature(let v):
-            return libdbus_message_iter_append_string(&iterator, CDBUS_TYPE_SIGNATURE, v.rawValue)
+            written = libdbus_message_iter_append_string(&iterator, CDBUS_TYPE_SIGNATURE, v.rawValue)
+        case .unixFileDescriptor(let descriptor):
+            try appendUnixFileDescriptor(descriptor, to: &iterator)
+            return
         case .bytes(let bytes):
-            return appendContainer(CDBUS_TYPE_ARRAY, "y", to: &iterator) { sub in
-                bytes.isEmpty || libdbus_message_iter_append_bytes(&sub, bytes)
+            try appendContainer(CDBUS_TYPE_ARRAY, "y", to: &iterator) { sub in
+                guard bytes.isEmpty || libdbus_message_iter_append_bytes(&sub, bytes) else {
+                    throw DBusError.outOfMemory
+                }
             }
+            return
         case .array(let element, let values):
-            return appendContainer(CDBUS_TYPE_ARRAY, element.rawValue, to: &iterator) { sub in
-                values.allSatisfy { append($0, to: &sub) }
+            try appendContainer(CDBUS_TYPE_ARRAY, element.rawValue, to: &iterator) { sub in
+                for value in values { try append(value, to: &sub) }
             }
+            return
         case .dictionary(let key, let value, let entries):
             let entrySignature = "{" + key.rawValue + value.rawValue + "}"
-            return appendContainer(CDBUS_TYPE_ARRAY, entrySignature, to: &iterator) { sub in
-                entries.allSatisfy { entry in
-                    appendContainer(CDBUS_TYPE_DICT_ENTRY, nil, to: &sub) { entryIterator in
-                        append(entry.key, to: &entryIterator) && append(entry.value, to: &entryIterator)
+            try appendContainer(CDBUS_TYPE_ARRAY, entrySignature, to: &iterator) { sub in
+                for entry in entries {
+                    try appendContainer(CDBUS_TYPE_DICT_ENTRY, nil, to: &sub) { entryIterator in
+                        try append(entry.key, to: &entryIterator)
+                        try append(entry.value, to: &entryIterator)
                     }
                 }
             }
+            return
         case .structure(let fields):
-            return appendContainer(CDBUS_TYPE_STRUCT, nil, to: &iterator) { sub in
-                fields.allSatisfy { append($0, to: &sub) }
+            try appendContainer(CDBUS_TYPE_STRUCT, nil, to: &iterator) { sub in
+                for field in fields { try append(field, to: &sub) }
             }
+            return
         case .variant(let inner):
-            return appendContainer(CDBUS_TYPE_VARIANT, inner.signature.rawValue, to: &iterator) { sub in
-                append(inner, to: &sub)
+            try appendContainer(CDBUS_TYPE_VARIANT, inner.signature.rawValue, to: &iterator) { sub in
+                try append(inner, to: &sub)
+            }
+            return
+        }
+        guard written else { throw DBusError.outOfMemory }
+    }
+
+    /// Appends a duplicate of `descriptor` (libdbus makes it), holding the descriptor's lock so that a
+    /// concurrent `close()` cannot hand libdbus a number that already names another file.
+    private static func appendUnixFileDescriptor(
+        _ descriptor: UnixFileDescriptor, to iterator: inout MessageIterator
+    ) throws {
+        try descriptor.withRawValue { raw in
+            guard let raw else { throw closedDescriptor }
+            guard libdbus_message_iter_append_unix_fd(&iterator, raw) else {
+                let error = SystemErrno.current
+                throw DBusError(
+                    code: .systemCall,
+                    message: "libdbus could not add file descriptor \(raw) to the message (dup: \(error))")
             }
         }
     }
@@ -88,15 +124,23 @@ extension DBusMessage {
     /// Opens a container, fills it with `body` and closes it, or abandons it when anything failed.
     private static func appendContainer(
         _ type: Int32, _ signature: String?, to iterator: inout MessageIterator,
-        _ body: (inout MessageIterator) -> Bool
-    ) -> Bool {
+        _ body: (inout MessageIterator) throws -> Void
+    ) throws {
         var sub = MessageIterator()
-        guard libdbus_message_iter_open_container(&iterator, type, signature, &sub) else { return false }
-        guard body(&sub), libdbus_message_iter_close_container(&iterator, &sub) else {
-            libdbus_message_iter_abandon_container_if_open(&iterator, &sub)
-            return false
+        guard libdbus_message_iter_open_container(&iterator, type, signature, &sub) else {
+            throw DBusError.outOfMemory
         }
-        return true
+        do {
+            try body(&sub)
+            guard libdbus_message_iter_close_container(&iterator, &sub) else { throw DBusError.outOfMemory }
+        } catch {
+            libdbus_message_iter_abandon_container_if_open(&iterator, &sub)
+            throw error
+        }
+    }
+
+    static var closedDescriptor: DBusError {
+        DBusError.invalidArgument("a closed UnixFileDescriptor cannot be sent")
     }
 
     // MARK: Reading
@@ -119,7 +163,15 @@ extension DBusMessage {
         case CDBUS_TYPE_SIGNATURE:
             return .signature(DBusSignature(unchecked: libdbus_message_iter_get_string(&iterator)))
         case CDBUS_TYPE_UNIX_FD:
-            throw unixFDRefused
+            // A new descriptor, ours to close: owned at once, so nothing thrown later can leak it.
+            let descriptor = libdbus_message_iter_get_unix_fd(&iterator)
+            guard descriptor >= 0 else {
+                throw DBusError(
+                    code: .systemCall,
+                    message: "libdbus gave no Unix file descriptor for an 'h' (its dup failed, or the message names a "
+                        + "descriptor it does not carry; errno: \(SystemErrno.current))")
+            }
+            return .unixFileDescriptor(UnixFileDescriptor(adopting: descriptor))
         case CDBUS_TYPE_ARRAY:
             return try readArray(&iterator)
         case CDBUS_TYPE_STRUCT:
@@ -147,7 +199,6 @@ extension DBusMessage {
         }
         // The array's own signature ("a…") keeps the element type even when the array is empty.
         let arraySignature = libdbus_message_iter_get_signature(&iterator)
-        guard !arraySignature.utf8.contains(UInt8(ascii: "h")) else { throw unixFDRefused }
         var sub = MessageIterator()
         libdbus_message_iter_recurse(&iterator, &sub)
         if elementType == CDBUS_TYPE_DICT_ENTRY {
@@ -174,19 +225,18 @@ extension DBusMessage {
         }
         return .array(element: DBusSignature(unchecked: String(arraySignature.dropFirst())), values)
     }
-
-    private static var unixFDRefused: DBusError {
-        DBusError(code: .unsupportedType, message: "Unix file descriptors (type 'h') are not supported")
-    }
 }
 
 // MARK: - Checking values before they are written
 
 extension DBusValue {
     /// Throws unless this value can be written as it is: strings without NUL, arrays whose elements all have
-    /// the declared element type, dictionary keys of a basic type, non-empty structs, no Unix fds, bounded depth.
+    /// the declared element type, dictionary keys of a basic type, non-empty structs, open Unix file descriptors,
+    /// bounded depth.
     func checkForWire(depth: Int) throws {
         switch self {
+        case .unixFileDescriptor(let descriptor):
+            guard descriptor.rawValue != nil else { throw DBusMessage.closedDescriptor }
         case .string(let v):
             guard Names.hasNoNUL(v) else { throw DBusError.invalidArgument("D-Bus strings cannot contain NUL") }
         case .array(let element, let values):
@@ -236,12 +286,9 @@ extension DBusValue {
         guard element.isSingleCompleteType else {
             throw DBusError.invalidArgument("'\(element)' is not a single complete type")
         }
-        guard !element.containsUnixFD else {
-            throw DBusError(code: .unsupportedType, message: "Unix file descriptors (type 'h') are not supported")
-        }
     }
 
-    private static let basicTypeCodes = Set("ybnqiuxtdsog".utf8)
+    private static let basicTypeCodes = Set("ybnqiuxtdsogh".utf8)
 
     private static var tooDeep: DBusError {
         DBusError.invalidArgument("values are nested deeper than D-Bus allows (64 containers)")

@@ -56,9 +56,6 @@ public struct DBusSignature: RawRepresentable, Hashable, Sendable, CustomStringC
         return !bytes.isEmpty && Self.endOfCompleteType(bytes, from: 0) == bytes.count
     }
 
-    /// True when the signature mentions Unix file descriptors (`h`), which this library refuses.
-    var containsUnixFD: Bool { rawValue.utf8.contains(UInt8(ascii: "h")) }
-
     /// The index just past the complete type starting at `start`, in an already valid signature.
     private static func endOfCompleteType(_ bytes: [UInt8], from start: Int) -> Int {
         var index = start

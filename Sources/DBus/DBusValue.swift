@@ -1,8 +1,8 @@
 /// One D-Bus value of any type, as it travels in a message.
 ///
-/// Every D-Bus type except Unix file descriptors (`h`, refused in both directions) has a case. Containers carry
-/// their element signatures so that empty arrays and dictionaries keep their type on the wire. `ay` has its own
-/// case, `.bytes`, stored as one `[UInt8]` and copied in and out of messages in one piece.
+/// Every D-Bus type has a case. Containers carry their element signatures so that empty arrays and dictionaries
+/// keep their type on the wire. `ay` has its own case, `.bytes`, stored as one `[UInt8]` and copied in and out of
+/// messages in one piece.
 ///
 /// ```swift
 /// let filter: DBusValue = .dictionary(key: "s", value: "v", [
@@ -13,6 +13,9 @@
 /// DBusValue.uint32(7).uint32                          // 7
 /// try DBusValue.string("hi").decode(UInt32.self)      // throws .typeMismatch: expected 'u', found 's'
 /// ```
+///
+/// A `.unixFileDescriptor` holds a `UnixFileDescriptor`, which owns an open descriptor: values compare and hash
+/// it by identity, and copies of a value share it (see `UnixFileDescriptor`).
 public indirect enum DBusValue: Hashable, Sendable {
     case byte(UInt8)
     case boolean(Bool)
@@ -26,6 +29,9 @@ public indirect enum DBusValue: Hashable, Sendable {
     case string(String)
     case objectPath(ObjectPath)
     case signature(DBusSignature)
+    /// `h`: a Unix file descriptor, owned by the `UnixFileDescriptor` (equal only to itself). Only a connection
+    /// over a Unix socket can send one; others throw `DBusError.Code.unsupportedType`.
+    case unixFileDescriptor(UnixFileDescriptor)
     /// `ay`: always how a received byte array is decoded.
     case bytes([UInt8])
     /// An array of values that all have the single complete type `element` (for `ay` prefer `.bytes`).
@@ -59,6 +65,7 @@ public indirect enum DBusValue: Hashable, Sendable {
         case .string: UInt8(ascii: "s")
         case .objectPath: UInt8(ascii: "o")
         case .signature: UInt8(ascii: "g")
+        case .unixFileDescriptor: UInt8(ascii: "h")
         case .bytes, .array, .dictionary: UInt8(ascii: "a")
         case .structure: UInt8(ascii: "(")
         case .variant: UInt8(ascii: "v")
@@ -116,6 +123,9 @@ extension DBusValue {
     public var string: String? { if case .string(let v) = self { v } else { nil } }
     public var objectPath: ObjectPath? { if case .objectPath(let v) = self { v } else { nil } }
     public var signatureValue: DBusSignature? { if case .signature(let v) = self { v } else { nil } }
+    public var unixFileDescriptor: UnixFileDescriptor? {
+        if case .unixFileDescriptor(let v) = self { v } else { nil }
+    }
     /// The bytes of an `ay`, whether it is held as `.bytes` or as an `.array` of `.byte`.
     public var bytes: [UInt8]? {
         switch self {
@@ -170,6 +180,7 @@ extension DBusValue: CustomStringConvertible {
         case .string(let v): "\"\(v)\""
         case .objectPath(let v): "objectPath(\(v))"
         case .signature(let v): "signature(\(v))"
+        case .unixFileDescriptor(let v): "unixFileDescriptor(\(v.rawValue.map(String.init) ?? "closed"))"
         case .bytes(let v): "bytes(\(v.count))"
         case .array(let element, let values): "a\(element)\(values)"
         case .dictionary(_, _, let entries):

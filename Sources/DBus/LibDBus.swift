@@ -1,9 +1,18 @@
 import CDBus
 
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 // Every raw libdbus call made by this module lives in this file, the way swift-system keeps its syscalls in
 // `Internals/Syscalls.swift`: one place to audit what crosses into C, with the C name in each wrapper's name.
 // The rest of the module goes through these wrappers and through the owner classes (`ConnectionHandle`,
-// `DBusMessage`, `PendingCall`), never through `dbus_*` directly.
+// `DBusMessage`, `PendingCall`), never through `dbus_*` directly. The two Unix calls `UnixFileDescriptor` makes
+// (`fcntl`, `close`) are kept here too, at the end.
 //
 // Two rules of libdbus shape the callers: invalid names, paths or signatures make most of its entry points
 // *abort the process* (its "check failed" warnings are fatal by default), so callers validate first with the
@@ -201,6 +210,12 @@ func libdbus_connection_add_filter(
     dbus_connection_add_filter(connection, function, data, free) != 0
 }
 
+/// `dbus_connection_can_send_type`: whether the transport negotiated `type` (only `CDBUS_TYPE_UNIX_FD` can be
+/// missing: a `tcp:` transport, or a peer that did not agree to pass descriptors during authentication).
+func libdbus_connection_can_send_type(_ connection: RawConnection, _ type: Int32) -> Bool {
+    dbus_connection_can_send_type(connection, type) != 0
+}
+
 /// `dbus_connection_send`; false when libdbus ran out of memory.
 func libdbus_connection_send(_ connection: RawConnection, _ message: RawMessage) -> Bool {
     dbus_connection_send(connection, message, nil) != 0
@@ -377,6 +392,11 @@ func libdbus_message_is_signal(_ message: RawMessage, interface: String, member:
     interface.withCString { interface in member.withCString { dbus_message_is_signal(message, interface, $0) != 0 } }
 }
 
+/// `dbus_message_contains_unix_fds`
+func libdbus_message_contains_unix_fds(_ message: RawMessage) -> Bool {
+    dbus_message_contains_unix_fds(message) != 0
+}
+
 /// `dbus_message_get_no_reply`
 func libdbus_message_get_no_reply(_ message: RawMessage) -> Bool {
     dbus_message_get_no_reply(message) != 0
@@ -426,6 +446,15 @@ func libdbus_message_iter_get_basic(_ iterator: inout MessageIterator) -> DBusBa
     return value
 }
 
+/// `dbus_message_iter_get_basic` on a `CDBUS_TYPE_UNIX_FD`: libdbus duplicates the message's descriptor
+/// (close-on-exec) and the caller owns the *new* descriptor it returns; -1 when that `dup` failed or the message
+/// names a descriptor it does not carry.
+func libdbus_message_iter_get_unix_fd(_ iterator: inout MessageIterator) -> Int32 {
+    var descriptor: Int32 = -1
+    dbus_message_iter_get_basic(&iterator, &descriptor)
+    return descriptor
+}
+
 /// `dbus_message_iter_get_basic` for the string-like types, copied into a Swift string.
 func libdbus_message_iter_get_string(_ iterator: inout MessageIterator) -> String {
     var value = DBusBasicValue()
@@ -472,6 +501,14 @@ func libdbus_message_iter_append_string(_ iterator: inout MessageIterator, _ typ
     }
 }
 
+/// `dbus_message_iter_append_basic` for a `CDBUS_TYPE_UNIX_FD`: libdbus appends a duplicate of `descriptor`
+/// (close-on-exec) that the message owns, so the caller keeps its own. False when that `dup` failed or libdbus
+/// ran out of memory.
+func libdbus_message_iter_append_unix_fd(_ iterator: inout MessageIterator, _ descriptor: Int32) -> Bool {
+    var descriptor = descriptor
+    return dbus_message_iter_append_basic(&iterator, CDBUS_TYPE_UNIX_FD, &descriptor) != 0
+}
+
 /// `dbus_message_iter_append_fixed_array` for bytes, inside an already opened `ay` container.
 func libdbus_message_iter_append_bytes(_ arrayIterator: inout MessageIterator, _ bytes: [UInt8]) -> Bool {
     bytes.withUnsafeBufferPointer { buffer in
@@ -495,4 +532,33 @@ func libdbus_message_iter_close_container(_ iterator: inout MessageIterator, _ s
 /// `dbus_message_iter_abandon_container_if_open`, to unwind after an out-of-memory failure.
 func libdbus_message_iter_abandon_container_if_open(_ iterator: inout MessageIterator, _ sub: inout MessageIterator) {
     dbus_message_iter_abandon_container_if_open(&iterator, &sub)
+}
+
+// MARK: - Unix (not libdbus: the two calls `UnixFileDescriptor` makes, kept with the others)
+
+/// `fcntl(descriptor, F_DUPFD_CLOEXEC, 0)`: a new descriptor for the same open file, or the `errno` of failure.
+func system_fcntl_dupfd_cloexec(_ descriptor: Int32) -> Result<Int32, SystemErrno> {
+    let duplicate = fcntl(descriptor, F_DUPFD_CLOEXEC, 0)
+    return duplicate >= 0 ? .success(duplicate) : .failure(SystemErrno(errno))
+}
+
+/// `close(descriptor)`. Not retried on EINTR: on Linux the descriptor is released even then, and a retry could
+/// close a descriptor another thread has just been given.
+func system_close(_ descriptor: Int32) {
+    _ = close(descriptor)
+}
+
+/// An `errno` value with its `strerror` text.
+struct SystemErrno: Error, Sendable, CustomStringConvertible {
+    let code: Int32
+
+    init(_ code: Int32) {
+        self.code = code
+    }
+
+    static var current: SystemErrno { SystemErrno(errno) }
+
+    var isBadDescriptor: Bool { code == EBADF }
+
+    var description: String { "\(String(cString: strerror(code))) (errno \(code))" }
 }

@@ -58,9 +58,11 @@ extension DBusTests {
             try await PrivateBus.with { bus in
                 _ = try await EchoService.start(on: bus)
                 let client = try await bus.connect()
+                let closed = try UnixFileDescriptor(duplicating: 0)
+                closed.close()
                 let cases: [(DBusValue, DBusError.Code)] = [
-                    (.array(element: "h", []), .unsupportedType),
-                    (.dictionary(key: "h", value: "s", []), .invalidArgument),
+                    (.array(element: "h", [.unixFileDescriptor(closed)]), .invalidArgument),
+                    (.dictionary(key: "ay", value: "s", []), .invalidArgument),
                     (.array(element: "s", [.uint32(1)]), .typeMismatch),
                     (.dictionary(key: "s", value: "v", [.init(key: .string("k"), value: .string("not a variant"))]),
                      .typeMismatch),
