@@ -39,6 +39,8 @@ public final class Daemon: Service {
         public var writesRecords: Bool
         /// Sees every record (after it is written).
         public var onRecord: (@Sendable (PollRecord) -> Void)?
+        /// Hold a logind sleep inhibitor and put the work away before the host sleeps (when logind is there).
+        public var followsSleep: Bool
 
         public init(
             bus: DBusConnection.Bus = .system,
@@ -48,8 +50,10 @@ public final class Daemon: Service {
             powerSource: (any PowerSource)? = nil,
             powerSupplyDirectory: String = "/sys/class/power_supply",
             writesRecords: Bool = true,
-            onRecord: (@Sendable (PollRecord) -> Void)? = nil
+            onRecord: (@Sendable (PollRecord) -> Void)? = nil,
+            followsSleep: Bool = true
         ) {
+            self.followsSleep = followsSleep
             self.bus = bus
             self.maxTicks = maxTicks
             self.bluezTimeout = bluezTimeout
@@ -178,6 +182,28 @@ public final class Daemon: Service {
                 }
                 group.addTask { [powerOverride, logger] in
                     await Self.followOverrideSignals(powerOverride, logger: logger)
+                }
+            }
+            if options.followsSleep {
+                let keepAlive = self.keepAlive
+                let sleep = SleepInhibitor(
+                    connection: connection, logger: logger,
+                    prepare: {
+                        // Close the ledger, end the open windows (their records are written), drop every link.
+                        await keepAlive.prepareForSleep()
+                        await engine.waitUntilDisconnected()
+                    },
+                    resume: {
+                        keepAlive.resumeAfterSleep()
+                        await self.checkBlueZ(transport)
+                    })
+                group.addTask { [logger] in
+                    do {
+                        try await sleep.run()
+                    } catch is CancellationError {
+                    } catch {
+                        logger.warning("stopped following logind's sleep: \(error)")
+                    }
                 }
             }
             group.addTask { [progress, logger] in

@@ -66,4 +66,72 @@ struct PowerCLITests {
             await driver.close()
         }
     }
+
+    @Test func sleepEndsEveryWindowDropsEveryLinkReleasesTheInhibitorAndWakePollsAtOnce() async throws {
+        // BlueZ's real 2-s disconnect, inside logind's 5-s delay.
+        try await CLITests.withSimulator(devices: 2, realistic: true) { bus, simulator in
+            let (mock, stdout, stderr) = try Subprocess.spawn(
+                ["env", "DBUS_SYSTEM_BUS_ADDRESS=\(bus.address)", Self.python, "-m", "dbusmock", "--system",
+                 "--logfile", "/dev/null", "--template", "logind"])
+            Thread { _ = Subprocess.readAll(stdout) }.start()
+            Thread { _ = Subprocess.readAll(stderr) }.start()
+            defer {
+                kill(mock, SIGKILL)
+                _ = Subprocess.waitForExit(mock)
+            }
+            let driver = try await bus.connect()
+            try await waitUntil("logind is mocked", timeout: .seconds(20)) {
+                try await driver.nameOwner(of: "org.freedesktop.login1") != nil
+            }
+            @Sendable func inhibitors() async throws -> Int {
+                let reply = try await driver.call(
+                    destination: "org.freedesktop.login1", path: "/org/freedesktop/login1",
+                    interface: "org.freedesktop.login1.Manager", method: "ListInhibitors", timeout: .seconds(10))
+                guard case .array(_, let items)? = reply.first else { return -1 }
+                return items.count
+            }
+            @Sendable func prepareForSleep(_ sleeping: Bool) async throws {
+                _ = try await driver.call(
+                    destination: "org.freedesktop.login1", path: "/org/freedesktop/login1",
+                    interface: "org.freedesktop.DBus.Mock", method: "EmitSignal",
+                    arguments: [.string("org.freedesktop.login1.Manager"), .string("PrepareForSleep"), .string("b"),
+                                .array(element: "v", [.variant(.boolean(sleeping))])],
+                    timeout: .seconds(10))
+            }
+            // Notifications for 3 s keep every window open most of the time.
+            let yaml = "interval: 5s\ndevices:\n" + (1...2).map { number in
+                "  - name: sensor-\(number)\n    address: C0:FF:EE:00:00:0\(number)\n    notify: [{uuid: 4b410002-6b65-6570-616c-697665000000, for: 3s}]\n"
+            }.joined()
+            let file = try TemporaryFile(name: "keepalive.yaml", contents: yaml)
+            defer { file.remove() }
+            let process = try CommandProcess(["run", "--config", file.path, "--bus", bus.address])
+            defer { process.terminate() }
+
+            try await waitUntil("the inhibitor is held and both sensors are connected", timeout: .seconds(20)) {
+                try await inhibitors() == 1 && simulator.connectedDevices.count == 2
+            }
+            let clock = ContinuousClock()
+            let sleptAt = clock.now
+            try await prepareForSleep(true)
+            try await waitUntil("the inhibitor is released", timeout: .seconds(10)) { try await inhibitors() == 0 }
+            let released = clock.now - sleptAt
+            print("measured: PrepareForSleep(true) → inhibitor released (seen by the test) after \(released)")
+            #expect(released < .seconds(5), "released after \(released), past logind's default delay")
+            #expect(simulator.connectedDevices.isEmpty, "still connected when the host may sleep")
+            let beforeSleep = CLITests.records(process.standardOutput)
+            #expect(beforeSleep.count == 2)
+            #expect(beforeSleep.allSatisfy { $0.line.contains("\"outcome\":\"cancelled\"") }, "\(process.standardOutput)")
+
+            try await prepareForSleep(false)
+            try await waitUntil("polling again with a new inhibitor", timeout: .seconds(20)) {
+                try await inhibitors() == 1 && CLITests.records(process.standardOutput).count >= 4
+            }
+            let afterWake = CLITests.records(process.standardOutput).dropFirst(2)
+            #expect(afterWake.allSatisfy { $0.line.contains("\"tick\":1,") }, "the wake tick: \(afterWake.map(\.line))")
+            #expect(process.standardError.contains("sleep inhibitor released"), "\(process.standardError)")
+            process.signal(SIGTERM)
+            #expect(try await process.waitForExit(within: .seconds(10)) == 0)
+            await driver.close()
+        }
+    }
 }
