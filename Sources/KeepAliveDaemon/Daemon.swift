@@ -4,7 +4,6 @@ public import DBus
 public import KeepAlive
 public import Logging
 public import ServiceLifecycle
-internal import Dispatch
 internal import Locking
 
 #if canImport(Glibc)
@@ -323,14 +322,7 @@ public final class Daemon: Service {
 
     /// SIGUSR1 forces low power, SIGUSR2 gives the host back its say; until cancelled.
     private static func followOverrideSignals(_ override: ManualPowerSource, logger: Logger) async {
-        let (signals, continuation) = AsyncStream<Int32>.makeStream()
-        let sources = [SIGUSR1, SIGUSR2].map { number in
-            signal(number, SIG_IGN)
-            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
-            source.setEventHandler { continuation.yield(number) }
-            source.resume()
-            return source
-        }
+        let (signals, stopSignals) = ProcessIO.signals([SIGUSR1, SIGUSR2])
         await withTaskCancellationHandler {
             for await number in signals {
                 if number == SIGUSR1 {
@@ -342,9 +334,8 @@ public final class Daemon: Service {
                 }
             }
         } onCancel: {
-            continuation.finish()
+            stopSignals()
         }
-        for source in sources { source.cancel() }
     }
 
     static func describe(_ bus: DBusConnection.Bus) -> String {

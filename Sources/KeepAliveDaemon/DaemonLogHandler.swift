@@ -63,15 +63,7 @@ public struct DaemonLogHandler: LogHandler {
             line += " \(key)=\(Self.quoted("\(merged[key]!)"))"
         }
         line += "\n"
-        line.withUTF8 { buffer in
-            var offset = 0
-            while offset < buffer.count {
-                let written = write(STDERR_FILENO, buffer.baseAddress! + offset, buffer.count - offset)
-                if written < 0, errno == EINTR { continue }
-                guard written > 0 else { return }
-                offset += written
-            }
-        }
+        ProcessIO.write(line, to: STDERR_FILENO)
     }
 
     private static func quoted(_ value: String) -> String {

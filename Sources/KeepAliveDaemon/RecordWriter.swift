@@ -101,19 +101,7 @@ public final class RecordWriter: Sendable {
     }
 
     private static func writeAll(_ line: String, to descriptor: Int32, path: String) -> OutputError? {
-        var line = line
-        return line.withUTF8 { buffer -> OutputError? in
-            var offset = 0
-            while offset < buffer.count {
-                let written = Glibc.write(descriptor, buffer.baseAddress! + offset, buffer.count - offset)
-                if written < 0 {
-                    if errno == EINTR { continue }
-                    return OutputError(path: path, errno: errno, operation: "write to")
-                }
-                offset += written
-            }
-            return nil
-        }
+        ProcessIO.write(line, to: descriptor).map { OutputError(path: path, errno: $0, operation: "write to") }
     }
 
     // MARK: Encoding

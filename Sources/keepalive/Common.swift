@@ -92,16 +92,7 @@ extension Duration {
 
 /// Writes to a descriptor directly: progress lines must not sit in a stdio buffer.
 func writeOut(_ text: String, to descriptor: Int32 = STDOUT_FILENO) {
-    var text = text
-    text.withUTF8 { buffer in
-        var offset = 0
-        while offset < buffer.count {
-            let written = write(descriptor, buffer.baseAddress! + offset, buffer.count - offset)
-            if written < 0, errno == EINTR { continue }
-            guard written > 0 else { return }
-            offset += written
-        }
-    }
+    ProcessIO.write(text, to: descriptor)
 }
 
 /// Whether standard output is a terminal (tables and colour) or a pipe (JSON lines, no escapes).
@@ -115,18 +106,8 @@ func ignoreBrokenPipes() {
 /// Runs `body` until it returns or SIGINT/SIGTERM arrives, which cancels it (so `read` and `scan` still
 /// disconnect and stop discovery on Ctrl-C). Returns the body's result, or `nil` when interrupted.
 func untilInterrupted<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) async throws -> T? {
-    let (signals, continuation) = AsyncStream<Int32>.makeStream()
-    let sources = [SIGINT, SIGTERM].map { number in
-        signal(number, SIG_IGN)
-        let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
-        source.setEventHandler { continuation.yield(number) }
-        source.resume()
-        return source
-    }
-    defer {
-        for source in sources { source.cancel() }
-        continuation.finish()
-    }
+    let (signals, stopSignals) = ProcessIO.signals([SIGINT, SIGTERM])
+    defer { stopSignals() }
     let work = Task { try await body() }
     let watcher = Task {
         var count = 0

@@ -14,21 +14,34 @@ import Glibc
 struct PowerCLITests {
     static let python = FileManager.default.isExecutableFile(atPath: "/usr/bin/python3") ? "/usr/bin/python3" : "python3"
 
+    /// python-dbusmock's `template` on `bus`, once it owns `name`; its pipes drained so it never blocks.
+    static func startMock(_ template: String, owning name: String, on bus: PrivateBus) async throws -> pid_t {
+        let (pid, stdout, stderr) = try Subprocess.spawn(
+            ["env", "DBUS_SYSTEM_BUS_ADDRESS=\(bus.address)", python, "-m", "dbusmock", "--system",
+             "--logfile", "/dev/null", "--template", template])
+        Thread { _ = Subprocess.readAll(stdout) }.start()
+        Thread { _ = Subprocess.readAll(stderr) }.start()
+        do {
+            let watcher = try await bus.connect()
+            try await waitUntil("\(template) is mocked", timeout: .seconds(20)) { try await watcher.nameOwner(of: name) != nil }
+            await watcher.close()
+        } catch {
+            stopMock(pid)
+            throw error
+        }
+        return pid
+    }
+
+    static func stopMock(_ pid: pid_t) {
+        kill(pid, SIGKILL)
+        _ = Subprocess.waitForExit(pid)
+    }
+
     @Test func recordsShowPowerAndTheStretchedIntervalAsUPowerAndTheOperatorChangeIt() async throws {
         try await CLITests.withSimulator(devices: 1) { bus, _ in
-            let (mock, stdout, stderr) = try Subprocess.spawn(
-                ["env", "DBUS_SYSTEM_BUS_ADDRESS=\(bus.address)", Self.python, "-m", "dbusmock", "--system",
-                 "--logfile", "/dev/null", "--template", "upower"])
-            Thread { _ = Subprocess.readAll(stdout) }.start()
-            Thread { _ = Subprocess.readAll(stderr) }.start()
-            defer {
-                kill(mock, SIGKILL)
-                _ = Subprocess.waitForExit(mock)
-            }
+            let mock = try await Self.startMock("upower", owning: "org.freedesktop.UPower", on: bus)
+            defer { Self.stopMock(mock) }
             let driver = try await bus.connect()
-            try await waitUntil("UPower is mocked", timeout: .seconds(20)) {
-                try await driver.nameOwner(of: "org.freedesktop.UPower") != nil
-            }
             let file = try TemporaryFile(name: "keepalive.yaml", contents: CLITests.configuration(devices: 1, interval: "1s"))
             defer { file.remove() }
             let process = try CommandProcess(["run", "--config", file.path, "--bus", bus.address])
@@ -70,19 +83,9 @@ struct PowerCLITests {
     @Test func sleepEndsEveryWindowDropsEveryLinkReleasesTheInhibitorAndWakePollsAtOnce() async throws {
         // BlueZ's real 2-s disconnect, inside logind's 5-s delay.
         try await CLITests.withSimulator(devices: 2, realistic: true) { bus, simulator in
-            let (mock, stdout, stderr) = try Subprocess.spawn(
-                ["env", "DBUS_SYSTEM_BUS_ADDRESS=\(bus.address)", Self.python, "-m", "dbusmock", "--system",
-                 "--logfile", "/dev/null", "--template", "logind"])
-            Thread { _ = Subprocess.readAll(stdout) }.start()
-            Thread { _ = Subprocess.readAll(stderr) }.start()
-            defer {
-                kill(mock, SIGKILL)
-                _ = Subprocess.waitForExit(mock)
-            }
+            let mock = try await Self.startMock("logind", owning: "org.freedesktop.login1", on: bus)
+            defer { Self.stopMock(mock) }
             let driver = try await bus.connect()
-            try await waitUntil("logind is mocked", timeout: .seconds(20)) {
-                try await driver.nameOwner(of: "org.freedesktop.login1") != nil
-            }
             @Sendable func inhibitors() async throws -> Int {
                 let reply = try await driver.call(
                     destination: "org.freedesktop.login1", path: "/org/freedesktop/login1",
