@@ -131,7 +131,7 @@ public final class Daemon: Service {
         } catch {
             throw DaemonError(description: "cannot connect to \(Self.describe(options.bus)): \(error)")
         }
-        let transport = BlueZTransport(connection: connection, logger: logger)
+        let transport = ReconnectingTransport()
         var engineConfiguration = configuration.pollEngineConfiguration
         engineConfiguration.maxTicks = options.maxTicks
         let specs = configuration.peripheralSpecs()
@@ -158,67 +158,23 @@ public final class Daemon: Service {
         )
         defer { engine.detach() }
 
+        // The first connection's BlueZ is checked before READY=1; later ones after each reconnect.
+        let firstSession = BlueZTransport(connection: connection, logger: logger)
+        transport.attach(firstSession)
+
         await withTaskGroup(of: Void.self) { group in
             if options.powerSource == nil {
-                let power = await hostPower(connection)
-                powerRelay.set(power.state)
-                group.addTask { [powerRelay, logger] in
-                    // Subscribe first, then run: no change is missed between the two.
-                    let updates = power.updates()
-                    await withTaskGroup(of: Void.self) { inner in
-                        inner.addTask {
-                            do {
-                                try await power.run()
-                            } catch is CancellationError {
-                            } catch {
-                                logger.warning("power sources stopped, polling at the normal interval: \(error)")
-                                powerRelay.set(.normal)
-                            }
-                        }
-                        for await state in updates { powerRelay.set(state) }
-                        inner.cancelAll()
-                    }
-                }
                 group.addTask { [powerOverride, logger] in
                     await Self.followOverrideSignals(powerOverride, logger: logger)
                 }
             }
-            if options.followsSleep {
-                let keepAlive = self.keepAlive
-                let sleep = SleepInhibitor(
-                    connection: connection, logger: logger,
-                    prepare: {
-                        // Close the ledger, end the open windows (their records are written), drop every link.
-                        await keepAlive.prepareForSleep()
-                        await engine.waitUntilDisconnected()
-                    },
-                    resume: {
-                        keepAlive.resumeAfterSleep()
-                        await self.checkBlueZ(transport)
-                    })
-                group.addTask { [logger] in
-                    do {
-                        try await sleep.run()
-                    } catch is CancellationError {
-                    } catch {
-                        logger.warning("stopped following logind's sleep: \(error)")
-                    }
-                }
-            }
-            group.addTask { [progress, logger] in
-                do {
-                    try await transport.cache.run()
-                } catch is CancellationError {
-                } catch {
-                    logger.critical("lost the bus, stopping: \(error)")
-                    progress.withLock { $0.failure = error }
-                    Self.stopScheduler(progress)
-                }
+            group.addTask {
+                await self.runSessions(first: connection, firstTransport: firstSession, transport: transport, engine: engine)
             }
             // Start-up (waiting for org.bluez) ends at once on SIGTERM too.
             // (A shutdown requested meanwhile also reaches the scheduler's handler below, which then stops it.)
             await cancelWhenGracefulShutdown {
-                await self.checkBlueZ(transport)
+                await self.checkBlueZ(firstSession)
             }
             options.notifier?.notify(
                 "READY=1\nSTATUS=polling \(specs.count) device\(specs.count == 1 ? "" : "s") every \(configuration.interval.formattedSeconds)"
@@ -258,7 +214,6 @@ public final class Daemon: Service {
             await engine.waitUntilDisconnected()
             group.cancelAll()
         }
-        await connection.close()
         writer?.close()
         let stats = keepAlive.statistics
         logger.info(
@@ -293,6 +248,118 @@ public final class Daemon: Service {
             } catch {
                 logger.error("adapter \(name) not usable: \(error)")
             }
+        }
+    }
+
+    // MARK: Bus sessions
+
+    /// One connection after another until cancelled: when the bus goes away (dbus-daemon restarted), the
+    /// transport fails every call with `serviceUnavailable` (so records keep coming, saying why) while this
+    /// reconnects with backoff (1 s, doubling, at most 30 s); then BlueZ, power and sleep follow the new bus.
+    private func runSessions(
+        first: DBusConnection, firstTransport: BlueZTransport, transport: ReconnectingTransport, engine: PollEngine
+    ) async {
+        var connection = first
+        var session = firstTransport
+        while true {
+            transport.attach(session)
+            let lost = await runSession(connection, transport: session, engine: engine)
+            transport.attach(nil)
+            await connection.close()
+            guard let lost, !Task.isCancelled else { return }
+            logger.error("lost the bus: polls fail until it is back; reconnecting", metadata: ["error": "\(lost)"])
+            var delay = Duration.seconds(1)
+            while true {
+                do {
+                    try await Task.sleep(for: delay)
+                } catch {
+                    return  // shutting down
+                }
+                do {
+                    connection = try await DBusConnection(bus: options.bus, timeout: .seconds(5))
+                    break
+                } catch {
+                    logger.warning("reconnecting failed", metadata: ["error": "\(error)", "retryIn": "\(delay * 2)"])
+                    delay = min(delay * 2, .seconds(30))
+                }
+            }
+            session = BlueZTransport(connection: connection, logger: logger)
+            logger.notice("reconnected to \(Self.describe(options.bus))")
+            let check = session
+            Task { await self.checkBlueZ(check) }
+        }
+    }
+
+    /// BlueZ's object cache, the host's power and logind's sleep on one connection, until the bus is lost
+    /// (returns the error) or the task is cancelled (returns nil).
+    private func runSession(_ connection: DBusConnection, transport: BlueZTransport, engine: PollEngine) async -> (any Error)? {
+        await withTaskGroup(of: (any Error)?.self) { group in
+            if options.powerSource == nil {
+                let power = await hostPower(connection)
+                powerRelay.set(power.state)
+                group.addTask { [powerRelay, logger] in
+                    // Subscribe first, then run: no change is missed between the two.
+                    let updates = power.updates()
+                    await withTaskGroup(of: Void.self) { inner in
+                        inner.addTask {
+                            do {
+                                try await power.run()
+                            } catch is CancellationError {
+                            } catch {
+                                logger.warning("power sources stopped, polling at the normal interval: \(error)")
+                                powerRelay.set(.normal)
+                            }
+                        }
+                        for await state in updates { powerRelay.set(state) }
+                        inner.cancelAll()
+                    }
+                    return nil
+                }
+            }
+            if options.followsSleep {
+                let keepAlive = self.keepAlive
+                let sleep = SleepInhibitor(
+                    connection: connection, logger: logger,
+                    prepare: {
+                        // Close the ledger, end the open windows (their records are written), drop every link.
+                        await keepAlive.prepareForSleep()
+                        await engine.waitUntilDisconnected()
+                    },
+                    resume: {
+                        keepAlive.resumeAfterSleep()
+                        await self.checkBlueZ(transport)
+                    })
+                group.addTask { [logger] in
+                    do {
+                        try await sleep.run()
+                    } catch is CancellationError {
+                    } catch {
+                        logger.warning("stopped following logind's sleep: \(error)")
+                    }
+                    return nil
+                }
+            }
+            group.addTask {
+                do {
+                    try await transport.cache.run()
+                    return nil
+                } catch is CancellationError {
+                    return nil
+                } catch {
+                    return error
+                }
+            }
+            // The cache's end decides: the bus is lost (or we are cancelled); the rest goes with it.
+            var lost: (any Error)?
+            for await result in group {
+                if let result {
+                    lost = result
+                    break
+                }
+                if Task.isCancelled { break }
+            }
+            group.cancelAll()
+            return lost
         }
     }
 

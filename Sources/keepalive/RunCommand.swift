@@ -14,7 +14,10 @@ struct RunCommand: AsyncParsableCommand {
             exit 0. Under systemd (Type=notify) it reports READY=1 after the first adapter check, pings the \
             watchdog at half of WatchdogSec, and reports STOPPING=1 on the way out.
 
-            Exit status: 0 stopped cleanly, 1 runtime failure (bus lost, output unwritable), 78 bad configuration.
+            A lost bus (dbus-daemon restarted) is reconnected with backoff; meanwhile every tick is recorded as \
+            failed (serviceUnavailable).
+
+            Exit status: 0 stopped cleanly, 1 runtime failure (no bus at start, output unwritable), 78 bad configuration.
             """
     )
 

@@ -39,6 +39,16 @@ struct CLITests {
         return text
     }
 
+    /// BlueZ answers Disconnect first and drops the link (Connected=false) just after, and the simulator does
+    /// the same: a link counts as left up only if it is still up a moment later.
+    static func expectAllDisconnected(_ simulator: BlueZSimulator) async throws {
+        do {
+            try await waitUntil("every link down", timeout: .seconds(1)) { simulator.connectedDevices.isEmpty }
+        } catch {
+            Issue.record("left connected: \(simulator.connectedDevices)")
+        }
+    }
+
     /// Every line a JSON object with the fields the README documents; returns (seq, device) pairs.
     static func records(_ output: String) -> [(seq: Int, device: String, line: String)] {
         output.split(separator: "\n").map { line in
@@ -75,7 +85,7 @@ struct CLITests {
                     #expect(record.line.contains(key), "\(key) missing in \(record.line)")
                 }
             }
-            #expect(simulator.connectedDevices.isEmpty)
+            try await Self.expectAllDisconnected(simulator)
         }
     }
 
@@ -104,21 +114,49 @@ struct CLITests {
             #expect(
                 records.allSatisfy { $0.line.contains("\"result\":\"failed\"") && $0.line.contains("\"outcome\":\"cancelled\"") },
                 "\(process.standardOutput)")
-            #expect(simulator.connectedDevices.isEmpty, "left connected: \(simulator.connectedDevices)")
+            try await Self.expectAllDisconnected(simulator)
         }
     }
 
-    @Test func losingTheBusStopsTheDaemonWithExitStatus1() async throws {
-        try await Self.withSimulator { bus, simulator in
+    @Test func aRestartedDbusDaemonIsReconnectedAndPollingResumesWithEveryTickRecorded() async throws {
+        try await PrivateBus.with { bus in
+            var configuration = BlueZSimulator.Configuration(adapters: ["hci0"], devices: .sensors(count: 2))
+            configuration.latencies.disconnect = .milliseconds(100)
+            var simulator = try await BlueZSimulator.start(on: .address(bus.address), configuration: configuration)
             let file = try TemporaryFile(name: "keepalive.yaml", contents: Self.configuration(devices: 2, interval: "1s"))
             defer { file.remove() }
             let process = try CommandProcess(["run", "--config", file.path, "--bus", bus.address])
             defer { process.terminate() }
-            try await waitUntil("the first records", timeout: .seconds(20)) { process.standardOutput.contains("\"seq\":1,") }
-            try await bus.killDaemon()
-            let status = try await process.waitForExit(within: .seconds(10))
-            #expect(status == 1)
-            #expect(process.standardError.contains("lost the bus"), "\(process.standardError)")
+            try await waitUntil("the first records", timeout: .seconds(20)) { Self.records(process.standardOutput).count >= 2 }
+
+            // dbus-daemon killed (bluetoothd goes with its bus) and started again; then bluetoothd comes back.
+            await simulator.stop()
+            try await bus.restartDaemon()
+            try await waitUntil("ticks recorded as failed while the bus is gone", timeout: .seconds(20)) {
+                process.standardOutput.contains("\"code\":\"serviceUnavailable\"")
+            }
+            simulator = try await BlueZSimulator.start(on: .address(bus.address), configuration: configuration)
+            let failedAt = Self.records(process.standardOutput).count
+            try await waitUntil("polling resumed on the new bus", timeout: .seconds(30)) {
+                Self.records(process.standardOutput).dropFirst(failedAt).contains { $0.line.contains("\"result\":\"newData\"") }
+            }
+            #expect(process.exitStatus == nil, "the daemon must keep running: \(process.standardError)")
+            #expect(process.standardError.contains("reconnected"), "\(process.standardError)")
+
+            process.signal(SIGTERM)
+            #expect(try await process.waitForExit(within: .seconds(10)) == 0)
+            // One record per device per tick throughout: seq contiguous, and per device the ticks 0, 1, 2, … none missing.
+            let records = Self.records(process.standardOutput)
+            #expect(records.map(\.seq) == Array(0..<records.count))
+            for device in ["sensor-1", "sensor-2"] {
+                let ticks = records.filter { $0.device == device }.compactMap { record -> Int? in
+                    guard let range = record.line.range(of: "\"tick\":") else { return nil }
+                    return Int(record.line[range.upperBound...].prefix { $0.isNumber })
+                }
+                #expect(ticks == Array(0..<ticks.count), "\(device): \(ticks)")
+            }
+            try await Self.expectAllDisconnected(simulator)
+            await simulator.stop()
         }
     }
 
@@ -192,7 +230,7 @@ struct CLITests {
             #expect(lines.count == 2)
             #expect(lines.first?.hasPrefix("2a19  ") == true)
             #expect(lines.last == "4b410003-6b65-6570-616c-697665000000  01")
-            #expect(simulator.connectedDevices.isEmpty)
+            try await Self.expectAllDisconnected(simulator)
         }
     }
 

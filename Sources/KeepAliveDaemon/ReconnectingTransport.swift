@@ -1,0 +1,51 @@
+internal import BlueZ
+internal import KeepAlive
+internal import Locking
+
+/// The daemon's transport across bus connections: it forwards to the `BlueZTransport` of the current
+/// connection, and while there is none (the bus was lost and is being reconnected) every call fails at once
+/// with ``TransportError/Code/serviceUnavailable``, so each tick still gets its record, saying why.
+final class ReconnectingTransport: PeripheralTransport {
+    private let current = Locked<BlueZTransport?>(nil)
+
+    func attach(_ transport: BlueZTransport?) {
+        current.withLock { $0 = transport }
+    }
+
+    private func transport() throws -> BlueZTransport {
+        guard let transport = current.withLock({ $0 }) else {
+            throw TransportError(.serviceUnavailable, "the D-Bus system bus is gone; reconnecting")
+        }
+        return transport
+    }
+
+    func discover(on adapter: String, filter: DiscoveryFilter) -> AsyncThrowingStream<Advertisement, any Error> {
+        do {
+            return try transport().discover(on: adapter, filter: filter)
+        } catch {
+            return AsyncThrowingStream { $0.finish(throwing: error) }
+        }
+    }
+
+    func connect(_ peripheral: Peripheral, options: ConnectOptions) async throws {
+        try await transport().connect(peripheral, options: options)
+    }
+
+    func read(_ characteristic: BluetoothUUID, from peripheral: Peripheral) async throws -> [UInt8] {
+        try await transport().read(characteristic, from: peripheral)
+    }
+
+    func write(_ value: [UInt8], to characteristic: BluetoothUUID, of peripheral: Peripheral, type: WriteType) async throws {
+        try await transport().write(value, to: characteristic, of: peripheral, type: type)
+    }
+
+    func notifications(from characteristic: BluetoothUUID, of peripheral: Peripheral) async throws -> AsyncThrowingStream<[UInt8], any Error> {
+        try await transport().notifications(from: characteristic, of: peripheral)
+    }
+
+    func disconnect(_ peripheral: Peripheral, timeout: Duration) async {
+        // With no bus there is nothing to disconnect through (and bluetoothd lost its bus too).
+        guard let transport = current.withLock({ $0 }) else { return }
+        await transport.disconnect(peripheral, timeout: timeout)
+    }
+}
