@@ -221,6 +221,7 @@ public final class Daemon: Service {
             metadata: [
                 "records": "\(writer?.written ?? 0)", "polls": "\(stats.callbacksRun)", "failures": "\(stats.failures)",
                 "skipped": "\(stats.skippedBackoff + stats.skippedOverlap + stats.refused)",
+                "openWindows": "\(keepAlive.ledger.openCount)",
             ]
         )
         if let failure = progress.withLock({ $0.failure }) {
