@@ -332,6 +332,28 @@ func libdbus_message_new_error(_ call: RawMessage, name: String, text: String) -
     name.withCString { name in text.withCString { text in dbus_message_new_error(call, name, text) } }
 }
 
+/// `dbus_message_marshal`: the message's wire bytes (for the decoding fuzzer). A message that was never sent
+/// has serial 0, which the wire format forbids: it gets serial 1 first.
+func libdbus_message_marshal(_ message: RawMessage) -> [UInt8]? {
+    if dbus_message_get_serial(message) == 0 { dbus_message_set_serial(message, 1) }
+    var buffer: UnsafeMutablePointer<CChar>?
+    var length: Int32 = 0
+    guard dbus_message_marshal(message, &buffer, &length) != 0, let buffer else { return nil }
+    defer { dbus_free(buffer) }
+    return Array(UnsafeRawBufferPointer(start: buffer, count: Int(length)))
+}
+
+/// `dbus_message_demarshal`: a message from wire bytes, or the reason libdbus refuses them.
+func libdbus_message_demarshal(_ bytes: [UInt8]) -> (RawMessage?, LibDBusFailure?) {
+    bytes.withUnsafeBytes { raw in
+        withCError { error in
+            raw.baseAddress.flatMap { base in
+                dbus_message_demarshal(base.assumingMemoryBound(to: CChar.self), Int32(raw.count), error)
+            }
+        }
+    }
+}
+
 /// `dbus_message_ref`
 func libdbus_message_ref(_ message: RawMessage) {
     _ = dbus_message_ref(message)
