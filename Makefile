@@ -7,6 +7,7 @@
 #   make bench   release benchmarks (core; D-Bus against a C libdbus client; BlueZTransport against bleak)
 #   make tsan    the tests under ThreadSanitizer
 #   make fidelity  bleak 3.x and bluetoothctl 5.66 against the BlueZ simulator (needs PyPI for bleak)
+#   make soak      an hour of the daemon against 50 simulated sensors with random faults (SOAK_MINUTES)
 #   make install   the release binary, the example configuration and udev/ in place (PREFIX, DESTDIR; root)
 #
 # Apt packages and why:
@@ -27,7 +28,7 @@ APT_PACKAGES := libdbus-1-dev libbluetooth-dev dbus-daemon systemd libglib2.0-bi
 PREFIX ?= /usr/local
 DESTDIR ?=
 
-.PHONY: deps build test demo bench tsan fidelity install clean
+.PHONY: deps build test demo bench tsan fidelity soak install clean
 
 deps:
 	@missing=""; for p in $(APT_PACKAGES); do \
@@ -78,6 +79,11 @@ bench: deps
 
 fidelity: deps
 	Tests/Fidelity/run.sh
+
+# An hour of `keepalive run` (release) against 50 simulated sensors with 5 % random faults: RSS, seq, windows.
+soak: deps
+	$(SWIFT) build -c release --product keepalive --product keepalive-soak
+	"$$($(SWIFT) build -c release --show-bin-path)/keepalive-soak" --minutes $${SOAK_MINUTES:-60}
 
 tsan: deps
 	$(SWIFT) test --sanitize=thread --scratch-path .build-tsan

@@ -99,6 +99,12 @@ let package = Package(
             ],
             path: "Examples/KeepAliveExample"
         ),
+        // The soak (issue #9): `keepalive run` for minutes or hours against the simulator with random faults.
+        .executableTarget(
+            name: "keepalive-soak",
+            dependencies: ["BlueZSimulator", "DBus", "DBusTesting"],
+            path: "Benchmarks/Soak"
+        ),
         .executableTarget(
             name: "DBusBenchmark",
             dependencies: ["DBus", "Locking"],

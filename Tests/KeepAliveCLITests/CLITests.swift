@@ -67,7 +67,8 @@ struct CLITests {
 
     @Test func runForNTicksWritesExactlyNRecordsPerDeviceWithContiguousSeq() async throws {
         try await Self.withSimulator { bus, simulator in
-            let file = try TemporaryFile(name: "keepalive.yaml", contents: Self.configuration(devices: 3))
+            // 2-s ticks: a 1.33-s window leaves room for a slow machine (or ThreadSanitizer) to finish each poll.
+            let file = try TemporaryFile(name: "keepalive.yaml", contents: Self.configuration(devices: 3, interval: "2s"))
             defer { file.remove() }
             let result = try await CommandProcess.run(["run", "--config", file.path, "--bus", bus.address, "--ticks", "4"])
             #expect(result.status == 0, "stderr: \(result.stderr)")
@@ -79,8 +80,8 @@ struct CLITests {
             }
             for record in records {
                 for key in ["\"ts\":\"", "\"address\":\"C0:FF:EE:00:00:0", "\"adapter\":\"hci0\"", "\"result\":\"newData\"",
-                    "\"values\":{\"2a19\":", "\"window\":{\"id\":", "\"budget_ms\":666", "\"outcome\":\"completed\"",
-                    "\"attempts\":1", "\"interval_ms\":1000", "\"power\":\"normal\"", "\"error\":null", "\"notifications\":[]"]
+                    "\"values\":{\"2a19\":", "\"window\":{\"id\":", "\"budget_ms\":1333", "\"outcome\":\"completed\"",
+                    "\"attempts\":1", "\"interval_ms\":2000", "\"power\":\"normal\"", "\"error\":null", "\"notifications\":[]"]
                 {
                     #expect(record.line.contains(key), "\(key) missing in \(record.line)")
                 }

@@ -1,0 +1,167 @@
+// keepalive-soak: the daemon for a long run against the simulator with seeded random faults, checking that
+// nothing leaks and nothing is lost (issue #9).
+//
+//   keepalive-soak [--minutes M] [--devices N] [--fault-rate P] [--seed S]
+//
+// `keepalive run` (the binary next to this one) polls N sensors every second on a private bus. Each second,
+// each sensor gets a fault with probability P (connect abort, InProgress, read hang, ATT error, absent),
+// cleared 1-5 s later. The daemon's RSS is sampled every minute (every 10 s for runs under 5 minutes). At the
+// end: SIGTERM, then the checks — exit 0, `seq` contiguous, one record per device per tick, no window
+// force-ended or left open, no link up, RSS drift after warm-up ≤ 1 MiB. Exit 1 when a check fails.
+import BlueZSimulator
+import DBus
+import DBusTesting
+import Foundation
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+func option(_ name: String, _ fallback: Double) -> Double {
+    guard let index = CommandLine.arguments.firstIndex(of: name), index + 1 < CommandLine.arguments.count,
+        let value = Double(CommandLine.arguments[index + 1])
+    else { return fallback }
+    return value
+}
+
+let minutes = option("--minutes", 2)
+let deviceCount = Int(option("--devices", 50))
+let faultRate = option("--fault-rate", 0.05)
+var random = SplitMix(seed: UInt64(option("--seed", 1)))
+
+struct SplitMix {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+    mutating func unit() -> Double { Double(next() >> 11) / Double(1 << 53) }
+}
+
+/// VmRSS of `pid` (procfs files report size 0, so they are read line by line, not as a whole file).
+func rssKilobytes(_ pid: pid_t) -> Int {
+    guard let file = fopen("/proc/\(pid)/status", "r") else { return 0 }
+    defer { fclose(file) }
+    var line = [CChar](repeating: 0, count: 256)
+    while fgets(&line, Int32(line.count), file) != nil {
+        let text = String(decoding: line.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        guard text.hasPrefix("VmRSS:") else { continue }
+        return Int(text.dropFirst(6).split { $0 == " " || $0 == "\t" || $0 == "\n" }.first ?? "") ?? 0
+    }
+    return 0
+}
+
+let directory = FileManager.default.temporaryDirectory.appendingPathComponent("keepalive-soak-\(getpid())").path
+try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+let configPath = directory + "/keepalive.yaml"
+let outputPath = directory + "/records.jsonl"
+// 50 polls a second at ~250 ms each need more than BlueZ's usual handful of links: 16 (the most allowed).
+var yaml = "interval: 1s\nmax_connections: 16\nlow_power: {mode: off}\ndevices:\n"
+for number in 1...deviceCount {
+    let address = String(format: "C0:FF:EE:00:%02X:%02X", (number >> 8) & 0xFF, number & 0xFF)
+    yaml += "  - {name: sensor-\(number), address: \"\(address)\", read: [2a19, 4b410002-6b65-6570-616c-697665000000]}\n"
+}
+try yaml.write(toFile: configPath, atomically: true, encoding: .utf8)
+
+let bus = try PrivateBus.start()
+var simulatorConfiguration = BlueZSimulator.Configuration(adapters: ["hci0"], devices: .sensors(count: deviceCount))
+simulatorConfiguration.latencies.disconnect = .milliseconds(100)
+simulatorConfiguration.latencies.connectAbort = .milliseconds(300)
+simulatorConfiguration.latencies.attTimeout = .milliseconds(400)
+let simulator = try await BlueZSimulator.start(on: .address(bus.address), configuration: simulatorConfiguration)
+
+let binary = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent().path + "/keepalive"
+let (pid, stdout, stderr) = try Subprocess.spawn([binary, "run", "--config", configPath, "--bus", bus.address, "--output", outputPath])
+let logs = LockedText()
+Thread { _ = Subprocess.readAll(stdout) }.start()
+Thread { logs.set(Subprocess.readAll(stderr)) }.start()
+
+final class LockedText: @unchecked Sendable {
+    // @unchecked Sendable: guarded by `lock`.
+    private let lock = NSLock()
+    private var text = ""
+    func set(_ value: String) { lock.withLock { text = value } }
+    var value: String { lock.withLock { text } }
+}
+
+let faults: [(BlueZSimulator.Fault, String)] = [
+    (.connectAbort(count: 2), "connect-abort"), (.inProgress, "in-progress"), (.readHang, "read-hang"),
+    (.attError(0x0e), "att-error"), (.absent, "absent"),
+]
+let clock = ContinuousClock()
+let start = clock.now
+let end = start + .seconds(minutes * 60)
+let sampleEvery: Duration = minutes < 5 ? .seconds(10) : .seconds(60)
+var nextSample = start + sampleEvery
+var samples: [(seconds: Int, kilobytes: Int)] = [(0, rssKilobytes(pid))]
+var pending: [(until: ContinuousClock.Instant, name: String, address: String)] = []
+var injected = 0
+print("soak: \(deviceCount) devices, 1 s interval, \(minutes) min, fault rate \(faultRate) per device-second")
+while clock.now < end {
+    try await Task.sleep(for: .seconds(1))
+    let now = clock.now
+    for fault in pending where fault.until <= now {
+        try? simulator.clearFault(fault.name, device: fault.address)
+    }
+    pending.removeAll { $0.until <= now }
+    for number in 1...deviceCount where random.unit() < faultRate {
+        let address = String(format: "C0:FF:EE:00:%02X:%02X", (number >> 8) & 0xFF, number & 0xFF)
+        guard !pending.contains(where: { $0.address == address }) else { continue }
+        let (fault, name) = faults[Int(random.next() % UInt64(faults.count))]
+        try? await simulator.inject(fault, device: address)
+        pending.append((now + .seconds(1 + Int(random.next() % 5)), name, address))
+        injected += 1
+    }
+    if now >= nextSample {
+        let seconds = Int((now - start).components.seconds)
+        samples.append((seconds, rssKilobytes(pid)))
+        print("  t=\(seconds) s  rss \(samples.last!.kilobytes) KiB  faults injected \(injected)")
+        nextSample = now + sampleEvery
+    }
+}
+simulator.clearAllFaults()
+kill(pid, SIGTERM)
+let status = Subprocess.waitForExit(pid)
+try await Task.sleep(for: .milliseconds(200))
+
+// The checks.
+var failures: [String] = []
+if status != 0 { failures.append("exit status \(status)") }
+let lines = (try? String(contentsOfFile: outputPath, encoding: .utf8))?.split(separator: "\n").map(String.init) ?? []
+func field(_ line: String, _ name: String) -> String? {
+    guard let range = line.range(of: "\"\(name)\":") else { return nil }
+    let rest = line[range.upperBound...]
+    return rest.first == "\"" ? String(rest.dropFirst().prefix { $0 != "\"" }) : String(rest.prefix { $0 != "," && $0 != "}" })
+}
+let sequence = lines.compactMap { field($0, "seq").flatMap(Int.init) }
+if sequence != Array(0..<lines.count) { failures.append("seq is not contiguous 0..<\(lines.count)") }
+var ticks: [String: [Int]] = [:]
+for line in lines { if let device = field(line, "device"), let tick = field(line, "tick").flatMap(Int.init) { ticks[device, default: []].append(tick) } }
+let badDevices = ticks.filter { $0.value.sorted() != Array(0..<$0.value.count) }.keys.sorted()
+if !badDevices.isEmpty { failures.append("ticks missing or repeated for \(badDevices.prefix(5))") }
+if ticks.count != deviceCount { failures.append("records for \(ticks.count) of \(deviceCount) devices") }
+let forced = lines.filter { $0.contains("\"outcome\":\"forcedEnd\"") }.count
+if forced > 0 { failures.append("\(forced) windows force-ended") }
+let log = logs.value
+if !log.contains("openWindows=0") { failures.append("windows left open (or no final log line)") }
+try await Task.sleep(for: .seconds(1))  // BlueZ drops the link just after answering Disconnect
+if !simulator.connectedDevices.isEmpty { failures.append("links left up: \(simulator.connectedDevices)") }
+let failed = lines.filter { $0.contains("\"result\":\"failed\"") }.count
+let warm = samples.dropFirst(min(2, samples.count - 1))
+let drift = (warm.last?.kilobytes ?? 0) - (warm.first?.kilobytes ?? 0)
+if drift > 1_024 { failures.append("RSS grew \(drift) KiB after warm-up (limit 1024)") }
+print("soak: \(lines.count) records (\(failed) failed, typed), \(injected) faults, \(forced) forced ends, RSS \(samples.map { "\($0.kilobytes)" }.joined(separator: " ")) KiB, drift after warm-up \(drift) KiB")
+await simulator.stop()
+bus.stop()
+try? FileManager.default.removeItem(atPath: directory)
+if failures.isEmpty {
+    print("soak: PASS")
+} else {
+    print("soak: FAIL — " + failures.joined(separator: "; "))
+    print(log.split(separator: "\n").suffix(20).joined(separator: "\n"))
+    exit(1)
+}
