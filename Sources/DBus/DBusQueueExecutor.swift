@@ -10,7 +10,7 @@ import Dispatch
 /// let executor = DBusQueueExecutor(label: "dbus")
 /// executor.queue.async { executor.checkIsolated() }   // passes: we are on the queue
 /// ```
-final class DBusQueueExecutor: SerialExecutor {
+final class DBusQueueExecutor: SerialExecutor, TaskExecutor {
     let queue: DispatchQueue
     /// Marks `queue` so that code can ask "am I on it?" without trapping.
     private let key = DispatchSpecificKey<Bool>()
@@ -27,12 +27,19 @@ final class DBusQueueExecutor: SerialExecutor {
 
     func enqueue(_ job: consuming ExecutorJob) {
         let job = UnownedJob(job)
-        let executor = asUnownedSerialExecutor()
-        queue.async { job.runSynchronously(on: executor) }
+        let serial = asUnownedSerialExecutor()
+        let task = asUnownedTaskExecutor()
+        queue.async { job.runSynchronously(isolatedTo: serial, taskExecutor: task) }
     }
 
     func asUnownedSerialExecutor() -> UnownedSerialExecutor {
         UnownedSerialExecutor(ordinary: self)
+    }
+
+    /// Also a task executor: exported methods' handlers start on the queue, in the order their calls arrived
+    /// (see `replyLater`).
+    func asUnownedTaskExecutor() -> UnownedTaskExecutor {
+        UnownedTaskExecutor(ordinary: self)
     }
 
     /// Lets `assumeIsolated` succeed inside DispatchSource handlers and libdbus callbacks, which run on the
