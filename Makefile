@@ -82,7 +82,8 @@ fidelity: deps
 
 # An hour of `keepalive run` (release) against 50 simulated sensors with 5 % random faults: RSS, seq, windows.
 soak: deps
-	$(SWIFT) build -c release --product keepalive --product keepalive-soak
+	$(SWIFT) build -c release --product keepalive
+	$(SWIFT) build -c release --product keepalive-soak
 	"$$($(SWIFT) build -c release --show-bin-path)/keepalive-soak" --minutes $${SOAK_MINUTES:-60}
 
 tsan: deps
