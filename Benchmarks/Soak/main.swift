@@ -42,19 +42,6 @@ struct SplitMix {
     mutating func unit() -> Double { Double(next() >> 11) / Double(1 << 53) }
 }
 
-/// VmRSS of `pid` (procfs files report size 0, so they are read line by line, not as a whole file).
-func rssKilobytes(_ pid: pid_t) -> Int {
-    guard let file = fopen("/proc/\(pid)/status", "r") else { return 0 }
-    defer { fclose(file) }
-    var line = [CChar](repeating: 0, count: 256)
-    while fgets(&line, Int32(line.count), file) != nil {
-        let text = String(decoding: line.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-        guard text.hasPrefix("VmRSS:") else { continue }
-        return Int(text.dropFirst(6).split { $0 == " " || $0 == "\t" || $0 == "\n" }.first ?? "") ?? 0
-    }
-    return 0
-}
-
 let directory = FileManager.default.temporaryDirectory.appendingPathComponent("keepalive-soak-\(getpid())").path
 try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
 let configPath = directory + "/keepalive.yaml"
@@ -97,7 +84,7 @@ let start = clock.now
 let end = start + .seconds(minutes * 60)
 let sampleEvery: Duration = minutes < 5 ? .seconds(10) : .seconds(60)
 var nextSample = start + sampleEvery
-var samples: [(seconds: Int, kilobytes: Int)] = [(0, rssKilobytes(pid))]
+var samples: [(seconds: Int, kilobytes: Int)] = [(0, residentSetKilobytes(of: pid))]
 var pending: [(until: ContinuousClock.Instant, name: String, address: String)] = []
 var injected = 0
 print("soak: \(deviceCount) devices, 1 s interval, \(minutes) min, fault rate \(faultRate) per device-second")
@@ -118,7 +105,7 @@ while clock.now < end {
     }
     if now >= nextSample {
         let seconds = Int((now - start).components.seconds)
-        samples.append((seconds, rssKilobytes(pid)))
+        samples.append((seconds, residentSetKilobytes(of: pid)))
         print("  t=\(seconds) s  rss \(samples.last!.kilobytes) KiB  faults injected \(injected)")
         nextSample = now + sampleEvery
     }

@@ -67,9 +67,10 @@ public func collect(
     }
 }
 
-/// This process's resident set size (VmRSS in /proc/self/status), in kilobytes; 0 when unreadable.
-public func residentSetKilobytes() -> Int {
-    guard let file = fopen("/proc/self/status", "r") else { return 0 }
+/// The resident set size (VmRSS in /proc/PID/status) of this process, or of `pid`, in kilobytes; 0 when
+/// unreadable. procfs files report size 0, so the file is read line by line.
+public func residentSetKilobytes(of pid: Int32? = nil) -> Int {
+    guard let file = fopen(pid.map { "/proc/\($0)/status" } ?? "/proc/self/status", "r") else { return 0 }
     defer { fclose(file) }
     var line = [CChar](repeating: 0, count: 256)
     while fgets(&line, Int32(line.count), file) != nil {
