@@ -7,6 +7,7 @@
 #   make bench   release benchmarks (core; D-Bus against a C libdbus client; BlueZTransport against bleak)
 #   make tsan    the tests under ThreadSanitizer
 #   make fidelity  bleak 3.x and bluetoothctl 5.66 against the BlueZ simulator (needs PyPI for bleak)
+#   make hil       the hardware-in-the-loop suite against the simulator (README: Hardware in the loop)
 #   make soak      an hour of the daemon against 50 simulated sensors with random faults (SOAK_MINUTES)
 #   make install   the release binary, the example configuration and udev/ in place (PREFIX, DESTDIR; root)
 #
@@ -28,7 +29,7 @@ APT_PACKAGES := libdbus-1-dev libbluetooth-dev dbus-daemon systemd libglib2.0-bi
 PREFIX ?= /usr/local
 DESTDIR ?=
 
-.PHONY: deps build test demo bench tsan fidelity soak install clean
+.PHONY: deps build test demo bench tsan fidelity hil soak install clean
 
 deps:
 	@missing=""; for p in $(APT_PACKAGES); do \
@@ -79,6 +80,9 @@ bench: deps
 
 fidelity: deps
 	Tests/Fidelity/run.sh
+
+hil: deps
+	Tests/HIL/run-simulator.sh
 
 # An hour of `keepalive run` (release) against 50 simulated sensors with 5 % random faults: RSS, seq, windows.
 soak: deps

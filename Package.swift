@@ -193,6 +193,12 @@ let package = Package(
             name: "KeepAliveCLITests",
             dependencies: ["KeepAliveDaemon", "BlueZSimulator", "DBus", "DBusTesting", "Locking"]
         ),
+        // The hardware-in-the-loop suite: skipped unless KEEPALIVE_HIL_* name a BlueZ to test (the simulator,
+        // the qemu lab's real bluetoothd, or real hardware; see README "Hardware in the loop").
+        .testTarget(
+            name: "HILTests",
+            dependencies: ["BlueZ", "DBus", "DBusTesting", "KeepAlive", "Locking", .product(name: "Logging", package: "swift-log")]
+        ),
         .testTarget(
             name: "DBusTests",
             dependencies: ["DBus", "DBusTesting", "Locking"]

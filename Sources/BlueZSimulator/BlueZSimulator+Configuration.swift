@@ -52,6 +52,8 @@ extension BlueZSimulator {
         public var rssiInterval: Duration = .seconds(1)
         /// ATT transaction timeout (a hung read fails and the link drops).
         public var attTimeout: Duration = .seconds(30)
+        /// A powered-off peripheral's link drops after this (BlueZ's default LE supervision timeout, 420 ms).
+        public var supervisionTimeout: Duration = .milliseconds(420)
         /// Graceful restart: how long org.bluez stays off the bus.
         public var restart: Duration = .seconds(1)
 

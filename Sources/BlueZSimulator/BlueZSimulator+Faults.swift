@@ -21,9 +21,12 @@ extension BlueZSimulator {
         case absent
         /// The device is removed (InterfacesRemoved); calls in flight on it fail with UnknownObject.
         case vanish
+        /// The peripheral loses power: an existing link drops after the LE supervision timeout (Connected=false,
+        /// reads in flight fail "Not connected", notifications stop), then it is `absent` until cleared.
+        case powerOff
 
         /// The name used on the control interface: `connect-abort`, `in-progress`, `read-hang`, `att-error`,
-        /// `absent`, `vanish`.
+        /// `absent`, `vanish`, `power-off`.
         public var name: String {
             switch self {
             case .connectAbort: "connect-abort"
@@ -32,6 +35,7 @@ extension BlueZSimulator {
             case .attError: "att-error"
             case .absent: "absent"
             case .vanish: "vanish"
+            case .powerOff: "power-off"
             }
         }
 
@@ -56,6 +60,7 @@ extension BlueZSimulator {
             case "att-error": self = .attError(UInt8(clamping: integer("code", default: 0x0e)))
             case "absent": self = .absent
             case "vanish": self = .vanish
+            case "power-off": self = .powerOff
             default: throw BlueZSimulatorError.unknownFault(name)
             }
         }
@@ -69,6 +74,9 @@ extension SimulatorEngine {
         case .vanish:
             model.withLock { $0.devices[path]?.advertising = false }
             await removeFromBus(path, error: BlueZError.unknownObject(path), announceLinkDown: false)
+        case .powerOff:
+            model.withLock { $0.devices[path]?.advertising = false }
+            schedule(after: configuration.latencies.supervisionTimeout) { [self] in await dropLink(path) }
         default:
             model.withLock { model in
                 guard var device = model.devices[path] else { return }
@@ -78,14 +86,15 @@ extension SimulatorEngine {
                 case .readHang: device.faults.readHang = true
                 case .attError(let code): device.faults.attError = code
                 case .absent: device.advertising = false
-                case .vanish: break
+                case .vanish, .powerOff: break
                 }
                 model.devices[path] = device
             }
         }
     }
 
-    /// Clears one fault by name; `absent` and `vanish` make the device advertise again (discovery finds it).
+    /// Clears one fault by name; `absent`, `vanish` and `power-off` make the device advertise again (discovery
+    /// finds it).
     func clearFault(_ name: String, device address: String) throws {
         let path = try devicePath(address)
         try model.withLock { model in
@@ -95,7 +104,7 @@ extension SimulatorEngine {
             case "in-progress": device.faults.inProgress = false
             case "read-hang": device.faults.readHang = false
             case "att-error": device.faults.attError = nil
-            case "absent", "vanish": device.advertising = true
+            case "absent", "vanish", "power-off": device.advertising = true
             default: throw BlueZSimulatorError.unknownFault(name)
             }
             model.devices[path] = device

@@ -17,7 +17,7 @@ struct SimulateCommand: AsyncParsableCommand {
             Runs until SIGTERM or Ctrl-C. Faults are injected at start and can be injected later over \
             D-Bus on io.keepalive.Simulator1 (/io/keepalive/Simulator).
 
-            Faults: connect-abort[=COUNT], in-progress, read-hang, att-error[=CODE], absent, vanish; \
+            Faults: connect-abort[=COUNT], in-progress, read-hang, att-error[=CODE], absent, vanish, power-off; \
             e.g. --fault connect-abort=2@C0:FF:EE:00:00:01
             """
     )

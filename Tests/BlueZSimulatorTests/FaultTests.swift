@@ -56,6 +56,24 @@ extension BlueZSimulatorTests {
             }
         }
 
+        @Test func aPoweredOffPeripheralDropsItsLinkAfterTheSupervisionTimeoutAndStaysAway() async throws {
+            try await Harness.with { harness in
+                try await harness.connect()
+                let signals = try await harness.bluezSignals()
+                let clock = ContinuousClock()
+                let started = clock.now
+                try await harness.simulator.inject(.powerOff, device: Harness.first)
+                let received = try await collect(signals) { $0.changed["Connected"] == .boolean(false) }
+                #expect(clock.now - started >= .milliseconds(4), "420 ms × 0.01")
+                #expect(received.last?.path == Harness.devicePath(Harness.first))
+                #expect(received.last?.changed["ServicesResolved"] == .boolean(false))
+                let error = await dbusError { try await harness.device(harness.client, Harness.first, "Connect") }
+                #expect(error?.message == "le-connection-abort-by-local", "powered off, it does not advertise")
+                try harness.simulator.clearFault("power-off", device: Harness.first)
+                try await harness.connect()
+            }
+        }
+
         @Test func anATTErrorFailsTheReadWithItsCode() async throws {
             try await Harness.with { harness in
                 try await harness.connect()

@@ -1,14 +1,12 @@
-import DBusTesting
 import Foundation
 import Locking
-import Testing
 
 #if canImport(Glibc)
-import Glibc
+public import Glibc
 #endif
 
 /// The built `keepalive` binary, next to this test bundle (`.build/<triple>/debug/`, or the TSan scratch path).
-let keepaliveBinary: String = {
+public let keepaliveBinary: String = {
     var buffer = [CChar](repeating: 0, count: 4_096)
     let count = readlink("/proc/self/exe", &buffer, buffer.count - 1)
     let path = count > 0 ? String(decoding: buffer[0..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self) : ""
@@ -18,14 +16,14 @@ let keepaliveBinary: String = {
 
 /// Whether this test process (and so the `keepalive` built beside it) is instrumented by ThreadSanitizer: its
 /// runtime is linked in. Swift has no compile-time condition for sanitizers.
-let runningUnderThreadSanitizer: Bool = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "__tsan_init") != nil
+public let runningUnderThreadSanitizer: Bool = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "__tsan_init") != nil
 
 /// A running `keepalive`: its output collected as it comes (by a thread per pipe), signals, a bounded wait.
-final class CommandProcess: Sendable {
-    let pid: pid_t
+public final class CommandProcess: Sendable {
+    public let pid: pid_t
     private let output = Locked((standardOutput: "", standardError: "", exited: Int32?.none, closedPipes: 0))
 
-    init(_ arguments: [String]) throws {
+    public init(_ arguments: [String]) throws {
         let (pid, stdout, stderr) = try Subprocess.spawn([keepaliveBinary] + arguments)
         self.pid = pid
         let output = self.output
@@ -53,17 +51,17 @@ final class CommandProcess: Sendable {
         thread.start()
     }
 
-    var standardOutput: String { output.withLock { $0.standardOutput } }
-    var standardError: String { output.withLock { $0.standardError } }
-    var exitStatus: Int32? { output.withLock { $0.exited } }
+    public var standardOutput: String { output.withLock { $0.standardOutput } }
+    public var standardError: String { output.withLock { $0.standardError } }
+    public var exitStatus: Int32? { output.withLock { $0.exited } }
 
-    func signal(_ number: Int32) {
+    public func signal(_ number: Int32) {
         kill(pid, number)
     }
 
     /// Waits for the exit (and the pipes' last bytes); returns the status.
     @discardableResult
-    func waitForExit(within limit: Duration = .seconds(60)) async throws -> Int32 {
+    public func waitForExit(within limit: Duration = .seconds(60)) async throws -> Int32 {
         // Exited, and both pipes read to their end.
         try await waitUntil("keepalive \(pid) exits", timeout: limit) {
             self.output.withLock { $0.exited != nil && $0.closedPipes == 2 }
@@ -72,12 +70,12 @@ final class CommandProcess: Sendable {
     }
 
     /// Kills it if still running (test clean-up).
-    func terminate() {
+    public func terminate() {
         if exitStatus == nil { kill(pid, SIGKILL) }
     }
 
     /// Runs `keepalive arguments` to the end.
-    static func run(_ arguments: [String], within limit: Duration = .seconds(60)) async throws -> (status: Int32, stdout: String, stderr: String) {
+    public static func run(_ arguments: [String], within limit: Duration = .seconds(60)) async throws -> (status: Int32, stdout: String, stderr: String) {
         let process = try CommandProcess(arguments)
         defer { process.terminate() }
         let status = try await process.waitForExit(within: limit)
@@ -86,11 +84,11 @@ final class CommandProcess: Sendable {
 }
 
 /// A file in a fresh temporary directory, removed by `remove()`.
-struct TemporaryFile {
-    let directory: String
-    let path: String
+public struct TemporaryFile: Sendable {
+    public let directory: String
+    public let path: String
 
-    init(name: String, contents: String) throws {
+    public init(name: String, contents: String) throws {
         var template = Array("/tmp/keepalive-cli-XXXXXX".utf8CString)
         guard let made = mkdtemp(&template) else { throw POSIXFailure(errno: errno) }
         directory = String(cString: made)
@@ -102,17 +100,17 @@ struct TemporaryFile {
         guard write(descriptor, bytes, bytes.count) == bytes.count else { throw POSIXFailure(errno: errno) }
     }
 
-    func remove() {
+    public func remove() {
         _ = Subprocess.runBlockingIgnoringErrors(["rm", "-rf", directory])
     }
 }
 
-struct POSIXFailure: Error {
-    var errno: Int32
+public struct POSIXFailure: Error {
+    public var errno: Int32
 }
 
 extension Subprocess {
-    static func runBlockingIgnoringErrors(_ arguments: [String]) -> Int32 {
+    public static func runBlockingIgnoringErrors(_ arguments: [String]) -> Int32 {
         (try? runBlocking(arguments).status) ?? -1
     }
 }
