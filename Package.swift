@@ -26,6 +26,7 @@ let package = Package(
             name: "KeepAlive",
             dependencies: [
                 "Locking",
+                "Timing",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
@@ -45,10 +46,15 @@ let package = Package(
             pkgConfig: "bluez",
             providers: [.apt(["libbluetooth-dev"])]
         ),
+        // Linux interfaces Glibc's module map leaves out (timerfd), as a shim header.
+        .systemLibrary(name: "CLinux"),
+        // One timerfd thread for every deadline of the process (one wakeup per deadline, none when idle) and
+        // the min-heap it shares with the core. See Sources/Timing/TimerThread.swift.
+        .target(name: "Timing", dependencies: ["CLinux", "Locking"]),
         // The one safe Swift face of libdbus: no other module touches a libdbus pointer.
         .target(
             name: "DBus",
-            dependencies: ["CDBus", "Locking"]
+            dependencies: ["CDBus", "Locking", "Timing"]
         ),
         // BlueZ's object model over DBus and the BlueZTransport (the client side).
         .target(

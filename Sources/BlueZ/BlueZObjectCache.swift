@@ -92,7 +92,7 @@ public final class BlueZObjectCache: Sendable {
     /// Paths of devices that appeared or changed (for discovery streams).
     let deviceChanges = Broadcast<ObjectPath>(bufferSize: 16_384)
 
-    public init(connection: DBusConnection, clock: any Clock<Duration> = ContinuousClock(), logger: Logger) {
+    public init(connection: DBusConnection, clock: any Clock<Duration> = TimerFDClock(), logger: Logger) {
         self.connection = connection
         self.logger = logger
         self.time = TimeBase(clock)

@@ -63,7 +63,7 @@ public final class BlueZTransport: PeripheralTransport, Service {
     public init(
         connection: DBusConnection,
         configuration: Configuration = Configuration(),
-        clock: any Clock<Duration> = ContinuousClock(),
+        clock: any Clock<Duration> = TimerFDClock(),
         logger: Logger = Logger(label: "keepalive.bluez")
     ) {
         self.connection = connection

@@ -1,12 +1,15 @@
 import CDBus
 import Dispatch
+import Timing
 
 /// Drives one libdbus connection from DispatchSources on the connection's serial queue.
 ///
 /// libdbus asks for "watches" (a file descriptor to poll for reading or writing) and "timeouts" (pending-call
 /// deadlines); we answer with one read or write source per watch and a *single* timer for all timeouts, armed
-/// for the earliest deadline (a timer source per method call would cost a timerfd re-arm per call). After
-/// libdbus has handled I/O we dispatch the queued messages. A thread looping on
+/// for the earliest deadline and disarmed when no timeout is left. The timer is an entry on the process's
+/// timerfd thread (`Timing.TimerThread`), not a DispatchSourceTimer: while a dispatch timer is pending,
+/// libdispatch wakes the process every second, and a pending-call timeout (25–35 s) would keep it pending
+/// between ticks. After libdbus has handled I/O we dispatch the queued messages. A thread looping on
 /// `dbus_connection_read_write_dispatch` is not an option: sends from other threads stall until its poll wakes,
 /// and pending-call timeouts never fire.
 ///
@@ -26,7 +29,8 @@ final class MainLoop: @unchecked Sendable {
     }
 
     private struct Timeout {
-        var deadline: UInt64
+        /// Since boot (`TimerThread.now()`).
+        var deadline: Duration
         var isEnabled: Bool
     }
 
@@ -34,8 +38,10 @@ final class MainLoop: @unchecked Sendable {
     private let connection: RawConnection
     private var watches: [RawWatch: Watch] = [:]
     private var timeouts: [RawTimeout: Timeout] = [:]
-    private let timer: any DispatchSourceTimer
-    private var armedDeadline = UInt64.max
+    /// The timer thread's entry for the earliest deadline; `armGeneration` tells a stale firing from the current.
+    private var timer: UInt64?
+    private var armGeneration: UInt64 = 0
+    private var armedDeadline: Duration?
     private var isDrainScheduled = false
     /// True while a watch or timer handler runs; it drains on its way out, so no extra drain is queued.
     private var isHandling = false
@@ -44,14 +50,10 @@ final class MainLoop: @unchecked Sendable {
     init(connection: RawConnection, queue: DispatchQueue) {
         self.connection = connection
         self.queue = queue
-        self.timer = DispatchSource.makeTimerSource(queue: queue)
     }
 
     /// Installs the watch, timeout and dispatch-status functions. Call on `queue`.
     func start() {
-        timer.setEventHandler { [weak self] in self?.timerFired() }
-        timer.schedule(deadline: .distantFuture, repeating: .never)
-        timer.resume()
         // Each registration holds its own reference to `self`, released by libdbus through `releaseContext`.
         _ = libdbus_connection_set_watch_functions(
             connection,
@@ -80,8 +82,7 @@ final class MainLoop: @unchecked Sendable {
         for (_, watch) in watches { cancel(watch) }
         watches.removeAll()
         timeouts.removeAll()
-        timer.setEventHandler(handler: nil)
-        timer.cancel()
+        disarm()
     }
 
     private static func from(_ context: UnsafeMutableRawPointer?) -> MainLoop {
@@ -189,8 +190,10 @@ final class MainLoop: @unchecked Sendable {
     }
 
     private func removeTimeout(_ rawTimeout: RawTimeout) {
-        // The timer may stay armed for this deadline; firing early with nothing due is harmless.
         timeouts[rawTimeout] = nil
+        // With others left the timer may stay armed for this one's deadline (firing early with nothing due is
+        // harmless, and cheaper than re-arming per reply); with none left it must not wake an idle process.
+        if !timeouts.values.contains(where: \.isEnabled) { disarm() }
     }
 
     private func toggleTimeout(_ rawTimeout: RawTimeout) {
@@ -198,24 +201,42 @@ final class MainLoop: @unchecked Sendable {
         let enabled = libdbus_timeout_get_enabled(rawTimeout)
         let deadline = Self.deadline(after: rawTimeout)
         timeouts[rawTimeout] = Timeout(deadline: deadline, isEnabled: enabled)
-        if enabled { arm(for: deadline) }
+        if enabled {
+            arm(for: deadline)
+        } else if !timeouts.values.contains(where: \.isEnabled) {
+            disarm()
+        }
     }
 
-    private static func deadline(after rawTimeout: RawTimeout) -> UInt64 {
-        let interval = UInt64(max(0, libdbus_timeout_get_interval(rawTimeout)))
-        return DispatchTime.now().uptimeNanoseconds &+ interval &* 1_000_000
+    private static func deadline(after rawTimeout: RawTimeout) -> Duration {
+        TimerThread.now() + .milliseconds(max(0, libdbus_timeout_get_interval(rawTimeout)))
     }
 
-    private func arm(for deadline: UInt64) {
-        guard deadline < armedDeadline, !isStopped else { return }
+    private func arm(for deadline: Duration) {
+        guard !isStopped, armedDeadline.map({ deadline < $0 }) ?? true else { return }
+        if let timer { TimerThread.shared.cancel(timer) }
+        armGeneration += 1
         armedDeadline = deadline
-        timer.schedule(deadline: DispatchTime(uptimeNanoseconds: deadline), repeating: .never, leeway: .milliseconds(1))
+        let generation = armGeneration
+        // On the timer thread: hand over to the queue at once.
+        timer = TimerThread.shared.schedule(at: deadline) { [weak self, queue] in
+            queue.async { [weak self] in self?.timerFired(generation) }
+        }
     }
 
-    private func timerFired() {
-        armedDeadline = .max
-        guard !isStopped else { return }
-        let now = DispatchTime.now().uptimeNanoseconds
+    private func disarm() {
+        if let timer { TimerThread.shared.cancel(timer) }
+        timer = nil
+        armedDeadline = nil
+        armGeneration += 1
+    }
+
+    private func timerFired(_ generation: UInt64) {
+        // Re-armed or disarmed after this firing was queued: the current arming (if any) is still pending.
+        guard generation == armGeneration, !isStopped else { return }
+        timer = nil
+        armedDeadline = nil
+        let now = TimerThread.now()
         let due = timeouts.filter { $0.value.isEnabled && $0.value.deadline <= now }.map(\.key)
         isHandling = true
         defer { isHandling = false }

@@ -1,5 +1,5 @@
 public import DBus
-import KeepAlive
+public import KeepAlive
 public import Logging
 
 /// Picks the host's power sources.
@@ -28,7 +28,7 @@ public enum HostPowerSources {
         connection: DBusConnection,
         sysfsRoot: String = "/sys/class/power_supply",
         criticalPercentage: Double = 10,
-        clock: any Clock<Duration> = ContinuousClock(),
+        clock: any Clock<Duration> = TimerFDClock(),
         override: ManualPowerSource? = nil,
         callTimeout: Duration = .seconds(5),
         logger: Logger

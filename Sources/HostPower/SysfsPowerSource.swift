@@ -42,7 +42,7 @@ public final class SysfsPowerSource: PowerSource, Service {
     /// Nothing is read here: ``run()`` (or ``refresh()``) does.
     public init(
         root: String = "/sys/class/power_supply", criticalPercentage: Double = 10,
-        pollInterval: Duration = .seconds(30), clock: any Clock<Duration> = ContinuousClock(), logger: Logger
+        pollInterval: Duration = .seconds(30), clock: any Clock<Duration> = TimerFDClock(), logger: Logger
     ) {
         precondition(pollInterval > .zero, "pollInterval must be positive")
         self.root = root

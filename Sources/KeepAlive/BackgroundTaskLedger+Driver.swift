@@ -1,3 +1,5 @@
+import Timing
+
 extension BackgroundTaskLedger {
     /// Runs while windows are open: sleeps until the next timer, then warns, expires or force-ends.
     func drive() async {

@@ -10,7 +10,7 @@ import Locking
 /// history remembers how every window ended.
 ///
 /// ```swift
-/// let ledger = BackgroundTaskLedger(clock: ContinuousClock(), logger: logger)
+/// let ledger = BackgroundTaskLedger(clock: TimerFDClock(), logger: logger)
 /// let id = ledger.begin(name: "greenhouse-3", budget: .seconds(20)) {
 ///     logger.warning("out of time: wrap up")
 /// }
@@ -64,7 +64,7 @@ public final class BackgroundTaskLedger: Sendable {
 
     public convenience init(
         configuration: Configuration = Configuration(),
-        clock: any Clock<Duration> = ContinuousClock(),
+        clock: any Clock<Duration> = TimerFDClock(),
         logger: Logger = Logger(label: "keepalive.ledger")
     ) {
         self.init(configuration: configuration, time: TimeBase(clock), logger: logger)

@@ -37,7 +37,7 @@ public final class KeepAlive: Service, Sendable {
 
     public init(
         configuration: Configuration = Configuration(),
-        clock: any Clock<Duration> = ContinuousClock(),
+        clock: any Clock<Duration> = TimerFDClock(),
         powerSource: any PowerSource = FixedPowerSource(),
         randomNumberGenerator: any RandomNumberGenerator & Sendable = SystemRandomNumberGenerator(),
         logger: Logger = Logger(label: "keepalive")

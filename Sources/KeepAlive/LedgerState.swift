@@ -1,3 +1,5 @@
+import Timing
+
 /// The ledger's state, only ever touched under its lock. Pure bookkeeping: no logging, no callbacks; the
 /// results say what the caller must do once the lock is released.
 struct LedgerState {

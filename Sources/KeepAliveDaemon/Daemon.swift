@@ -184,7 +184,8 @@ public final class Daemon: Service {
                     // Stops with the group; a wedged process stops pinging and systemd restarts it.
                     while !Task.isCancelled {
                         notifier.notify("WATCHDOG=1")
-                        try? await Task.sleep(for: interval)
+                        // A timerfd sleep: Task.sleep would wake the process every second in between.
+                        try? await TimerFDClock().sleep(for: interval)
                     }
                 }
             }
@@ -272,7 +273,7 @@ public final class Daemon: Service {
             var delay = Duration.seconds(1)
             while true {
                 do {
-                    try await Task.sleep(for: delay)
+                    try await TimerFDClock().sleep(for: delay)
                 } catch {
                     return  // shutting down
                 }

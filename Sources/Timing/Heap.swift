@@ -1,14 +1,14 @@
-/// A binary min-heap: the ledger's and the connection limiter's priority queues.
-struct Heap<Element: Comparable> {
-    private(set) var storage: [Element] = []
+/// A binary min-heap: the timer thread's, the ledger's and the connection limiter's priority queues.
+package struct Heap<Element: Comparable> {
+    package private(set) var storage: [Element] = []
 
-    var count: Int { storage.count }
-    var isEmpty: Bool { storage.isEmpty }
-    var min: Element? { storage.first }
+    package var count: Int { storage.count }
+    package var isEmpty: Bool { storage.isEmpty }
+    package var min: Element? { storage.first }
 
-    init() {}
+    package init() {}
 
-    init(_ elements: [Element]) {
+    package init(_ elements: [Element]) {
         storage = elements
         var index = storage.count / 2
         while index > 0 {
@@ -17,13 +17,13 @@ struct Heap<Element: Comparable> {
         }
     }
 
-    mutating func insert(_ element: Element) {
+    package mutating func insert(_ element: Element) {
         storage.append(element)
         siftUp(from: storage.count - 1)
     }
 
     @discardableResult
-    mutating func popMin() -> Element? {
+    package mutating func popMin() -> Element? {
         guard !storage.isEmpty else { return nil }
         storage.swapAt(0, storage.count - 1)
         let result = storage.removeLast()

@@ -1,0 +1,79 @@
+import Timing
+
+/// A continuous clock (`CLOCK_BOOTTIME`, like `ContinuousClock` on Linux: it keeps counting through suspend)
+/// whose sleeps wake the process exactly once, at their deadline.
+///
+/// Why: on Linux `Task.sleep` and `DispatchSourceTimer` re-arm libdispatch's timer about once a second while
+/// a long sleep is pending, so a daemon ticking every 30 s wakes ~30 times between ticks — on a battery-powered
+/// gateway that is CPU kept out of its idle states for nothing. Here every sleep is an entry in one heap,
+/// served by one thread blocked in `read(2)` on one `timerfd` armed (absolute) for the earliest deadline;
+/// a cancelled sleep re-arms it for the next one, so nothing fires for a sleep nobody waits for.
+///
+/// ```swift
+/// let keepAlive = KeepAlive(configuration: .init(interval: .seconds(30)), clock: TimerFDClock(), logger: logger)
+/// ```
+public struct TimerFDClock: Clock, Sendable {
+    /// Time since boot, suspend included.
+    public struct Instant: InstantProtocol, Sendable, CustomStringConvertible {
+        public var sinceBoot: Duration
+
+        public init(sinceBoot: Duration) {
+            self.sinceBoot = sinceBoot
+        }
+
+        public func advanced(by duration: Duration) -> Instant {
+            Instant(sinceBoot: sinceBoot + duration)
+        }
+
+        public func duration(to other: Instant) -> Duration {
+            other.sinceBoot - sinceBoot
+        }
+
+        public static func < (lhs: Instant, rhs: Instant) -> Bool {
+            lhs.sinceBoot < rhs.sinceBoot
+        }
+
+        public var description: String { "boot+\(sinceBoot.formattedSeconds)" }
+    }
+
+    private let thread: TimerThread
+
+    /// A clock on the process's one timer thread.
+    public init() {
+        thread = .shared
+    }
+
+    /// A clock on a timer thread of its own (which lives as long as the process): tests count its wakeups
+    /// without the rest of the process adding to them.
+    package static func isolated() -> TimerFDClock {
+        TimerFDClock(thread: TimerThread())
+    }
+
+    private init(thread: TimerThread) {
+        self.thread = thread
+    }
+
+    public var now: Instant {
+        Instant(sinceBoot: TimerThread.now())
+    }
+
+    public var minimumResolution: Duration { .nanoseconds(1) }
+
+    /// How many times this clock's timer thread has woken: one per distinct deadline reached (sleepers due
+    /// together share one), none for cancelled sleeps. All `TimerFDClock()`s of a process share one thread.
+    public var wakeups: UInt64 { thread.wakeups }
+
+    /// The deadline the timer thread is armed for (nil: disarmed) and how many sleeps wait on it.
+    package var armed: (deadline: Instant?, pending: Int) {
+        let (deadline, pending) = thread.armed
+        return (deadline.map(Instant.init(sinceBoot:)), pending)
+    }
+
+    /// Returns at `deadline` (at once when it has passed); throws `CancellationError` when the task is
+    /// cancelled, at once. `tolerance` is not used: the one wakeup is at the deadline.
+    public func sleep(until deadline: Instant, tolerance: Duration? = nil) async throws {
+        try Task.checkCancellation()
+        guard deadline > now else { return }
+        try await thread.sleep(until: deadline.sinceBoot)
+    }
+}

@@ -1,0 +1,114 @@
+import KeepAlive
+import Testing
+
+/// TimerFDClock is a real clock: these tests check what it promises whatever the machine's load (never early;
+/// armed for the earliest live deadline; cancelled sleeps disarm), and take little real time. Each uses a clock
+/// with a timer thread of its own, so the wakeups it counts are its own.
+@Suite("TimerFDClock: one wakeup per deadline")
+struct TimerFDClockTests {
+    /// Polls `condition` (it reads the timer thread's state under its lock) until it holds, for at most 10 s.
+    func waitUntil(_ what: String, _ condition: () -> Bool) async throws {
+        let clock = ContinuousClock()
+        let deadline = clock.now + .seconds(10)
+        while !condition() {
+            guard clock.now < deadline else {
+                Issue.record("timed out waiting until \(what)")
+                throw CancellationError()
+            }
+            try await Task.sleep(for: .milliseconds(1))
+        }
+    }
+
+    @Test func aSleepEndsAtItsDeadlineNotBefore() async throws {
+        let clock = TimerFDClock.isolated()
+        let deadline = clock.now.advanced(by: .milliseconds(50))
+        try await clock.sleep(until: deadline)
+        let late = deadline.duration(to: clock.now)
+        // How late depends on the machine's load (the whole suite runs in parallel on two cores): only "not
+        // early" is the clock's promise; the benchmark measures lateness on a quiet machine.
+        #expect(late >= .zero, "woke \(late) early")
+        #expect(clock.wakeups <= 1)
+        #expect(clock.armed.deadline == nil)
+    }
+
+    @Test func aPassedDeadlineReturnsAtOnceWithoutAWakeup() async throws {
+        let clock = TimerFDClock.isolated()
+        try await clock.sleep(until: clock.now.advanced(by: .milliseconds(-5)))
+        try await clock.sleep(for: .zero)
+        #expect(clock.wakeups == 0)
+    }
+
+    @Test func manySleepersWakeInDeadlineOrderNoneEarly() async throws {
+        let clock = TimerFDClock.isolated()
+        let start = clock.now
+        var generator = SystemRandomNumberGenerator()
+        let offsets = (0..<200).map { _ in Duration.milliseconds(Int64.random(in: 1...150, using: &generator)) }
+        let woke = try await withThrowingTaskGroup(of: (Duration, Duration).self) { group in
+            for offset in offsets {
+                group.addTask {
+                    try await clock.sleep(until: start.advanced(by: offset))
+                    return (offset, start.duration(to: clock.now))
+                }
+            }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        #expect(woke.count == 200)
+        for (offset, elapsed) in woke {
+            #expect(elapsed >= offset, "a sleeper until +\(offset) woke at +\(elapsed)")
+        }
+        // Sleepers that fall due together share a wakeup: never more wakeups than distinct deadlines.
+        #expect(clock.wakeups <= UInt64(Set(offsets).count))
+    }
+
+    @Test func aCancelledSleepThrowsAtOnceAndItsDeadlineNeverWakesTheThread() async throws {
+        let clock = TimerFDClock.isolated()
+        let start = clock.now
+        let first = Task { try await clock.sleep(until: start.advanced(by: .seconds(60))) }
+        try await waitUntil("the first sleep is registered") { clock.armed.pending == 1 }
+        #expect(clock.armed.deadline == start.advanced(by: .seconds(60)))
+        let second = Task { try await clock.sleep(until: start.advanced(by: .seconds(61))) }
+        try await waitUntil("the second sleep is registered") { clock.armed.pending == 2 }
+        #expect(clock.armed.deadline == start.advanced(by: .seconds(60)), "armed for the earliest")
+
+        first.cancel()
+        await #expect(throws: CancellationError.self) { try await first.value }
+        // Re-armed for the next live deadline: the cancelled one's will wake nobody.
+        #expect(clock.armed.deadline == start.advanced(by: .seconds(61)))
+        #expect(clock.armed.pending == 1)
+
+        second.cancel()
+        await #expect(throws: CancellationError.self) { try await second.value }
+        #expect(clock.armed.deadline == nil, "nothing left to wait for: disarmed")
+        #expect(clock.wakeups == 0)
+    }
+
+    @Test func aTaskCancelledBeforeSleepingThrowsAtOnce() async {
+        let clock = TimerFDClock.isolated()
+        let task = Task {
+            withUnsafeCurrentTask { $0?.cancel() }
+            try await clock.sleep(for: .seconds(60))
+        }
+        await #expect(throws: CancellationError.self) { try await task.value }
+        #expect(clock.wakeups == 0)
+    }
+
+    @Test func theSchedulerTicksOnIt() async throws {
+        let clock = TimerFDClock.isolated()
+        let keepAlive = KeepAlive(configuration: .init(interval: .milliseconds(40)), clock: clock, logger: quietLogger)
+        let (ticks, tick) = AsyncStream<Void>.makeStream()
+        _ = keepAlive.register(name: "tick") { _ in
+            tick.yield()
+            return .noData
+        }
+        try await withRunning(keepAlive) {
+            var count = 0
+            for await _ in ticks {
+                count += 1
+                if count == 4 { break }
+            }
+        }
+        // The first tick is at start; each later one woke the thread once, or found its deadline passed
+        // already on a loaded machine: never more wakeups than ticks.
+        #expect(clock.wakeups <= 4)
+    }
+}
