@@ -108,7 +108,7 @@ let package = Package(
         // The soak (issue #9): `keepalive run` for minutes or hours against the simulator with random faults.
         .executableTarget(
             name: "keepalive-soak",
-            dependencies: ["BlueZSimulator", "DBus", "DBusTesting"],
+            dependencies: ["BlueZSimulator", "DBus", "DBusTesting", "KeepAliveTesting"],
             path: "Benchmarks/Soak"
         ),
         .executableTarget(
@@ -127,6 +127,7 @@ let package = Package(
             name: "BlueZSimulator",
             dependencies: [
                 "DBus",
+                "KeepAliveTesting",
                 "Locking",
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -192,7 +193,7 @@ let package = Package(
         ),
         .testTarget(
             name: "KeepAliveDaemonTests",
-            dependencies: ["KeepAliveDaemon", "KeepAlive", "DBus", "DBusTesting", "BlueZSimulator", "Locking"]
+            dependencies: ["KeepAliveDaemon", "KeepAlive", "KeepAliveTesting", "DBus", "DBusTesting", "BlueZSimulator", "Locking"]
         ),
         // The `keepalive` command end to end: the built binary against a private bus and the simulator.
         .testTarget(
@@ -207,7 +208,7 @@ let package = Package(
         ),
         .testTarget(
             name: "DBusTests",
-            dependencies: ["DBus", "DBusTesting", "Locking"]
+            dependencies: ["DBus", "DBusTesting", "KeepAliveTesting", "Locking"]
         ),
         .testTarget(
             name: "BlueZTests",

@@ -12,6 +12,7 @@ import BlueZSimulator
 import DBus
 import DBusTesting
 import Foundation
+import KeepAliveTesting
 
 #if canImport(Glibc)
 import Glibc
@@ -27,20 +28,7 @@ func option(_ name: String, _ fallback: Double) -> Double {
 let minutes = option("--minutes", 2)
 let deviceCount = Int(option("--devices", 50))
 let faultRate = option("--fault-rate", 0.05)
-var random = SplitMix(seed: UInt64(option("--seed", 1)))
-
-struct SplitMix {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-    mutating func unit() -> Double { Double(next() >> 11) / Double(1 << 53) }
-}
+var random = SeededRandomNumberGenerator(seed: UInt64(option("--seed", 1)))
 
 let directory = FileManager.default.temporaryDirectory.appendingPathComponent("keepalive-soak-\(getpid())").path
 try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
@@ -95,7 +83,7 @@ while clock.now < end {
         try? simulator.clearFault(fault.name, device: fault.address)
     }
     pending.removeAll { $0.until <= now }
-    for number in 1...deviceCount where random.unit() < faultRate {
+    for number in 1...deviceCount where Double.random(in: 0..<1, using: &random) < faultRate {
         let address = String(format: "C0:FF:EE:00:%02X:%02X", (number >> 8) & 0xFF, number & 0xFF)
         guard !pending.contains(where: { $0.address == address }) else { continue }
         let (fault, name) = faults[Int(random.next() % UInt64(faults.count))]

@@ -151,7 +151,15 @@ extension BlueZObjectCache {
             guard state.objects[path]?[interface] != nil else { return }
             for (name, value) in changed { state.objects[path]![interface]!.values[name] = value }
             for name in invalidated { state.objects[path]![interface]!.values[name] = nil }
-            if interface == BlueZ.gattCharacteristicInterface, let value = changed["Value"]?.unwrappingVariants.bytes {
+            if interface == BlueZ.gattCharacteristicInterface, let raw = changed["Value"]?.unwrappingVariants {
+                guard let value = raw.bytes else {
+                    // BlueZ's Value is always `ay`: anything else ends the notifications with a typed error
+                    // instead of being dropped in silence.
+                    let error = TransportError(.protocolError, "Value of \(path) changed to a '\(raw.signature)', not an 'ay'")
+                    for target in state.notifications[path]?.values ?? [:].values { effects.finished.append((target, error)) }
+                    state.notifications[path] = nil
+                    return
+                }
                 for target in state.notifications[path]?.values ?? [:].values { effects.notifications.append((target, value)) }
                 return  // a notification changes nothing anyone waits on
             }

@@ -43,7 +43,7 @@ extension BlueZTransport {
         if cache.device(path)?.connected != true {
             connectedQueries.withLock { $0 += 1 }
             let connected = try await call(
-                path, BlueZ.propertiesInterface, "Get", [.string(BlueZ.deviceInterface), .string("Connected")],
+                path, BlueZ.propertiesInterface, "Get", [.string(BlueZ.deviceInterface), .string("Connected")], expecting: "v",
                 timeout: max(remaining(), .seconds(1)), context: "Get Connected of \(address)"
             )
             guard connected.first?.unwrappingVariants.boolean == true else {
@@ -177,7 +177,7 @@ extension BlueZTransport {
         let context = "ReadValue \(characteristic.shortDescription) on \(peripheral.address)"
         let reply = try await cache.guarded(device: device, requireConnected: true) {
             try await self.call(
-                target.path, BlueZ.gattCharacteristicInterface, "ReadValue", [Self.emptyOptions()],
+                target.path, BlueZ.gattCharacteristicInterface, "ReadValue", [Self.emptyOptions()], expecting: "ay",
                 timeout: self.configuration.gattTimeout, context: context)
         }
         guard reply.count == 1, let bytes = reply[0].bytes else {

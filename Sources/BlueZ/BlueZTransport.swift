@@ -112,11 +112,13 @@ public final class BlueZTransport: PeripheralTransport, Service {
         _ interface: String,
         _ method: String,
         _ arguments: [DBusValue] = [],
+        expecting signature: DBusSignature = "",
         timeout: Duration,
         context: @autoclosure () -> String
     ) async throws -> [DBusValue] {
+        let reply: [DBusValue]
         do {
-            return try await connection.call(
+            reply = try await connection.call(
                 destination: BlueZ.service,
                 path: path,
                 interface: interface,
@@ -126,6 +128,16 @@ public final class BlueZTransport: PeripheralTransport, Service {
             )
         } catch let error as DBusError {
             throw BlueZErrors.transportError(error, context: context())
+        }
+        try Self.check(reply, is: signature, context: context())
+        return reply
+    }
+
+    /// BlueZ's replies have fixed signatures (nothing for Connect, WriteValue, StartNotify…; `ay` for
+    /// ReadValue): any other answer is a protocol error, reported rather than ignored.
+    static func check(_ reply: [DBusValue], is signature: DBusSignature, context: @autoclosure () -> String) throws {
+        guard reply.signature == signature else {
+            throw TransportError(.protocolError, "\(context()): expected a reply of type '\(signature)', got '\(reply.signature)'")
         }
     }
 
@@ -164,12 +176,14 @@ actor DiscoverySessions {
             if let rssi = filter.rssi {
                 entries.append(.init(key: .string("RSSI"), value: .variant(.int16(rssi))))
             }
-            _ = try await connection.call(
+            let filtered = try await connection.call(
                 destination: BlueZ.service, path: path, interface: BlueZ.adapterInterface, method: "SetDiscoveryFilter",
                 arguments: [.dictionary(key: "s", value: "v", entries)], timeout: .seconds(5))
-            _ = try await connection.call(
+            try BlueZTransport.check(filtered, is: "", context: "SetDiscoveryFilter on \(adapter)")
+            let started = try await connection.call(
                 destination: BlueZ.service, path: path, interface: BlueZ.adapterInterface, method: "StartDiscovery",
                 timeout: .seconds(5))
+            try BlueZTransport.check(started, is: "", context: "StartDiscovery on \(adapter)")
             logger.debug("discovery started", metadata: ["adapter": "\(adapter)"])
         } catch {
             users[adapter, default: 1] -= 1

@@ -23,10 +23,14 @@ struct Options {
     var timeScale = 1.0
     var quirks: Set<BlueZSimulator.Quirk> = []
     var batteryPlugin = true
+    var hostile = false
+    var seed: UInt64 = 1
 
     static let usage = """
         usage: bluez-sim [--address ADDRESS | --private] [--devices N] [--time-scale X] [--no-battery-plugin]
-                         [--quirk services-before-gatt|no-connected-signal]...
+                         [--quirk services-before-gatt|no-connected-signal]... [--hostile [--seed N]]
+          --hostile  an org.bluez that gets every type wrong (wrong property types, wrong reply signatures,
+                     malformed signals), seeded: a client must report typed errors and never trap
         """
 
     static func parse(_ arguments: [String]) throws(UsageError) -> Options {
@@ -60,6 +64,11 @@ struct Options {
                 }
                 options.quirks.insert(quirk)
             case "--no-battery-plugin": options.batteryPlugin = false
+            case "--hostile": options.hostile = true
+            case "--seed":
+                let text = try value(for: argument)
+                guard let seed = UInt64(text) else { throw UsageError("--seed needs a whole number, not '\(text)'") }
+                options.seed = seed
             case "-h", "--help": throw UsageError(nil)
             default: throw UsageError("unknown argument '\(argument)'")
             }
@@ -138,16 +147,24 @@ do {
     } else {
         bus = .system
     }
-    let configuration = BlueZSimulator.Configuration(
-        adapters: ["hci0"], devices: .sensors(count: options.devices), timeScale: options.timeScale,
-        quirks: options.quirks, batteryPlugin: options.batteryPlugin)
-    let simulator = try await BlueZSimulator.start(on: bus, configuration: configuration)
+    let devices: [SimulatedDevice] = .sensors(count: options.devices)
+    let stop: () async -> Void
+    if options.hostile {
+        let hostile = try await HostileBlueZ.start(on: bus, devices: devices.map(\.address), seed: options.seed)
+        stop = { await hostile.stop() }
+    } else {
+        let configuration = BlueZSimulator.Configuration(
+            adapters: ["hci0"], devices: devices, timeScale: options.timeScale,
+            quirks: options.quirks, batteryPlugin: options.batteryPlugin)
+        let simulator = try await BlueZSimulator.start(on: bus, configuration: configuration)
+        stop = { await simulator.stop() }
+    }
     writeLine("READY")
     for await number in signals.stream {
         Logger(label: "bluez-sim").info("signal \(number): stopping")
         break
     }
-    await simulator.stop()
+    await stop()
     privateBus?.stop()
     exit(0)
 } catch {

@@ -1,4 +1,5 @@
 import DBusTesting
+import KeepAliveTesting
 import Testing
 @testable import DBus
 
@@ -44,7 +45,7 @@ extension DBusTests {
             let decoded = try DBusMessage(adopting: try #require(roundTrip, "\(failure.map { "\($0.name): \($0.message)" } ?? "")")).arguments()
             #expect(decoded == (try original.arguments()))
 
-            var random = SplitMix(seed: 0x6b65_6570_616c_6976)
+            var random = SeededRandomNumberGenerator(seed: 0x6b65_6570_616c_6976)
             var accepted = 0
             var decodedCount = 0
             var typedErrors = 0
@@ -73,18 +74,5 @@ extension DBusTests {
             print("decoding fuzz: \(Self.iterations) mutants, \(accepted) accepted by libdbus, \(decodedCount) decoded, \(typedErrors) typed errors, 0 traps")
             #expect(accepted > 0)
         }
-    }
-}
-
-/// A tiny seeded generator (SplitMix64), so a failing mutant can be reproduced.
-struct SplitMix {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }

@@ -90,6 +90,27 @@ struct CLITests {
         }
     }
 
+    /// `bluez-sim --hostile` answers every call with the wrong signature: the daemon keeps running, and every
+    /// tick of every device is a record with a typed error (protocolError, notConnected…), never a crash.
+    @Test func againstAHostileBlueZEveryRecordIsATypedFailure() async throws {
+        try await PrivateBus.with { bus in
+            let hostile = try await HostileBlueZ.start(
+                on: .address(bus.address), devices: (1...3).map { "C0:FF:EE:00:00:0\($0)" }, seed: 11)
+            let file = try TemporaryFile(name: "keepalive.yaml", contents: Self.configuration(devices: 3, interval: "2s"))
+            defer { file.remove() }
+            let result = try await CommandProcess.run(["run", "--config", file.path, "--bus", bus.address, "--ticks", "3"])
+            await hostile.stop()
+            #expect(result.status == 0, "stderr: \(result.stderr.suffix(2_000))")
+            let records = Self.records(result.stdout)
+            #expect(records.map(\.seq) == Array(0..<9))
+            for record in records {
+                #expect(record.line.contains("\"result\":\"failed\""), "\(record.line)")
+                #expect(record.line.contains("\"error\":{\"code\":\""), "untyped: \(record.line)")
+            }
+            #expect(hostile.callCount > 0)
+        }
+    }
+
     @Test func sigtermInTheMiddleOfAWindowExitsZeroWithin3sFlushedAndDisconnected() async throws {
         // BlueZ's real ~2-s disconnect, and reads that hang: SIGTERM arrives while every window is open.
         try await Self.withSimulator(realistic: true) { bus, simulator in

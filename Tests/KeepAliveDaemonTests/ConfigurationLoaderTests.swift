@@ -1,6 +1,7 @@
 import Foundation
 import KeepAlive
 import KeepAliveDaemon
+import KeepAliveTesting
 import Testing
 
 /// The YAML configuration loader: the example, one test per error class (exact kind, line, column and field),
@@ -535,22 +536,10 @@ struct ConfigurationLoaderTests {
         #expect(error.location.column >= 1, "\(error)")
     }
 
-    /// SplitMix64: a seeded generator, so a failing variant can be reproduced.
-    private struct SeededGenerator: RandomNumberGenerator {
-        var state: UInt64
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var value = state
-            value = (value ^ (value >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            value = (value ^ (value >> 27)) &* 0x94D0_49BB_1331_11EB
-            return value ^ (value >> 31)
-        }
-    }
-
     /// 500 variants in the suite; `KEEPALIVE_FUZZ_ITERATIONS` (CI: 100,000) for more.
     @Test func mutatedExamplesParseOrFailInsideTheFile() {
         let iterations = ProcessInfo.processInfo.environment["KEEPALIVE_FUZZ_ITERATIONS"].flatMap(Int.init) ?? 500
-        var generator = SeededGenerator(state: 2024)
+        var generator = SeededRandomNumberGenerator(seed: 2024)
         let original = ExampleConfiguration.yaml.split(separator: "\n", omittingEmptySubsequences: false)
             .map(String.init)
         var failures = 0
