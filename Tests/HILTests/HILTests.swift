@@ -122,14 +122,7 @@ struct HILTests {
             let started = ContinuousClock.now
             do {
                 try await HILShell.run(off)
-                let ending = try await withTimeout("the notifications to end after the peripheral powered off", .seconds(30)) { () -> TransportError? in
-                    do {
-                        for try await _ in stream {}
-                        return nil
-                    } catch let error as TransportError {
-                        return error
-                    }
-                }
+                let ending = try await session.end(of: stream, after: "the peripheral powered off")
                 let lost = HILReport.milliseconds(since: started)
                 #expect(ending != nil, "the stream finished without a typed error")
                 try await session.waitUntilDisconnected(within: .seconds(30))
@@ -156,14 +149,7 @@ struct HILTests {
             let stream = try await session.transport.notifications(from: environment.counter, of: environment.peripheral)
             let started = ContinuousClock.now
             try await HILShell.run(restart)
-            let ending = try await withTimeout("the notifications to end after bluetoothd restarted", .seconds(30)) { () -> TransportError? in
-                do {
-                    for try await _ in stream {}
-                    return nil
-                } catch let error as TransportError {
-                    return error
-                }
-            }
+            let ending = try await session.end(of: stream, after: "bluetoothd restarted")
             #expect(ending != nil, "the stream finished without a typed error")
             HILReport.line("restart: in-flight ended after \(HILReport.milliseconds(since: started)) (\(ending.map { "\($0.code): \($0.message)" } ?? "no error"))")
             try await session.transport.cache.waitUntilReady(timeout: .seconds(60))
@@ -257,6 +243,18 @@ struct HILSession: Sendable {
         let cache = transport.cache
         try await waitUntil("\(environment.peripheral.address) to read Connected=false", timeout: limit) {
             cache.device(path)?.connected != true
+        }
+    }
+
+    /// Waits (at most 30 s) for a notification stream to end; returns its typed error (nil: it just finished).
+    func end(of stream: AsyncThrowingStream<[UInt8], any Error>, after what: String) async throws -> TransportError? {
+        try await withTimeout("the notifications to end after \(what)", .seconds(30)) {
+            do {
+                for try await _ in stream {}
+                return nil
+            } catch let error as TransportError {
+                return error
+            }
         }
     }
 
