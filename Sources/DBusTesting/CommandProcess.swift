@@ -18,6 +18,13 @@ public let keepaliveBinary: String = {
 /// runtime is linked in. Swift has no compile-time condition for sanitizers.
 public let runningUnderThreadSanitizer: Bool = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "__tsan_init") != nil
 
+/// Whether it is instrumented by AddressSanitizer.
+public let runningUnderAddressSanitizer: Bool = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "__asan_init") != nil
+
+/// How much longer a wall-clock bound must be under a sanitizer (the code runs 2–5× slower, and the whole
+/// suite in parallel on two cores more so): bounds that prove "bounded, not hung" are multiplied by it.
+public let sanitizerSlowdown: Int64 = runningUnderThreadSanitizer || runningUnderAddressSanitizer ? 3 : 1
+
 /// A running `keepalive`: its output collected as it comes (by a thread per pipe), signals, a bounded wait.
 public final class CommandProcess: Sendable {
     public let pid: pid_t

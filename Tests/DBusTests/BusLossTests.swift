@@ -25,7 +25,7 @@ extension DBusTests {
                 try await bus.killDaemon()
                 let callResult = try await withTimeout("the pending call fails") { await pending.result }
                 let streamError = try await withTimeout("the stream ends") { await streamEnd.value }
-                #expect(clock.now - start < .seconds(2))
+                #expect(clock.now - start < .seconds(2 * sanitizerSlowdown))
                 #expect(throws: DBusError.self) { try callResult.get() }
                 if case .failure(let error as DBusError) = callResult { #expect(error.code == .disconnected) }
                 #expect((streamError as? DBusError)?.code == .disconnected)

@@ -129,7 +129,7 @@ struct CLITests {
             let took = clock.now - signalled
             #expect(status == 0, "stderr: \(process.standardError)")
             // 3 s is the promise (BlueZ's Disconnect alone takes 2); ThreadSanitizer slows everything, so it gets 6.
-            #expect(took < (runningUnderThreadSanitizer ? .seconds(6) : .seconds(3)), "exit took \(took)")
+            #expect(took < .seconds(3 * sanitizerSlowdown), "exit took \(took)")
             let records = Self.records(process.standardOutput)
             #expect(records.count == 3, "one record per open window, flushed: \(process.standardOutput)")
             #expect(records.map(\.seq) == [0, 1, 2])
