@@ -204,9 +204,11 @@ extension DBusTests {
                 try await waitUntil("every descriptor of the round trips is closed") {
                     Descriptors.openCount() <= before
                 }
+                // The counts are the whole process's, and other suites open and close descriptors meanwhile: they
+                // show that the hundred copies never piled up; the pipe below shows that none is left.
                 let after = Descriptors.openCount()
-                #expect(after == before, "open descriptors: before \(before), peak \(peak), after \(after)")
-                #expect(peak - before < 10, "open descriptors: before \(before), peak \(peak)")
+                #expect(after <= before, "open descriptors: before \(before), peak \(peak), after \(after)")
+                #expect(peak - before < 50, "open descriptors: before \(before), peak \(peak)")
                 // The strongest check: no copy of the write end is left anywhere in the process (client, service,
                 // libdbus's messages), so closing ours ends the pipe.
                 pipe.write.close()
