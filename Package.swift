@@ -183,6 +183,7 @@ let package = Package(
                 "KeepAlive",
                 "BlueZ",
                 "BlueZSimulator",
+                "CLinux",
                 "DBus",
                 "DBusTesting",
                 "Locking",

@@ -2,6 +2,7 @@
 #ifndef CLINUX_SHIM_H
 #define CLINUX_SHIM_H
 
+#include <malloc.h>
 #include <sys/prctl.h>
 #include <sys/timerfd.h>
 #include <time.h>
@@ -24,6 +25,13 @@ static inline int clinux_timerfd_set_absolute(int fd, long long seconds, long na
 // thread the same way (at most 15 bytes), for top -H and /proc/PID/task/*/comm.
 static inline void clinux_set_thread_name(const char *name) {
     prctl(PR_SET_NAME, name, 0, 0, 0);
+}
+
+// M_ARENA_MAX is a macro Swift does not import. glibc gives each thread that allocates while another holds an
+// arena a new one (up to 8 per core), and each keeps its own free pages: a daemon whose work hops between
+// libdispatch worker threads grows by fragmentation for an hour. Two arenas are plenty for its allocation rate.
+static inline int clinux_limit_malloc_arenas(int count) {
+    return mallopt(M_ARENA_MAX, count);
 }
 
 #endif

@@ -42,6 +42,7 @@ struct RunCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
+        limitMallocArenas()
         ignoreBrokenPipes()
         var configuration = try loadConfiguration(config)
         if let output { configuration.output = output == "-" ? .standardOutput : .file(output) }
