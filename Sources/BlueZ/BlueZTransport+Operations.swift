@@ -157,8 +157,9 @@ extension BlueZTransport {
         return (path, characteristic)
     }
 
-    /// Battery Level (0x2A19). BlueZ's battery plugin claims the Battery Service: the characteristic is not
-    /// exported over D-Bus, `org.bluez.Battery1.Percentage` is. A read of 0x2A19 falls back to it.
+    /// Battery Level (0x2A19). bluetoothd's battery plugin adds `org.bluez.Battery1.Percentage`; 5.66 keeps the
+    /// characteristic exported too (the qemu lab), other versions have hidden it. A read of 0x2A19 uses the
+    /// characteristic when it is there and falls back to Battery1 when it is not.
     static let batteryLevel = BluetoothUUID(assigned: 0x2A19)
 
     public func read(_ characteristic: BluetoothUUID, from peripheral: Peripheral) async throws -> [UInt8] {
@@ -254,12 +255,25 @@ extension BlueZTransport {
 
     private func sendDisconnect(_ peripheral: Peripheral, timeout: Duration) async {
         guard let path = try? BlueZ.devicePath(peripheral) else { return }
+        let started = time.now
         do {
             _ = try await call(path, BlueZ.deviceInterface, "Disconnect", timeout: timeout, context: "Disconnect \(peripheral.address)")
         } catch let error as TransportError where [.notConnected, .deviceVanished, .serviceUnavailable, .serviceRestarted].contains(error.code) {
-            // Nothing (left) to disconnect.
+            return  // Nothing (left) to disconnect.
         } catch {
             logger.warning("Disconnect failed", metadata: ["address": "\(peripheral.address)", "error": "\(error)"])
+            return
+        }
+        // bluetoothd 5.66 replies with ServicesResolved=false and drops Connected ~6 ms later (the qemu lab): a
+        // Connect sent in between finds the old link still up and then loses it. So the link is down when this
+        // returns (or the Disconnect's deadline has passed).
+        let deadline = started + timeout
+        do {
+            try await cache.wait(until: deadline, for: "\(peripheral.address) to read Connected=false") { tree in
+                tree.properties(path, BlueZ.deviceInterface)?.bool("Connected") == true ? .waiting : .satisfied
+            }
+        } catch {
+            logger.warning("Disconnect returned but the link stayed up", metadata: ["address": "\(peripheral.address)", "error": "\(error)"])
         }
     }
 

@@ -15,8 +15,10 @@ extension BlueZSimulator {
         public var timeScale: Double
         public var latencies: Latencies
         public var quirks: Set<Quirk>
-        /// bluetoothd's battery plugin (on by default): it claims a 0x180F service, hides it from the GATT
-        /// objects and adds `org.bluez.Battery1` to the connected device. Off is `bluetoothd -P battery`.
+        /// bluetoothd's battery plugin (on by default): it adds `org.bluez.Battery1` to a connected device
+        /// with a 0x180F service (10–60 ms after the GATT objects) and removes it as soon as Disconnect is
+        /// called. The service's GATT objects stay exported (as bluetoothd 5.66 does in the qemu lab). Off is
+        /// `bluetoothd -P battery`.
         public var batteryPlugin: Bool
         /// The well-known name of the control interface (`io.keepalive.Simulator`); nil: no control interface.
         public var controlName: String?
@@ -52,8 +54,9 @@ extension BlueZSimulator {
         public var rssiInterval: Duration = .seconds(1)
         /// ATT transaction timeout (a hung read fails and the link drops).
         public var attTimeout: Duration = .seconds(30)
-        /// A powered-off peripheral's link drops after this (BlueZ's default LE supervision timeout, 420 ms).
-        public var supervisionTimeout: Duration = .milliseconds(420)
+        /// A peripheral powered off drops its link after this: its controller ends the link (HCI reason 0x15,
+        /// "power off"), 10–211 ms after the command in the qemu lab; no supervision timeout is involved.
+        public var powerOffLinkLoss: Duration = .milliseconds(100)
         /// Graceful restart: how long org.bluez stays off the bus.
         public var restart: Duration = .seconds(1)
 

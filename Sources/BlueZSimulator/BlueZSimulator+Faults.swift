@@ -21,8 +21,9 @@ extension BlueZSimulator {
         case absent
         /// The device is removed (InterfacesRemoved); calls in flight on it fail with UnknownObject.
         case vanish
-        /// The peripheral loses power: an existing link drops after the LE supervision timeout (Connected=false,
-        /// reads in flight fail "Not connected", notifications stop), then it is `absent` until cleared.
+        /// The peripheral is powered off: an existing link drops ~100 ms later (its controller ends it;
+        /// Connected=false, reads in flight fail "Not connected", notifications stop), then it is `absent`
+        /// until cleared.
         case powerOff
 
         /// The name used on the control interface: `connect-abort`, `in-progress`, `read-hang`, `att-error`,
@@ -76,7 +77,7 @@ extension SimulatorEngine {
             await removeFromBus(path, error: BlueZError.unknownObject(path), announceLinkDown: false)
         case .powerOff:
             model.withLock { $0.devices[path]?.advertising = false }
-            schedule(after: configuration.latencies.supervisionTimeout) { [self] in await dropLink(path) }
+            schedule(after: configuration.latencies.powerOffLinkLoss) { [self] in await dropLink(path) }
         default:
             model.withLock { model in
                 guard var device = model.devices[path] else { return }

@@ -134,19 +134,50 @@ extension SimulatorEngine {
         case .nothing:
             break
         case .disconnect(let link):
+            // As bluetoothd 5.66 (seen in the qemu lab): Battery1 goes at once; ~2 s later the reply, with
+            // ServicesResolved=false, then Connected=false ~6 ms after it, each in a PropertiesChanged of its own.
+            await removeBattery(path)
             try await Task.sleep(for: scaled(configuration.latencies.disconnect))
-            // The reply first, then Connected=false with ServicesResolved=false.
-            call.afterReply { [self] _ in await dropLink(path, onlyLink: link) }
+            call.afterReply { [self] _ in
+                await unresolveServices(path, link: link)
+                try? await Task.sleep(for: scaled(.milliseconds(6)))
+                await dropLink(path, onlyLink: link)
+            }
         }
         return []
     }
 
-    /// The link went down: Connected=false and ServicesResolved=false in one PropertiesChanged, reads in
-    /// flight fail with "Not connected", notifications stop (sessions stay), Battery1 goes.
+    /// Disconnect's first step: ServicesResolved=false while the link is still up.
+    private func unresolveServices(_ path: ObjectPath, link: Int) async {
+        let changed = model.withLock { model in
+            guard let device = model.devices[path], device.link == link, device.servicesResolved else { return false }
+            model.devices[path]?.servicesResolved = false
+            return true
+        }
+        guard changed else { return }
+        await emitChanged(path, Self.deviceInterface, ["ServicesResolved": .boolean(false)])
+    }
+
+    /// Battery1 leaves the device (the plugin lets go as soon as Disconnect is called).
+    private func removeBattery(_ path: ObjectPath) async {
+        let removed = model.withLock { model in
+            guard model.devices[path]?.batteryExported == true else { return false }
+            model.devices[path]?.batteryExported = false
+            return true
+        }
+        guard removed, model.withLock({ $0.devices[path]?.exported ?? false }) else { return }
+        let object = deviceObject(path, battery: false)
+        await emit { try await $0.export(object, at: path) }
+    }
+
+    /// The link went down: Connected=false and ServicesResolved=false in one PropertiesChanged (after a
+    /// Disconnect, ServicesResolved is false already and only Connected changes), reads in flight fail with
+    /// "Not connected", notifications stop (sessions stay), Battery1 goes.
     func dropLink(_ path: ObjectPath, onlyLink: Int? = nil) async {
-        let dropped = model.withLock { model -> (reads: [Promise<[UInt8]>], battery: Bool)? in
+        let dropped = model.withLock { model -> (reads: [Promise<[UInt8]>], battery: Bool, wasResolved: Bool)? in
             guard var device = model.devices[path], device.connected else { return nil }
             if let onlyLink, device.link != onlyLink { return nil }
+            let wasResolved = device.servicesResolved
             device.connected = false
             device.servicesResolved = false
             device.link += 1
@@ -164,7 +195,7 @@ extension SimulatorEngine {
                     model.characteristics[characteristicPath] = characteristic
                 }
             }
-            return (reads, battery)
+            return (reads, battery, wasResolved)
         }
         guard let dropped else { return }
         for read in dropped.reads { read.complete(.failure(BlueZError.notConnected)) }
@@ -175,6 +206,7 @@ extension SimulatorEngine {
             await emit { try await $0.export(object, at: path) }
         }
         await emitChanged(
-            path, Self.deviceInterface, ["Connected": .boolean(false), "ServicesResolved": .boolean(false)])
+            path, Self.deviceInterface,
+            dropped.wasResolved ? ["Connected": .boolean(false), "ServicesResolved": .boolean(false)] : ["Connected": .boolean(false)])
     }
 }

@@ -121,9 +121,9 @@ extension BlueZSimulatorTests {
                 let descriptor = try #require(objects.first { $0.key.isDescendant(of: counter) })
                 #expect(descriptor.key.rawValue.range(of: #"/desc[0-9a-f]{4}$"#, options: .regularExpression) != nil)
                 #expect(descriptor.value["org.bluez.GattDescriptor1"]?["UUID"] == .string(SimulatedUUID.full("2902")))
-                // The battery plugin claims 0x180F: Battery1 instead of a GATT service.
+                // The battery plugin adds Battery1, and bluetoothd 5.66 keeps the 0x180F service exported too.
                 #expect(objects[Harness.devicePath(Harness.first)]?["org.bluez.Battery1"]?["Percentage"]?.byte != nil)
-                #expect(!objects.values.contains { $0["org.bluez.GattService1"]?["UUID"] == .string(SimulatedUUID.full("180F")) })
+                #expect(objects.values.contains { $0["org.bluez.GattService1"]?["UUID"] == .string(SimulatedUUID.full("180F")) })
                 try await harness.device(harness.client, Harness.first, "Disconnect")
                 try await waitUntil("Connected is false") {
                     try await harness.deviceProperty(Harness.first, "Connected") == .boolean(false)
@@ -134,16 +134,28 @@ extension BlueZSimulatorTests {
             }
         }
 
-        @Test func disconnectRepliesAfterItsDelayThenDropsConnectedAndServicesResolved() async throws {
+        /// bluetoothd 5.66 in the qemu lab: Battery1 goes at once, the reply comes ≈2 s later, then
+        /// ServicesResolved=false and, ~6 ms after, Connected=false, in two PropertiesChanged.
+        @Test func disconnectDropsBatteryThenRepliesThenUnresolvesThenDisconnects() async throws {
             try await Harness.with(Harness.configuration { $0.timeScale = 0.05 }) { harness in
                 try await harness.connect()
+                try await waitUntil("Battery1 is there") {
+                    try await harness.objects()[Harness.devicePath(Harness.first)]?["org.bluez.Battery1"] != nil
+                }
                 let signals = try await harness.bluezSignals()
                 let clock = ContinuousClock()
                 let started = clock.now
                 try await harness.device(harness.client, Harness.first, "Disconnect")
                 #expect(clock.now - started >= .milliseconds(95), "Disconnect takes ≈2 s × 0.05")
                 let received = try await collect(signals) { $0.changed["Connected"] == .boolean(false) }
-                #expect(received.last?.changed["ServicesResolved"] == .boolean(false))
+                let batteryGone = received.firstIndex { $0.member == "InterfacesRemoved" }
+                let unresolved = received.firstIndex { $0.changed["ServicesResolved"] == .boolean(false) }
+                let disconnected = received.firstIndex { $0.changed["Connected"] == .boolean(false) }
+                #expect(batteryGone != nil && unresolved != nil && disconnected != nil, "\(received.map(\.member))")
+                if let batteryGone, let unresolved, let disconnected {
+                    #expect(batteryGone < unresolved && unresolved < disconnected)
+                }
+                #expect(received.last?.changed["ServicesResolved"] == nil, "separate signals")
             }
         }
 

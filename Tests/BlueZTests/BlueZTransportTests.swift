@@ -28,7 +28,7 @@ struct BlueZTransportTests {
                         let record = try await records.next { $0.tick == UInt64(tick) }
                         #expect(record.result != .failed, "\(record.device) tick \(tick): \(String(describing: record.failure))")
                         #expect(record.values.map(\.characteristic) == [H.counter, H.battery])
-                        // 0x2A19 comes from Battery1.Percentage: BlueZ's battery plugin hides the characteristic.
+                        // 0x2A19 is read from the characteristic (bluetoothd 5.66 keeps it exported beside Battery1).
                         #expect(record.values.last?.bytes.count == 1)
                         #expect(record.window?.outcome == .completed)
                     }
