@@ -4,10 +4,14 @@
 #                through a private D-Bus (no Bluetooth hardware, no root needed; apt packages are installed
 #                first when missing, which needs root or sudo)
 #   make test    every test: core on a manual clock, D-Bus against a private dbus-daemon
-#   make bench   release benchmarks (core; D-Bus against a C libdbus client; BlueZTransport against bleak)
+#   make bench   the benchmark suite: the daemon against bleak and a C floor, idle wakeups, lateness, memory,
+#                start-up; writes BENCHMARKS.md (make bench-quick: every section small, for CI)
 #   make tsan    the tests under ThreadSanitizer
+#   make asan    the tests under AddressSanitizer (leak checking off: XCTest itself leaks)
 #   make fidelity  bleak 3.x and bluetoothctl 5.66 against the BlueZ simulator (needs PyPI for bleak)
 #   make hil       the hardware-in-the-loop suite against the simulator (README: Hardware in the loop)
+#   make lab       the same suite against a real bluetoothd 5.66 in a qemu guest (Tests/Lab; root; builds a
+#                  Debian image into ~/.cache/keepalive-lab the first time, about 2 minutes)
 #   make soak      an hour of the daemon against 50 simulated sensors with random faults (SOAK_MINUTES)
 #   make install   the release binary, the example configuration and udev/ in place (PREFIX, DESTDIR; root)
 #
@@ -29,7 +33,7 @@ APT_PACKAGES := libdbus-1-dev libbluetooth-dev dbus-daemon systemd libglib2.0-bi
 PREFIX ?= /usr/local
 DESTDIR ?=
 
-.PHONY: deps build test demo bench tsan fidelity hil soak install clean
+.PHONY: deps build test demo bench tsan fidelity hil lab soak asan install clean
 
 deps:
 	@missing=""; for p in $(APT_PACKAGES); do \
@@ -73,16 +77,27 @@ install: deps
 	  echo "installed: edit /etc/keepalive/keepalive.yaml, check with 'keepalive doctor --config /etc/keepalive/keepalive.yaml', then 'systemctl enable --now keepalive'"; \
 	fi
 
+# The benchmark suite (issue #8, Benchmarks/run.py): the daemon against bleak and a C libdbus floor on one
+# simulator, idle wakeups, tick lateness, memory, start-up, the core and D-Bus; prints a table, writes
+# BENCHMARKS.md (about 25 minutes). bench-quick runs every section small (CI's smoke test: fails when a section
+# produces no numbers or a poll fails) and writes .build-bench/BENCHMARKS-quick.md. Builds in .build-bench.
 bench: deps
-	$(SWIFT) run -c release KeepAliveBenchmarks
-	$(SWIFT) run -c release DBusBenchmark 20000
-	Benchmarks/bluez-bench/run.sh
+	SWIFT=$(SWIFT) python3 Benchmarks/run.py
+
+.PHONY: bench-quick
+bench-quick: deps
+	SWIFT=$(SWIFT) python3 Benchmarks/run.py --quick
 
 fidelity: deps
 	Tests/Fidelity/run.sh
 
 hil: deps
 	Tests/HIL/run-simulator.sh
+
+# The HIL suite against the qemu lab: a real bluetoothd with two emulated controllers and a GATT peripheral
+# (Tests/Lab/README.md). Builds the tests in .build-lab; the exit status is the suite's.
+lab: deps
+	Tests/Lab/run.sh
 
 # An hour of `keepalive run` (release) against 50 simulated sensors with 5 % random faults: RSS, seq, windows.
 soak: deps
@@ -93,5 +108,8 @@ soak: deps
 tsan: deps
 	$(SWIFT) test --sanitize=thread --scratch-path .build-tsan
 
+asan: deps
+	ASAN_OPTIONS=detect_leaks=0 $(SWIFT) test --sanitize=address --scratch-path .build-asan
+
 clean:
-	rm -rf .build .build-tsan .build-sim .build-bench .build-log.txt
+	rm -rf .build .build-tsan .build-asan .build-sim .build-bench .build-lab .build-log.txt

@@ -3,6 +3,10 @@
 // simulator in `Benchmarks/bluez-bench/run.sh`, which runs bleak on the same devices in the same run).
 //
 //   BlueZBenchmark N [ROUNDS]   → prints one line: n=… cpu_us_per_device=… wall_ms_per_round=… failures=…
+//   BlueZBenchmark --sync [REPEATS] → the object cache's first sync of BlueZ's whole tree (issue #8): a new
+//     connection each time, then BlueZTransport.run() until the cache is ready (match rules, GetManagedObjects,
+//     the cache built); then a bare GetManagedObjects decoded into DBusValues on the same connection, to tell the
+//     D-Bus decode from the cache's own work. Medians: sync_ms=… sync_cpu_us=… gmo_ms=… gmo_cpu_us=… devices=…
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -18,6 +22,47 @@ func cpuMicroseconds() -> Double {
 }
 
 let arguments = CommandLine.arguments
+if arguments.count >= 2, arguments[1] == "--sync" {
+    let repeats = arguments.count >= 3 ? Int(arguments[2]) ?? 3 : 3
+    let quiet = Logger(label: "bench", factory: { _ in SwiftLogNoOpLogHandler() })
+    var syncs: [(wall: Double, cpu: Double, gmoWall: Double, gmoCPU: Double, devices: Int)] = []
+    for _ in 0..<repeats {
+        let connection = try await DBusConnection(bus: .system)
+        let transport = BlueZTransport(connection: connection, logger: quiet)
+        let cpuStart = cpuMicroseconds()
+        let start = ContinuousClock.now
+        let cacheTask = Task { try await transport.run() }
+        try await transport.cache.waitUntilReady(timeout: .seconds(120))
+        let wall = ContinuousClock.now - start
+        let cpu = cpuMicroseconds() - cpuStart
+        let devices = transport.cache.devices().count
+        let gmoCPUStart = cpuMicroseconds()
+        let gmoStart = ContinuousClock.now
+        let tree = try await connection.getManagedObjects(destination: "org.bluez", timeout: .seconds(120))
+        let gmoWall = ContinuousClock.now - gmoStart
+        let gmoCPU = cpuMicroseconds() - gmoCPUStart
+        precondition(tree.count >= devices)
+        cacheTask.cancel()
+        _ = try? await cacheTask.value
+        await connection.close()
+        func milliseconds(_ duration: Duration) -> Double {
+            Double(duration.components.seconds) * 1e3 + Double(duration.components.attoseconds) / 1e15
+        }
+        syncs.append((milliseconds(wall), cpu, milliseconds(gmoWall), gmoCPU, devices))
+    }
+    func median(_ values: [Double]) -> Double { values.sorted()[values.count / 2] }
+    func text(_ value: Double) -> String {
+        let tenths = Int((value * 10).rounded())
+        return "\(tenths / 10).\(tenths % 10)"
+    }
+    print(
+        "sync repeats=\(repeats) sync_ms=\(text(median(syncs.map(\.wall)))) sync_cpu_us=\(Int(median(syncs.map(\.cpu))))"
+            + " gmo_ms=\(text(median(syncs.map(\.gmoWall)))) gmo_cpu_us=\(Int(median(syncs.map(\.gmoCPU))))"
+            + " devices=\(syncs.last?.devices ?? 0)"
+    )
+    exit(0)
+}
+
 guard arguments.count >= 2, let count = Int(arguments[1]), count > 0 else {
     print("usage: BlueZBenchmark N [ROUNDS]")
     exit(2)

@@ -4,6 +4,12 @@
 // 2. Scheduler overhead per registration per tick with 10,000 trivial callbacks.
 // 3. Scheduler + poll engine overhead per device per tick with 10,000 MockTransport devices
 //    (connect → read → disconnect, zero latency): CPU time (getrusage) divided by devices.
+//
+// `KeepAliveBenchmarks --lateness INTERVAL_MS TICKS` instead measures tick lateness on the real clock (issue
+// #8): one registration on a KeepAlive with its default clock, TICKS ticks after tick 0 (which fires at start);
+// for each, how late the scheduler woke (TickReport.fired − scheduled) and how late the callback started (its
+// window's now − scheduled).
+// Prints one line: `lateness interval_ms=… ticks=… fired_p50_us=… … began_max_us=…`.
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -167,6 +173,66 @@ func benchmarkTicks(devices: Int, ticks: Int, withEngine: Bool) async throws -> 
     try? await run.value
     consumer?.cancel()
     return (cpu / (devices * ticks), wall / ticks)
+}
+
+// MARK: 4. Tick lateness on the real clock
+
+/// Runs one registration for `ticks` ticks on the scheduler's default (real) clock; returns, in microseconds
+/// per tick after the first, how late the scheduler fired and how late the callback's window began, and how late
+/// tick 0 fired.
+func benchmarkLateness(interval: Duration, ticks: Int) async -> (fired: [Double], began: [Double], first: Double) {
+    let keepAlive = KeepAlive(configuration: .init(interval: interval), logger: logger)
+    let started = Locked<[UInt64: KeepAliveInstant]>([:])
+    let reports = Locked<[(tick: UInt64, scheduled: KeepAliveInstant, fired: KeepAliveInstant)]>([])
+    let completed = Counter()
+    keepAlive.register(
+        name: "lateness",
+        options: .init(maxTicks: UInt64(ticks)),
+        onReport: { report in
+            reports.withLock { $0.append((report.tick, report.scheduled, report.fired)) }
+            completed.increment()
+        }
+    ) { window in
+        // The window's clock, read through the public API: now = deadline − time remaining.
+        let now = window.deadline.advanced(by: .zero - window.timeRemaining)
+        started.withLock { $0[window.tick] = now }
+        return .noData
+    }
+    let run = Task { try await keepAlive.run() }
+    await completed.wait(for: ticks)
+    run.cancel()
+    _ = try? await run.value
+    let began = started.withLock { $0 }
+    var firedLateness: [Double] = []
+    var beganLateness: [Double] = []
+    // Tick 0 fires "at start": its lateness is the scheduler's start-up, reported apart (first_us).
+    for report in reports.withLock({ $0 }) where report.tick > 0 {
+        firedLateness.append(microseconds(report.scheduled.duration(to: report.fired)))
+        if let start = began[report.tick] { beganLateness.append(microseconds(report.scheduled.duration(to: start))) }
+    }
+    let first = reports.withLock { $0.first { $0.tick == 0 } }.map { microseconds($0.scheduled.duration(to: $0.fired)) }
+    return (firedLateness, beganLateness, first ?? .nan)
+}
+
+func percentile(_ values: [Double], _ fraction: Double) -> Double {
+    guard !values.isEmpty else { return .nan }
+    let sorted = values.sorted()
+    let rank = Int((fraction * Double(sorted.count - 1)).rounded())
+    return sorted[min(max(rank, 0), sorted.count - 1)]
+}
+
+if let flag = CommandLine.arguments.firstIndex(of: "--lateness") {
+    let arguments = CommandLine.arguments
+    let intervalMilliseconds = flag + 1 < arguments.count ? Int(arguments[flag + 1]) ?? 1_000 : 1_000
+    let ticks = flag + 2 < arguments.count ? Int(arguments[flag + 2]) ?? 600 : 600
+    let (fired, began, first) = await benchmarkLateness(interval: .milliseconds(intervalMilliseconds), ticks: ticks + 1)
+    var line = "lateness interval_ms=\(intervalMilliseconds) ticks=\(fired.count) first_us=\(format(first, 1))"
+    for (name, values) in [("fired", fired), ("began", began)] {
+        line += " \(name)_p50_us=\(format(percentile(values, 0.5), 1)) \(name)_p99_us=\(format(percentile(values, 0.99), 1))"
+            + " \(name)_max_us=\(format(values.max() ?? .nan, 1)) \(name)_min_us=\(format(values.min() ?? .nan, 1))"
+    }
+    print(line)
+    exit(0)
 }
 
 // MARK: Report

@@ -1,0 +1,203 @@
+#!/usr/bin/env python3
+"""Instructions per poll, by function: the daemon and the C floor under callgrind (issue #8's CPU analysis).
+
+    Benchmarks/callgrind_poll.py [--devices N] [--ticks T] [--top K]
+
+Runs `keepalive run` (N devices, 2 s interval) under callgrind twice, for 2 and 2+T ticks, against one
+`bluez-sim --devices N --time-scale 0.01`, and the C floor (Benchmarks/c-floor/bluez_poll.c) for 1 and 1+T
+rounds; the difference of the two runs ÷ (N·T) is the cost of one poll in steady state, start-up and shutdown
+cancelled out. Prints instructions per poll for both clients, by library and by function (self), and the
+inclusive cost of a few known hot spots. Instruction counts are repeatable to a fraction of a percent, unlike
+CPU time on a shared machine; they do not include the kernel (syscalls, context switches: see strace -c).
+
+valgrind 3.19 cannot run the Swift binaries as they are, so this works on copies: debug info stripped from the
+binary and the Swift runtime libraries (its DWARF 5 reader gives up), and libdispatch's main-thread
+`sigsuspend` replaced by `pause` through an LD_PRELOAD shim (valgrind crashes in it on this kernel). Builds the
+release products in .build-bench first (like run.py).
+"""
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import run  # noqa: E402  (the benchmark driver: build, simulator, configurations)
+
+SHIM = r"""
+#define _GNU_SOURCE
+#include <signal.h>
+#include <unistd.h>
+/* valgrind 3.19 crashes in libdispatch's main-thread sigsuspend here: park with pause() instead. */
+int sigsuspend(const sigset_t *mask) {
+    sigset_t old;
+    sigprocmask(SIG_SETMASK, mask, &old);
+    pause();
+    sigprocmask(SIG_SETMASK, &old, NULL);
+    return -1;
+}
+"""
+
+HOT_SPOTS = {
+    "BluetoothUUID.shortDescription": "BluetoothUUIDV16shortDescription",
+    "JSONLine.appendString (record escaping)": "JSONLineV12appendString",
+    "BlueZ.deviceOwning (path split)": "deviceOwning",
+    "RecordWriter.encode (whole record)": "RecordWriterC6encode_8sequence2atSS0aB004PollD0V_s6UInt64VAA9WallClockO4TimeVtFZTf4nnnd_n",
+    "BlueZObjectCache.apply (signals)": "ZObjectCacheC5apply_2to7effects",
+    "DBusConnection.handleIncoming": "ConnectionC14handleIncoming",
+    "DBusConnection.sendWithReply": "ConnectionC13sendWithReply",
+}
+
+
+def annotate(path, inclusive):
+    """callgrind_annotate → {function: instructions}."""
+    command = ["callgrind_annotate", "--threshold=100"] + (["--inclusive=yes"] if inclusive else []) + [path]
+    text = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True).stdout
+    costs = {}
+    for line in text.splitlines():
+        match = re.match(r"^\s*([\d,]+)\s+(?:\([^)]*\)\s+)?(\S.*)$", line)
+        if match and ":" in match.group(2):
+            costs[match.group(2)] = costs.get(match.group(2), 0) + int(match.group(1).replace(",", ""))
+    return costs
+
+
+def per_poll(short, long, polls):
+    return {k: (long.get(k, 0) - short.get(k, 0)) / polls for k in set(short) | set(long)}
+
+
+def callgrind(command, out, env):
+    result = subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}"] + command, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    if result.returncode != 0 or not os.path.exists(out):
+        raise SystemExit(f"callgrind failed: {[l for l in result.stderr.splitlines() if 'dwarf' not in l][-5:]}")
+
+
+def library(function):
+    match = re.search(r"\[([^\]]+)\]$", function)
+    return os.path.basename(match.group(1)) if match else "?"
+
+
+def demangle(names):
+    tool = shutil.which("swift-demangle") or "/opt/swift/usr/bin/swift-demangle"
+    if not os.path.exists(tool):
+        return names
+    text = subprocess.run([tool, "--simplified"], input="\n".join(names), stdout=subprocess.PIPE, text=True).stdout
+    return text.splitlines()
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--devices", type=int, default=10)
+    parser.add_argument("--ticks", type=int, default=10)
+    parser.add_argument("--top", type=int, default=25)
+    parser.add_argument("--scratch", default=os.path.join(run.ROOT, ".build-bench"))
+    parser.add_argument("--skip-build", action="store_true")
+    args = parser.parse_args()
+    ctx = run.Context(argparse.Namespace(quick=True, scratch=args.scratch))
+    if args.skip_build:
+        ctx.bin = os.path.join(ctx.scratch, "release")
+        ctx.cfloor = os.path.join(ctx.scratch, "bluez_poll")
+    else:
+        run.build(ctx)
+    work = tempfile.mkdtemp(prefix="keepalive-callgrind-")
+    libs = os.path.join(work, "lib")
+    os.makedirs(libs)
+    runtime = "/opt/swift/usr/lib/swift/linux"
+    for name in os.listdir(runtime):
+        if name.endswith(".so"):
+            shutil.copy(os.path.join(runtime, name), libs)
+            subprocess.run(["objcopy", "--strip-debug", os.path.join(libs, name)], stderr=subprocess.DEVNULL)
+    daemon = os.path.join(work, "keepalive")
+    shutil.copy(os.path.join(ctx.bin, "keepalive"), daemon)
+    subprocess.run(["objcopy", "--strip-debug", daemon], check=True)
+    with open(os.path.join(work, "shim.c"), "w") as f:
+        f.write(SHIM)
+    subprocess.run(["gcc", "-shared", "-fPIC", "-O2", "-o", os.path.join(work, "shim.so"), os.path.join(work, "shim.c")],
+                   check=True)
+    n, t = args.devices, args.ticks
+    results = {}
+    with run.Simulator(ctx, n, 0.01) as sim:
+        env = dict(sim.env(), LD_LIBRARY_PATH=libs, LD_PRELOAD=os.path.join(work, "shim.so"))
+        config = run.write_config(ctx, "callgrind.yaml", n, 2.0, budget=1.8)
+        for ticks in (2, 2 + t):
+            run.log(f"callgrind: keepalive, {n} devices, {ticks} ticks")
+            callgrind([daemon, "run", "--config", config, "--bus", sim.address, "--output", os.devnull, "--ticks",
+                       str(ticks)], os.path.join(work, f"keepalive-{ticks}.out"), env)
+        for rounds in (1, 1 + t):
+            run.log(f"callgrind: C floor, {n} devices, {rounds} rounds")
+            callgrind([ctx.cfloor, str(n), str(rounds)], os.path.join(work, f"c-{rounds}.out"), sim.env())
+    polls = n * t
+    for client, (a, b) in {"keepalive": ("keepalive-2", f"keepalive-{2 + t}"), "C floor": ("c-1", f"c-{1 + t}")}.items():
+        self_cost = per_poll(annotate(os.path.join(work, a + ".out"), False),
+                             annotate(os.path.join(work, b + ".out"), False), polls)
+        total = self_cost.pop("PROGRAM TOTALS", sum(self_cost.values()))
+        results[client] = (total, self_cost, a, b)
+        by_library = {}
+        for function, cost in self_cost.items():
+            by_library[library(function)] = by_library.get(library(function), 0) + cost
+        print(f"\n{client}: {total:,.0f} instructions per poll ({polls} polls)")
+        print("  by library: " + ", ".join(f"{k} {v:,.0f}" for k, v in sorted(by_library.items(), key=lambda kv: -kv[1])
+                                            if v >= 1000))
+    total, self_cost, a, b = results["keepalive"]
+    top = sorted(self_cost.items(), key=lambda kv: -kv[1])[:args.top]
+    names = demangle([re.sub(r"^[^:]*:", "", k).rsplit(" [", 1)[0] for k, _ in top])
+    print(f"\nkeepalive, top {args.top} functions by self cost per poll:")
+    for (function, cost), name in zip(top, names):
+        print(f"  {cost:10,.0f}  {name[:110]}  [{library(function)}]")
+    inclusive = per_poll(annotate(os.path.join(work, a + ".out"), True), annotate(os.path.join(work, b + ".out"), True), polls)
+    print("\nkeepalive, hot spots (inclusive per poll; they overlap: encode contains one shortDescription and the escaping):")
+    for label, needle in HOT_SPOTS.items():
+        cost = max((v for k, v in inclusive.items() if needle in k), default=0)
+        print(f"  {cost:10,.0f}  {cost / total * 100:5.1f} %  {label}")
+    c_total = results["C floor"][0]
+    print(f"\nkeepalive ÷ C floor: {total / c_total:.2f}× in instructions")
+    kernel_side(ctx, n, t, work)
+    shutil.rmtree(work, ignore_errors=True)
+    shutil.rmtree(ctx.work, ignore_errors=True)
+
+
+def kernel_side(ctx, n, t, work):
+    """What callgrind cannot see: syscalls (strace -f -c) and context switches (wait4) per poll, same method."""
+    def syscalls(path):
+        counts = {}
+        with open(path) as f:
+            for line in f:
+                match = re.match(r"^\s*[\d.]+\s+[\d.]+\s+\d+\s+(\d+)\s+(?:\d+\s+)?(\w+)\s*$", line)
+                if match and match.group(2) != "total":
+                    counts[match.group(2)] = int(match.group(1))
+        return counts
+
+    def measure(command, env, out):
+        traced = subprocess.run(["strace", "-f", "-c", "-o", out] + command, env=env, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)
+        process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        _, _, usage = os.wait4(process.pid, 0)
+        return syscalls(out), usage
+
+    with run.Simulator(ctx, n, 0.01) as sim:
+        config = run.write_config(ctx, "strace.yaml", n, 2.0, budget=1.8)
+        runs = {}
+        for client, counts in {"keepalive": (2, 2 + t), "C floor": (1, 1 + t)}.items():
+            for count in counts:
+                if client == "keepalive":
+                    command = [os.path.join(ctx.bin, "keepalive"), "run", "--config", config, "--bus", sim.address,
+                               "--output", os.devnull, "--ticks", str(count)]
+                else:
+                    command = [ctx.cfloor, str(n), str(count)]
+                runs[(client, count)] = measure(command, sim.env(), os.path.join(work, f"strace-{count}.txt"))
+    print("\nper poll, kernel side (strace -f -c; wait4 context switches):")
+    for client, (a, b) in {"keepalive": (2, 2 + t), "C floor": (1, 1 + t)}.items():
+        (calls_a, usage_a), (calls_b, usage_b) = runs[(client, a)], runs[(client, b)]
+        diff = {k: (calls_b.get(k, 0) - calls_a.get(k, 0)) / (n * t) for k in set(calls_a) | set(calls_b)}
+        voluntary = (usage_b.ru_nvcsw - usage_a.ru_nvcsw) / (n * t)
+        involuntary = (usage_b.ru_nivcsw - usage_a.ru_nivcsw) / (n * t)
+        top = ", ".join(f"{k} {v:.1f}" for k, v in sorted(diff.items(), key=lambda kv: -kv[1])[:6] if v >= 0.5)
+        print(f"  {client}: {sum(diff.values()):.1f} syscalls ({top}); {voluntary:.1f} voluntary + "
+              f"{involuntary:.1f} involuntary context switches")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1303 @@
+#!/usr/bin/env python3
+"""The benchmark suite (issue #8): one command, one table, BENCHMARKS.md.
+
+    Benchmarks/run.py [--quick] [--sections cpu,idle,lateness,memory,startup,core,dbus] [--reps R]
+                      [--lateness-ticks T] [--output FILE] [--scratch PATH] [--skip-build] [--keep]
+
+`make bench` runs it in full (about 23 minutes on 2 cores) and writes BENCHMARKS.md at the repository root;
+`make bench-quick` (`--quick`) runs every section small (about a minute after the build), writes
+.build-bench/BENCHMARKS-quick.md, and exits 1 when a section produced no numbers or any poll failed. No
+assertion is made on absolute times: where the project stands against its goals is reported, not enforced.
+
+Sections:
+  cpu      client CPU per connect + read + disconnect at N devices: the daemon (`keepalive run --ticks`),
+           bleak (Benchmarks/bluez-bench/bleak_bench.py) and the C libdbus floor (Benchmarks/c-floor/
+           bluez_poll.c), against one bluez-sim process, three connections at a time
+  idle     the daemon between ticks (30 s interval, 100 devices, 90 s): wakeups per thread from /proc,
+           syscalls from strace -f
+  lateness tick lateness on the real clock (KeepAliveBenchmarks --lateness)
+  memory   peak RSS at 100 and 10,000 devices; the first sync of a 10,000-device BlueZ tree
+  startup  process start -> first completed poll: keepalive, bleak, the C floor
+  core     KeepAliveBenchmarks: ledger begin/end, scheduler + poll engine per device per tick
+  dbus     DBusBenchmark: one method call round trip, Swift DBus vs C libdbus vs dbus-fast
+
+Only the standard library; everything it starts (simulators, daemons, strace) it stops by PID.
+"""
+import argparse
+import datetime
+import json
+import os
+import platform
+import re
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+COUNTER = "4b410002-6b65-6570-616c-697665000000"
+SECTIONS = ["cpu", "idle", "lateness", "memory", "startup", "core", "dbus"]
+
+
+class SectionFailed(Exception):
+    pass
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Small helpers
+
+
+def log(message):
+    print(f"[bench {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def loadavg():
+    with open("/proc/loadavg") as f:
+        return " ".join(f.read().split()[:3])
+
+
+def process_cpu_seconds(pid):
+    """The whole process's CPU time (every thread, dead ones included), in ns precision: the process CPU clock
+    of another process (clock_getcpuclockid), which Linux exposes as (~pid << 3) | CPUCLOCK_SCHED."""
+    return time.clock_gettime((~pid << 3) | 2)
+
+
+def proc_status(pid, *keys):
+    values = {}
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                name, _, rest = line.partition(":")
+                if name in keys:
+                    values[name] = int(rest.split()[0])
+    except (FileNotFoundError, ProcessLookupError):
+        pass
+    return values
+
+
+def tasks(pid):
+    """{tid: (comm, voluntary, nonvoluntary)} of every live thread."""
+    result = {}
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except FileNotFoundError:
+        return result
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/comm") as f:
+                comm = f.read().strip()
+            with open(f"/proc/{pid}/task/{tid}/status") as f:
+                status = f.read()
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+        voluntary = int(re.search(r"^voluntary_ctxt_switches:\s+(\d+)", status, re.M).group(1))
+        nonvoluntary = int(re.search(r"^nonvoluntary_ctxt_switches:\s+(\d+)", status, re.M).group(1))
+        result[int(tid)] = (comm, voluntary, nonvoluntary)
+    return result
+
+
+def thread_label(comm):
+    """Linux keeps 15 bytes of a thread name; libdispatch's names keep their tail."""
+    known = {
+        "oot.default-qos": "dispatch worker (com.apple.root.default-qos)",
+        "-qos.overcommit": "dispatch overcommit (com.apple.root.default-qos.overcommit)",
+        "keepalive": "main thread (keepalive)",
+    }
+    return known.get(comm, comm)
+
+
+def median(values):
+    values = [v for v in values if v is not None]
+    return statistics.median(values) if values else None
+
+
+def percentile(values, fraction):
+    values = sorted(values)
+    if not values:
+        return None
+    return values[min(len(values) - 1, max(0, round(fraction * (len(values) - 1))))]
+
+
+def fmt(value, digits=0, unit=""):
+    if value is None:
+        return "—"
+    if isinstance(value, str):
+        return value
+    text = f"{value:,.{digits}f}"
+    return text + (f" {unit}" if unit else "")
+
+
+def ratio(a, b):
+    if a is None or b is None or b == 0:
+        return None
+    return a / b
+
+
+def parse_fields(line):
+    """`key=value key=value` → dict of floats (or strings)."""
+    fields = {}
+    for key, value in re.findall(r"(\w+)=(\S+)", line):
+        try:
+            fields[key] = float(value)
+        except ValueError:
+            fields[key] = value
+    return fields
+
+
+def epoch(ts):
+    return datetime.datetime.fromisoformat(ts.replace("Z", "+00:00")).timestamp()
+
+
+def wall_to_mono():
+    """Add to a time.time() value to get time.monotonic()."""
+    return time.monotonic() - time.time()
+
+
+def duration_text(seconds):
+    ms = int(round(seconds * 1000))
+    return f"{ms // 1000}s" if ms % 1000 == 0 else f"{ms}ms"
+
+
+def stop_process(process, sig=signal.SIGTERM, timeout=15):
+    """Stops one process we started, by its PID."""
+    if process.poll() is not None:
+        return process.returncode
+    try:
+        os.kill(process.pid, sig)
+    except ProcessLookupError:
+        pass
+    try:
+        return process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.kill(process.pid, signal.SIGKILL)
+        return process.wait()
+
+
+def running(process):
+    """Whether `process` still runs; when it has ended, reaps it with wait4 and keeps its rusage (Popen.poll()
+    would reap it without)."""
+    if getattr(process, "usage", None) is not None:
+        return False
+    pid, status, usage = os.wait4(process.pid, os.WNOHANG)
+    if pid == 0:
+        return True
+    process.returncode = os.waitstatus_to_exitcode(status)
+    process.usage = usage
+    return False
+
+
+def wait4(process):
+    """Reaps `process` with wait4: (exit status, rusage)."""
+    if getattr(process, "usage", None) is None:
+        _, status, usage = os.wait4(process.pid, 0)
+        process.returncode = os.waitstatus_to_exitcode(status)
+        process.usage = usage
+    return process.returncode, process.usage
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The environment: build, tools, simulator
+
+
+class Context:
+    def __init__(self, args):
+        self.args = args
+        self.quick = args.quick
+        self.scratch = os.path.abspath(args.scratch)
+        self.swift = shutil.which(os.environ.get("SWIFT") or "swift") or "/opt/swift/usr/bin/swift"
+        self.venv = os.path.expanduser(os.environ.get("BENCH_VENV", "~/.cache/keepalive-venv"))
+        self.python = os.path.join(self.venv, "bin", "python")
+        self.work = tempfile.mkdtemp(prefix="keepalive-bench-")
+        self.bin = None
+        self.cfloor = None
+        self.results = {}
+        self.failures = []
+        self.loads = {}
+        self.durations = {}
+
+    def path(self, name):
+        return os.path.join(self.work, name)
+
+
+def build(ctx):
+    products = ["keepalive", "bluez-sim", "KeepAliveBenchmarks", "BlueZBenchmark", "DBusBenchmark"]
+    for product in products:
+        log(f"building {product} (release, {ctx.scratch})")
+        # One product per build (swift build takes only the last --product).
+        result = subprocess.run(
+            [ctx.swift, "build", "--package-path", ROOT, "--scratch-path", ctx.scratch, "-c", "release",
+             "--product", product],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        if result.returncode != 0:
+            print(result.stdout[-4000:], file=sys.stderr)
+            raise SystemExit(f"bench: building {product} failed")
+    ctx.bin = subprocess.run(
+        [ctx.swift, "build", "--package-path", ROOT, "--scratch-path", ctx.scratch, "-c", "release", "--show-bin-path"],
+        stdout=subprocess.PIPE, text=True, check=True).stdout.strip()
+    flags = subprocess.run(["pkg-config", "--cflags", "--libs", "dbus-1"], stdout=subprocess.PIPE, text=True,
+                           check=True).stdout.split()
+    ctx.cfloor = os.path.join(ctx.scratch, "bluez_poll")
+    subprocess.run(["gcc", "-O2", "-Wall", "-o", ctx.cfloor, os.path.join(ROOT, "Benchmarks/c-floor/bluez_poll.c")]
+                   + flags, check=True)
+    if not os.path.exists(ctx.python):
+        log(f"creating the bleak venv in {ctx.venv}")
+        subprocess.run([sys.executable, "-m", "venv", ctx.venv], check=True)
+    subprocess.run([ctx.python, "-m", "pip", "install", "-q", "bleak>=3,<4"], check=True)
+
+
+class Simulator:
+    """`bluez-sim --private`: its own dbus-daemon, org.bluez with N sensors C0:FF:EE:00:HH:LL on hci0."""
+
+    def __init__(self, ctx, devices, time_scale):
+        self.devices = devices
+        self.time_scale = time_scale
+        self.stderr = open(ctx.path(f"bluez-sim-{devices}.log"), "w")
+        started = time.monotonic()
+        self.process = subprocess.Popen(
+            [os.path.join(ctx.bin, "bluez-sim"), "--private", "--devices", str(devices), "--time-scale",
+             str(time_scale)], stdout=subprocess.PIPE, stderr=self.stderr, text=True)
+        self.address = None
+        for line in self.process.stdout:
+            if line.startswith("DBUS_SYSTEM_BUS_ADDRESS="):
+                self.address = line.strip().split("=", 1)[1]
+            if line.startswith("READY"):
+                break
+        if not self.address:
+            self.stop()
+            raise SectionFailed(f"bluez-sim --devices {devices} did not start (see {self.stderr.name})")
+        self.ready_seconds = time.monotonic() - started
+
+    def env(self):
+        return dict(os.environ, DBUS_SYSTEM_BUS_ADDRESS=self.address)
+
+    def call_counts(self):
+        result = subprocess.run(
+            ["busctl", f"--address={self.address}", "get-property", "io.keepalive.Simulator",
+             "/io/keepalive/Simulator", "io.keepalive.Simulator1", "CallCounts"],
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        return {k: int(v) for k, v in re.findall(r'"(\w+)" (\d+)', result.stdout)}
+
+    def stop(self):
+        started = time.monotonic()
+        status = stop_process(self.process, timeout=120)
+        self.stop_seconds = time.monotonic() - started
+        if self.stop_seconds > 5:
+            log(f"bluez-sim --devices {self.devices} took {self.stop_seconds:.1f} s to stop (exit {status})")
+        # bluez-sim stops its private dbus-daemon on the way out; if it could not (killed), we do, by PID: the
+        # one whose configuration sits next to this bus's socket. SIGKILL: that dbus-daemon inherited a signal
+        # mask with SIGTERM blocked (DBusTesting's posix_spawn from a dispatch thread), so SIGTERM does nothing.
+        if self.address:
+            directory = os.path.dirname(self.address.split("path=", 1)[-1].split(",")[0])
+            for pid in os.listdir("/proc"):
+                if not pid.isdigit():
+                    continue
+                try:
+                    with open(f"/proc/{pid}/cmdline", "rb") as f:
+                        arguments = f.read().split(b"\0")
+                except OSError:
+                    continue
+                if f"--config-file={directory}/bus.conf".encode() in arguments:
+                    log(f"bluez-sim (exit {status}) left its dbus-daemon {pid} running: stopping it")
+                    os.kill(int(pid), signal.SIGKILL)
+        self.stderr.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+
+
+def address(number):
+    return f"C0:FF:EE:00:{(number >> 8) & 0xFF:02X}:{number & 0xFF:02X}"
+
+
+def write_config(ctx, name, devices, interval, budget=None, extra=""):
+    path = ctx.path(name)
+    with open(path, "w") as f:
+        f.write(f"interval: {duration_text(interval)}\n")
+        if budget:
+            f.write(f"window_budget: {duration_text(budget)}\n")
+        f.write(extra)
+        f.write("devices:\n")
+        for n in range(1, devices + 1):
+            f.write(f'  - {{name: d{n}, address: "{address(n)}", read: [{COUNTER}]}}\n')
+    return path
+
+
+class Records:
+    """Reads the daemon's JSON Lines as they are appended."""
+
+    def __init__(self, path):
+        self.path = path
+        self.offset = 0
+        self.partial = ""
+        self.all = []
+
+    def poll(self):
+        try:
+            with open(self.path) as f:
+                f.seek(self.offset)
+                data = f.read()
+                self.offset = f.tell()
+        except FileNotFoundError:
+            return []
+        data = self.partial + data
+        lines = data.split("\n")
+        self.partial = lines.pop()
+        new = [json.loads(line) for line in lines if line.strip()]
+        self.all.extend(new)
+        return new
+
+
+def check_records(records, devices, ticks):
+    """Every device has ticks 0..ticks-1, every poll succeeded, seq contiguous. Returns failure texts."""
+    problems = []
+    if [r["seq"] for r in records] != list(range(len(records))):
+        problems.append("seq is not contiguous")
+    per_device = {}
+    for r in records:
+        per_device.setdefault(r["device"], []).append(r["tick"])
+    if len(per_device) != devices:
+        problems.append(f"records for {len(per_device)} of {devices} devices")
+    bad = [d for d, t in per_device.items() if sorted(t) != list(range(ticks))]
+    if bad:
+        problems.append(f"{len(bad)} devices without exactly ticks 0..{ticks - 1} (e.g. {bad[0]})")
+    failed = [r for r in records if r["result"] == "failed"]
+    if failed:
+        problems.append(f"{len(failed)} failed polls (first: {failed[0]['device']} tick {failed[0]['tick']}: "
+                        f"{(failed[0].get('error') or {}).get('message')})")
+    return problems
+
+
+# ---------------------------------------------------------------------------------------------------------
+# 1. Client CPU per poll
+
+
+def daemon_interval(devices):
+    """A tick of N polls at three at a time takes about N/3 × 30 ms here: twice that, at least 300 ms."""
+    estimate = -(-devices // 3) * 0.030
+    return max(0.3, round(2 * estimate + 0.05, 1))
+
+
+def run_daemon_ticks(ctx, sim, devices, measured_ticks):
+    """`keepalive run --ticks K+2`: tick 0 is the warm-up (start-up, first connections), ticks 1..K are
+    measured, tick K+1 lets the daemon live through the quiet after tick K and then exit by itself. The process CPU clock is read in the quiet after each tick (S_end) and just before each tick
+    fires (S_pre): per poll = (S_end[K] − S_end[0]) / (N·K) — everything the daemon spends in steady state,
+    idle wakeups and timers its polls left behind included; busy-only = Σ(S_end[t] − S_pre[t]) / (N·K)."""
+    interval = daemon_interval(devices)
+    config = write_config(ctx, f"cpu-{devices}.yaml", devices, interval, budget=0.9 * interval)
+    output = ctx.path(f"cpu-{devices}.jsonl")
+    if os.path.exists(output):
+        os.remove(output)
+    ticks = measured_ticks + 2
+    stderr = open(ctx.path(f"cpu-{devices}.log"), "w")
+    offset = wall_to_mono()
+    process = subprocess.Popen(
+        [os.path.join(ctx.bin, "keepalive"), "run", "--config", config, "--bus", sim.address, "--output", output,
+         "--ticks", str(ticks)], stdout=subprocess.DEVNULL, stderr=stderr)
+    reader = Records(output)
+    done_at, s_end, s_pre, late_pre = {}, {}, {}, 0
+    per_tick = {}
+    fire0 = None
+    hwm = 0
+    settle, margin = 0.03, 0.03
+    try:
+        while running(process):
+            now = time.monotonic()
+            for record in reader.poll():
+                per_tick.setdefault(record["tick"], []).append(record)
+                if len(per_tick[record["tick"]]) == devices:
+                    done_at[record["tick"]] = now
+                    if record["tick"] == 0:
+                        fire0 = min(epoch(r["ts"]) - r["window"]["used_ms"] / 1000 for r in per_tick[0]) + offset
+            for tick, at in done_at.items():
+                if tick not in s_end and now >= at + settle:
+                    s_end[tick] = process_cpu_seconds(process.pid)
+                    hwm = max(hwm, proc_status(process.pid, "VmHWM").get("VmHWM", 0))
+            if fire0 is not None:
+                for tick in range(1, ticks):
+                    fire = fire0 + tick * interval
+                    if tick not in s_pre and now >= fire - margin:
+                        s_pre[tick] = process_cpu_seconds(process.pid)
+                        if time.monotonic() > fire:
+                            late_pre += 1
+            time.sleep(0.004)
+    except ProcessLookupError:
+        pass
+    status, usage = wait4(process)
+    stderr.close()
+    reader.poll()
+    problems = check_records(reader.all, devices, ticks)
+    if status != 0:
+        problems.append(f"exit status {status}")
+    measured = range(1, measured_ticks + 1)
+    if not all(t in s_end for t in [0, *measured]) or not all(t in s_pre for t in measured):
+        problems.append("the driver missed a quiet period (interval too short for this machine's load?)")
+        return {"problems": problems}
+    polls = devices * measured_ticks
+    total = (s_end[measured_ticks] - s_end[0]) * 1e6 / polls
+    busy = sum(s_end[t] - s_pre[t] for t in measured) * 1e6 / polls
+    quiet_seconds = sum((fire0 + t * interval - margin) - (done_at[t - 1] + settle) for t in measured)
+    quiet_cpu = sum(s_pre[t] - s_end[t - 1] for t in measured)
+    walls = []
+    for t in measured:
+        records = per_tick[t]
+        begin = min(epoch(r["ts"]) - r["window"]["used_ms"] / 1000 for r in records)
+        walls.append((max(epoch(r["ts"]) for r in records) - begin) * 1000)
+    cpu_total = (usage.ru_utime + usage.ru_stime) * 1e6
+    return {
+        "problems": problems, "interval": interval, "ticks": measured_ticks, "polls": polls,
+        "cpu_us": total, "busy_us": busy, "quiet_us_per_s": quiet_cpu * 1e6 / max(quiet_seconds, 1e-9),
+        "wall_ms": statistics.median(walls), "startup_tick0_us": s_end[0] * 1e6,
+        "startup_fixed_us": s_end[0] * 1e6 - devices * total, "total_cpu_us": cpu_total,
+        "maxrss_kb": usage.ru_maxrss, "hwm_kb": hwm, "late_pre": late_pre,
+    }
+
+
+def run_cfloor(ctx, sim, devices, rounds):
+    result = subprocess.run([ctx.cfloor, str(devices), str(rounds), "3"], env=sim.env(), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, timeout=900)
+    line = result.stdout.strip().splitlines()[-1] if result.stdout.strip() else ""
+    fields = parse_fields(line)
+    problems = []
+    if result.returncode != 0 or "cpu_us_per_device" not in fields:
+        problems.append(f"C floor failed: {result.stderr.strip()[-300:]}")
+    elif fields["failures"]:
+        problems.append(f"C floor: {int(fields['failures'])} failed polls: {result.stderr.strip()[-300:]}")
+    return {"problems": problems, "cpu_us": fields.get("cpu_us_per_device"), "wall_ms": fields.get("wall_ms_per_round"),
+            "sync_ms": fields.get("sync_ms"), "sync_cpu_us": fields.get("sync_cpu_us")}
+
+
+def run_bleak(ctx, sim, devices, rounds):
+    result = subprocess.run([ctx.python, os.path.join(ROOT, "Benchmarks/bluez-bench/bleak_bench.py"), str(devices),
+                             str(rounds)], env=sim.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            timeout=1800)
+    fields = parse_fields(result.stdout.strip().splitlines()[-1] if result.stdout.strip() else "")
+    problems = []
+    if result.returncode != 0 or "cpu_us_per_device" not in fields:
+        problems.append(f"bleak failed: {result.stderr.strip()[-300:]}")
+    elif fields["failures"]:
+        problems.append(f"bleak: {int(fields['failures'])} failed polls")
+    return {"problems": problems, "cpu_us": fields.get("cpu_us_per_device"), "wall_ms": fields.get("wall_ms_per_round")}
+
+
+def section_cpu(ctx):
+    if ctx.quick:
+        plan, reps, sim_devices = {1: 5, 10: 3}, 1, 10
+    else:
+        plan, reps, sim_devices = {1: 30, 10: 20, 100: 8, 1000: 2}, ctx.args.reps, 1000
+    runs = {n: {"keepalive": [], "bleak": [], "c": []} for n in plan}
+    problems = []
+    with Simulator(ctx, sim_devices, 0.01) as sim:
+        before = sim.call_counts()
+        for rep in range(reps):
+            for n, ticks in plan.items():
+                # The order rotates, so a drift in the machine's load does not always hit the same client.
+                clients = [("c", run_cfloor), ("bleak", run_bleak), ("keepalive", run_daemon_ticks)]
+                clients = clients[rep % 3:] + clients[:rep % 3]
+                for name, function in clients:
+                    log(f"cpu: rep {rep + 1}/{reps} N={n} {name} (load {loadavg()})")
+                    result = function(ctx, sim, n, ticks)
+                    problems += [f"N={n} {name}: {p}" for p in result["problems"]]
+                    runs[n][name].append(result)
+        after = sim.call_counts()
+    rows = []
+    for n in plan:
+        def m(client, key):
+            return median([r.get(key) for r in runs[n][client]])
+        row = {"n": n, "ticks": plan[n], "reps": reps,
+               "keepalive": m("keepalive", "cpu_us"), "busy": m("keepalive", "busy_us"),
+               "quiet_us_per_s": m("keepalive", "quiet_us_per_s"), "bleak": m("bleak", "cpu_us"), "c": m("c", "cpu_us"),
+               "keepalive_wall": m("keepalive", "wall_ms"), "bleak_wall": m("bleak", "wall_ms"), "c_wall": m("c", "wall_ms"),
+               "interval": m("keepalive", "interval"), "startup_fixed_us": m("keepalive", "startup_fixed_us"),
+               "startup_tick0_us": m("keepalive", "startup_tick0_us"), "maxrss_kb": m("keepalive", "maxrss_kb"),
+               "spread": [round(r["cpu_us"]) for r in runs[n]["keepalive"] if r.get("cpu_us")]}
+        row["vs_bleak"] = ratio(row["keepalive"], row["bleak"])
+        row["vs_c"] = ratio(row["keepalive"], row["c"])
+        rows.append(row)
+    calls = {k: after.get(k, 0) - before.get(k, 0) for k in after}
+    ctx.results["cpu"] = {"rows": rows, "sim_devices": sim_devices, "calls": calls, "problems": problems}
+    if problems:
+        raise SectionFailed("; ".join(problems[:5]))
+    if any(r["keepalive"] is None or r["bleak"] is None or r["c"] is None for r in rows):
+        raise SectionFailed("a client produced no numbers")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# 2. Idle cost between ticks
+
+
+def parse_strace(path, names):
+    """strace -f -tt output → syscalls per name and per thread, blocking calls that returned (wakeups)."""
+    calls, per_thread, wakeups, wakeups_per_thread = {}, {}, 0, {}
+    started = None
+    blocking = ("epoll_wait", "epoll_pwait", "futex", "nanosleep", "clock_nanosleep", "poll", "ppoll", "select",
+                "pselect6", "rt_sigsuspend", "rt_sigtimedwait", "read", "recvmsg", "wait4")
+    pending = {}
+    line_re = re.compile(r"^(\d+)\s+(\d\d:\d\d:\d\d\.\d+)\s+(.*)$")
+    with open(path, errors="replace") as f:
+        for raw in f:
+            match = line_re.match(raw.rstrip("\n"))
+            if not match:
+                continue
+            tid, stamp, rest = int(match.group(1)), match.group(2), match.group(3)
+            if rest.startswith("+++") or rest.startswith("---"):
+                continue
+            name_match = re.match(r"(?:<\.\.\. )?(\w+)", rest)
+            if not name_match:
+                continue
+            name = name_match.group(1)
+            label = thread_label(names.get(tid, "?"))
+            if rest.startswith("<..."):
+                # The end of a call that started earlier (or before we attached).
+                call = pending.pop(tid, name)
+                finished = rest
+            else:
+                if name == "prctl":
+                    renamed = re.search(r'PR_SET_NAME, "([^"]*)"', rest)
+                    if renamed:
+                        names[tid] = renamed.group(1)
+                if name == "restart_syscall":
+                    continue  # an artefact of attaching: the thread was asleep in a call started before
+                calls[name] = calls.get(name, 0) + 1
+                per_thread[label] = per_thread.get(label, 0) + 1
+                if rest.endswith("<unfinished ...>"):
+                    pending[tid] = name
+                    continue
+                call = name
+                finished = rest
+            if call in blocking and "= -1 EAGAIN" not in finished:
+                if call == "futex" and "WAIT" not in finished and not rest.startswith("<..."):
+                    continue
+                if call.startswith("epoll") and re.search(r",\s*0\)\s*=", finished):
+                    continue  # a zero timeout never sleeps
+                wakeups += 1
+                wakeups_per_thread[label] = wakeups_per_thread.get(label, 0) + 1
+    return calls, per_thread, wakeups, wakeups_per_thread
+
+
+def section_idle(ctx):
+    devices, interval, seconds = (20, 5.0, 15.0) if ctx.quick else (100, 30.0, 90.0)
+    periods = []
+    strace_result = None
+    with Simulator(ctx, devices, 0.01) as sim:
+        config = write_config(ctx, "idle.yaml", devices, interval)
+        output = ctx.path("idle.jsonl")
+        stderr = open(ctx.path("idle.log"), "w")
+        offset = wall_to_mono()
+        process = subprocess.Popen(
+            [os.path.join(ctx.bin, "keepalive"), "run", "--config", config, "--bus", sim.address, "--output", output],
+            stdout=subprocess.DEVNULL, stderr=stderr)
+        reader = Records(output)
+        per_tick, fire0 = {}, None
+        ticks = int(round(seconds / interval))
+        try:
+            for tick in range(ticks):
+                # Wait for the tick's records.
+                deadline = time.monotonic() + interval
+                while len(per_tick.get(tick, [])) < devices:
+                    for record in reader.poll():
+                        per_tick.setdefault(record["tick"], []).append(record)
+                    if time.monotonic() > deadline or process.poll() is not None:
+                        raise SectionFailed(f"tick {tick}: {len(per_tick.get(tick, []))} of {devices} records")
+                    time.sleep(0.01)
+                if fire0 is None:
+                    fire0 = min(epoch(r["ts"]) - r["window"]["used_ms"] / 1000 for r in per_tick[0]) + offset
+                done = max(epoch(r["ts"]) for r in per_tick[tick]) + offset
+                fire = fire0 + tick * interval
+                start, end = done + 0.2, fire0 + (tick + 1) * interval - 0.1
+                while time.monotonic() < start:
+                    time.sleep(0.01)
+                if tick < ticks - 1:
+                    periods.append(sample_quiet(process.pid, start, end, fire))
+                else:
+                    strace_result = strace_quiet(ctx, process.pid, end, fire)
+            rss = proc_status(process.pid, "VmHWM", "VmRSS", "RssAnon", "RssFile")
+            status = stop_process(process, signal.SIGTERM, timeout=10)
+        finally:
+            if process.poll() is None:
+                stop_process(process, signal.SIGKILL)
+            stderr.close()
+    for record in reader.poll():
+        per_tick.setdefault(record["tick"], []).append(record)
+    problems = check_records([r for t in range(ticks) for r in per_tick.get(t, [])], devices, ticks)
+    if status != 0:
+        problems.append(f"exit status {status} after SIGTERM")
+    ctx.results["idle"] = {"devices": devices, "interval": interval, "seconds": seconds, "periods": periods,
+                           "strace": strace_result, "rss": rss, "problems": problems}
+    ctx.results.setdefault("memory", {})["rss100"] = {"devices": devices, **rss}
+    if problems:
+        raise SectionFailed("; ".join(problems))
+    if not periods or strace_result is None:
+        raise SectionFailed("no quiet period measured")
+
+
+def sample_quiet(pid, start, end, fire):
+    """Voluntary context switches of every thread between `start` and `end` (monotonic), sampled every 50 ms
+    so threads that exit meanwhile are counted up to their last sample; births count from zero."""
+    first = tasks(pid)
+    baseline = {tid: v[1] for tid, v in first.items()}
+    names = {tid: v[0] for tid, v in first.items()}
+    last = dict(baseline)
+    involuntary_base = {tid: v[2] for tid, v in first.items()}
+    involuntary_last = dict(involuntary_base)
+    cpu_start = process_cpu_seconds(pid)
+    bins = {}
+    births = 0
+    previous_total = 0
+    while time.monotonic() < end:
+        time.sleep(0.05)
+        now = time.monotonic()
+        current = tasks(pid)
+        for tid, (comm, voluntary, involuntary) in current.items():
+            if tid not in baseline:
+                baseline[tid] = 0
+                involuntary_base[tid] = 0
+                births += 1
+            names[tid] = comm
+            last[tid] = voluntary
+            involuntary_last[tid] = involuntary
+        total = sum(last[t] - baseline[t] for t in last)
+        if total > previous_total:
+            second = int(now - fire)
+            bins[second] = bins.get(second, 0) + total - previous_total
+            previous_total = total
+    cpu = process_cpu_seconds(pid) - cpu_start
+    alive = tasks(pid)
+    deaths = len([t for t in last if t not in alive])
+    per_thread = {}
+    for tid in last:
+        label = thread_label(names[tid])
+        per_thread[label] = per_thread.get(label, 0) + last[tid] - baseline[tid] + (0 if tid in alive else 1)
+    seconds = end - start
+    switches = sum(last[t] - baseline[t] for t in last)
+    # A thread that exits was woken once more (its idle timeout) after its last sample: counted as a wakeup.
+    voluntary = switches + deaths
+    return {"seconds": seconds, "from": start - fire, "to": end - fire, "voluntary": voluntary, "switches": switches,
+            "per_second": voluntary / seconds,
+            "involuntary": sum(involuntary_last[t] - involuntary_base[t] for t in involuntary_last),
+            "per_thread": per_thread, "bins": bins, "cpu_us": cpu * 1e6, "births": births, "deaths": deaths}
+
+
+def strace_quiet(ctx, pid, end, fire):
+    """strace -f -tt on every thread from now to `end`: syscalls and blocking calls returned (wakeups)."""
+    names = {tid: v[0] for tid, v in tasks(pid).items()}
+    path = ctx.path("idle-strace.txt")
+    start = time.monotonic()
+    tracer = subprocess.Popen(["strace", "-f", "-tt", "-qq", "-o", path, "-p", str(pid)], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
+    while time.monotonic() < end:
+        time.sleep(0.05)
+    stop_process(tracer, signal.SIGINT, timeout=10)
+    calls, per_thread, wakeups, wakeups_per_thread = parse_strace(path, names)
+    seconds = end - start
+    return {"seconds": seconds, "from": start - fire, "to": end - fire, "syscalls": sum(calls.values()),
+            "per_second": sum(calls.values()) / seconds, "calls": calls, "per_thread": per_thread,
+            "wakeups": wakeups, "wakeups_per_second": wakeups / seconds, "wakeups_per_thread": wakeups_per_thread}
+
+
+# ---------------------------------------------------------------------------------------------------------
+# 3. Tick lateness
+
+
+def section_lateness(ctx):
+    """The measured run at normal priority; beside it (full mode, when `chrt` may raise priority) a shorter
+    diagnostic run under SCHED_FIFO, its grid half a tick off so the two never fire together: if the FIFO run's
+    tail is short, the normal run's tail is the machine's other load, not the scheduler."""
+    interval_ms, ticks = (1000, 15) if ctx.quick else (1000, ctx.args.lateness_ticks)
+    binary = os.path.join(ctx.bin, "KeepAliveBenchmarks")
+    command = [binary, "--lateness", str(interval_ms), str(ticks)]
+    normal = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    fifo = None
+    fifo_ticks = min(ticks, 120)
+    if not ctx.quick and shutil.which("chrt") and subprocess.run(
+            ["chrt", "-f", "10", "true"], stderr=subprocess.DEVNULL).returncode == 0:
+        time.sleep(interval_ms / 2000)
+        fifo = subprocess.Popen(["chrt", "-f", "50", binary, "--lateness", str(interval_ms), str(fifo_ticks)],
+                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    out, err = normal.communicate(timeout=ticks * interval_ms / 1000 * 2 + 120)
+    line = next((l for l in out.splitlines() if l.startswith("lateness")), "")
+    fields = parse_fields(line)
+    ctx.results["lateness"] = fields
+    if fifo:
+        fifo_out, _ = fifo.communicate(timeout=fifo_ticks * interval_ms / 1000 * 2 + 120)
+        fifo_line = next((l for l in fifo_out.splitlines() if l.startswith("lateness")), "")
+        if fifo_line:
+            fields["fifo"] = parse_fields(fifo_line)
+    if normal.returncode != 0 or fields.get("ticks") != ticks or "fired_p99_us" not in fields:
+        raise SectionFailed(f"KeepAliveBenchmarks --lateness: {line or err[-300:]}")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# 4. Memory and the 10,000-device tree
+
+
+def section_memory(ctx):
+    large = 1000 if ctx.quick else 10000
+    memory = ctx.results.setdefault("memory", {})
+    with Simulator(ctx, 10000, 0.001) as sim:
+        memory["sim_ready_s"] = sim.ready_seconds
+        log(f"memory: object cache sync of a 10,000-device tree (load {loadavg()})")
+        result = subprocess.run([os.path.join(ctx.bin, "BlueZBenchmark"), "--sync", "1" if ctx.quick else "5"],
+                                env=sim.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=600)
+        memory["sync"] = parse_fields(result.stdout)
+        if result.returncode != 0 or "sync_ms" not in memory["sync"]:
+            raise SectionFailed(f"BlueZBenchmark --sync: {result.stderr[-300:]}")
+        cfloor = [run_cfloor(ctx, sim, 1, 0) for _ in range(1 if ctx.quick else 3)]
+        memory["c_sync_ms"] = median([c["sync_ms"] for c in cfloor])
+        memory["c_sync_cpu_us"] = median([c["sync_cpu_us"] for c in cfloor])
+        log(f"memory: the daemon with {large} devices, one tick (load {loadavg()})")
+        config = write_config(ctx, "memory.yaml", large, 3600, budget=3000)
+        output = ctx.path("memory.jsonl")
+        stderr_path = ctx.path("memory.log")
+        with open(stderr_path, "w") as stderr:
+            spawned = time.time()
+            process = subprocess.Popen(
+                [os.path.join(ctx.bin, "keepalive"), "run", "--config", config, "--bus", sim.address, "--output",
+                 output, "--ticks", "1"], stdout=subprocess.DEVNULL, stderr=stderr)
+            samples = []
+            while running(process):
+                status = proc_status(process.pid, "VmRSS", "VmHWM")
+                if status:
+                    samples.append((time.time() - spawned, status.get("VmRSS", 0)))
+                time.sleep(0.25)
+            status, usage = wait4(process)
+        reader = Records(output)
+        reader.poll()
+        problems = check_records(reader.all, large, 1)
+        if status != 0:
+            problems.append(f"exit status {status}")
+        with open(stderr_path) as f:
+            log_lines = f.read().splitlines()
+
+        def logged(text):
+            for line in log_lines:
+                if text in line:
+                    return epoch(line.split()[0]) - spawned
+            return None
+        ready = logged("adapter ready")
+        rss_at_ready = max([kb for at, kb in samples if ready is not None and at <= ready + 0.25] or [0])
+        memory["large"] = {"devices": large, "maxrss_kb": usage.ru_maxrss, "rss_at_ready_kb": rss_at_ready,
+                           "ready_s": ready, "tick_s": logged("keep-alive scheduler stopped"),
+                           "cpu_s": usage.ru_utime + usage.ru_stime, "problems": problems}
+        if problems:
+            raise SectionFailed("; ".join(problems))
+
+
+# ---------------------------------------------------------------------------------------------------------
+# 5. Start-up
+
+
+def first_lines(command, env, wanted, timeout=60):
+    """Spawns `command`; returns the seconds from spawn to each wanted stdout line's arrival, and the exit."""
+    started = time.monotonic()
+    process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    watchdog = threading.Timer(timeout, lambda: os.kill(process.pid, signal.SIGKILL))
+    watchdog.start()
+    arrivals = {}
+    for line in process.stdout:
+        for key, test in wanted.items():
+            if key not in arrivals and test(line):
+                arrivals[key] = time.monotonic() - started
+    status, usage = wait4(process)
+    watchdog.cancel()
+    arrivals["exit"] = time.monotonic() - started
+    arrivals["cpu_ms"] = (usage.ru_utime + usage.ru_stime) * 1e3
+    arrivals["status"] = status
+    return arrivals
+
+
+def section_startup(ctx):
+    repeats = 3 if ctx.quick else 9
+    runs = {"keepalive": [], "bleak": [], "c": []}
+    with Simulator(ctx, 1, 0.01) as sim:
+        run_cfloor(ctx, sim, 1, 0)  # the device's first connection (GATT export) is behind every measured one
+        config = write_config(ctx, "startup.yaml", 1, 30)
+        bleak_script = os.path.join(ROOT, "Benchmarks/bluez-bench/bleak_startup.py")
+        for _ in range(repeats):
+            runs["keepalive"].append(first_lines(
+                [os.path.join(ctx.bin, "keepalive"), "run", "--config", config, "--bus", sim.address, "--output", "-",
+                 "--ticks", "1"], sim.env(), {"poll": lambda l: l.startswith("{")}))
+            runs["bleak"].append(first_lines([ctx.python, bleak_script, address(1)], sim.env(),
+                                             {"read": lambda l: l.startswith("first_read"),
+                                              "poll": lambda l: l.startswith("disconnected")}))
+            runs["c"].append(first_lines([ctx.cfloor, "1", "0"], sim.env(),
+                                         {"poll": lambda l: l.startswith("first_poll_done")}))
+    problems = []
+    for name, results in runs.items():
+        for r in results:
+            if r["status"] != 0 or "poll" not in r:
+                problems.append(f"{name}: exit {r['status']}, no completed poll")
+    summary = {name: {key: median([r.get(key) for r in results]) for key in ("poll", "read", "exit", "cpu_ms")}
+               for name, results in runs.items()}
+    summary["repeats"] = repeats
+    ctx.results["startup"] = summary
+    if problems:
+        raise SectionFailed("; ".join(problems[:3]))
+
+
+# ---------------------------------------------------------------------------------------------------------
+# 6 & 7. The core and D-Bus benchmarks
+
+
+def section_core(ctx):
+    command = [os.path.join(ctx.bin, "KeepAliveBenchmarks")] + (["--quick"] if ctx.quick else [])
+    result = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=900)
+    text = result.stdout
+    core = {"raw": [l for l in text.splitlines() if l and not l.startswith("-")]}
+    for key, pattern in {
+        "ledger_open": r"1 thread, others open:\s+([\d.]+) M pairs/s\s+\(([\d.]+) ns",
+        "ledger_empty": r"1 thread, from empty each:\s+([\d.]+) M pairs/s\s+\(([\d.]+) ns",
+        "ledger_two": r"2 threads, others open:\s+([\d.]+) M pairs/s",
+        "scheduler": r"scheduler, (\d+) callbacks:\s+([\d.]+) µs CPU per callback per tick, ([\d.]+) ms",
+        "engine": r"poll engine, (\d+) mock devices: ([\d.]+) µs CPU per device per tick, ([\d.]+) ms",
+    }.items():
+        match = re.search(pattern, text)
+        core[key] = [float(g) for g in match.groups()] if match else None
+    ctx.results["core"] = core
+    if result.returncode != 0 or any(core[k] is None for k in ("ledger_open", "scheduler", "engine")):
+        raise SectionFailed(f"KeepAliveBenchmarks: {result.stderr[-300:]}")
+
+
+def section_dbus(ctx):
+    calls = 2000 if ctx.quick else 20000
+    result = subprocess.run([os.path.join(ctx.bin, "DBusBenchmark"), str(calls)], cwd=ROOT,
+                            env=dict(os.environ, BENCH_VENV=ctx.venv), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, timeout=900)
+    rows = {}
+    for line in result.stdout.splitlines():
+        match = re.match(r"(.+?)\s{2,}([\d.]+) µs\s+([\d.]+) µs\s+([\d.]+)×", line)
+        if match:
+            rows[match.group(1).strip()] = [float(match.group(i)) for i in (2, 3, 4)]
+    ctx.results["dbus"] = {"calls": calls, "rows": rows}
+    if result.returncode != 0 or not any(k.startswith("C libdbus") for k in rows):
+        raise SectionFailed(f"DBusBenchmark: {result.stderr[-300:]}")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Machine, goals, report
+
+
+def machine(ctx):
+    def first(command):
+        try:
+            return subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True).stdout.strip()
+        except OSError:
+            return "?"
+    cpu = "?"
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    with open("/proc/meminfo") as f:
+        memory = int(f.readline().split()[1]) // 1024
+    dirty = first(["git", "-C", ROOT, "status", "--short", "--", "Sources", "Package.swift"]).splitlines()
+    return {
+        "cpu": cpu, "cores": os.cpu_count(), "memory_mib": memory, "kernel": platform.release(),
+        "os": first(["sh", "-c", ". /etc/os-release && echo $PRETTY_NAME"]),
+        "swift": first([ctx.swift, "--version"]).splitlines()[0],
+        "libdbus": first(["pkg-config", "--modversion", "dbus-1"]),
+        "python": platform.python_version(),
+        "bleak": first([ctx.python, "-c", "import importlib.metadata as m; print(m.version('bleak'))"]),
+        "commit": first(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"]),
+        "dirty": [line.strip() for line in dirty if line.strip()],
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+    }
+
+
+def goals(ctx):
+    """[(goal, measured, met?)]"""
+    out = []
+    cpu = ctx.results.get("cpu", {}).get("rows", [])
+    if cpu:
+        worst_bleak = max((r["vs_bleak"] for r in cpu if r["vs_bleak"]), default=None)
+        worst_c = max((r["vs_c"] for r in cpu if r["vs_c"]), default=None)
+        out.append(("CPU per poll ≤ 0.15× bleak", ", ".join(f"N={r['n']}: {fmt(r['vs_bleak'], 2)}×" for r in cpu),
+                    worst_bleak is not None and worst_bleak <= 0.15))
+        out.append(("CPU per poll ≤ 1.5× the C floor", ", ".join(f"N={r['n']}: {fmt(r['vs_c'], 2)}×" for r in cpu),
+                    worst_c is not None and worst_c <= 1.5))
+    idle = ctx.results.get("idle")
+    if idle and idle.get("periods"):
+        rate = statistics.mean(p["per_second"] for p in idle["periods"])
+        out.append(("0 wakeups between ticks", f"{rate:.2f} wakeups/s "
+                    f"({sum(p['voluntary'] for p in idle['periods'])} in {sum(p['seconds'] for p in idle['periods']):.0f} s, "
+                    f"{idle['devices']} devices, {idle['interval']:.0f} s interval)", rate == 0))
+    late = ctx.results.get("lateness")
+    if late and "fired_p99_us" in late:
+        out.append(("tick lateness p99 ≤ 1 ms", f"p99 {late['fired_p99_us'] / 1000:.3f} ms (scheduler), "
+                    f"{late['began_p99_us'] / 1000:.3f} ms (callback start)", late["began_p99_us"] <= 1000))
+    memory = ctx.results.get("memory", {})
+    if memory.get("rss100"):
+        hwm = memory["rss100"].get("VmHWM", 0) / 1024
+        out.append(("RSS ≤ 10 MiB at 100 devices", f"{hwm:.1f} MiB peak (VmHWM) at {memory['rss100']['devices']} devices",
+                    hwm <= 10))
+    startup = ctx.results.get("startup")
+    if startup and startup["keepalive"]["poll"] is not None:
+        ms = startup["keepalive"]["poll"] * 1000
+        out.append(("start-up ≤ 100 ms (process start → first completed poll)", f"{ms:.0f} ms", ms <= 100))
+    return out
+
+
+def report(ctx, started):
+    """The table (stdout) and the Markdown file."""
+    r = ctx.results
+    lines = []
+    add = lines.append
+
+    add(f"keepalive benchmarks ({'quick' if ctx.quick else 'full'}) — {ctx.machine['date']}, "
+        f"{ctx.machine['cpu']} × {ctx.machine['cores']}, {ctx.machine['swift']}, took {time.time() - started:.0f} s")
+    if "cpu" in r:
+        c = r["cpu"]
+        add("")
+        add(f"1. Client CPU per poll (connect + read + disconnect), bluez-sim {c['sim_devices']} devices, time scale "
+            f"0.01, 3 connections at a time; medians of {c['rows'][0]['reps']} runs")
+        add(f"{'N':>6} {'keepalive':>11} {'(busy)':>9} {'bleak':>9} {'C floor':>9} {'ka/bleak':>9} {'ka/C':>7}"
+            f" {'ka wall/tick':>13} {'bleak wall':>11} {'C wall':>9}")
+        for row in c["rows"]:
+            add(f"{row['n']:>6} {fmt(row['keepalive'], 0):>8} µs {fmt(row['busy'], 0):>6} µs {fmt(row['bleak'], 0):>6} µs"
+                f" {fmt(row['c'], 0):>6} µs {fmt(row['vs_bleak'], 2):>8}× {fmt(row['vs_c'], 2):>6}×"
+                f" {fmt(row['keepalive_wall'], 0):>10} ms {fmt(row['bleak_wall'], 0):>8} ms {fmt(row['c_wall'], 0):>6} ms")
+        fixed = [row["startup_fixed_us"] for row in c["rows"] if row["startup_fixed_us"] is not None]
+        add(f"   daemon start-up CPU on the {c['sim_devices']:,}-device tree, not in the above: "
+            f"{fmt(median(fixed) / 1000 if fixed else None, 1)} ms (tick 0 minus N × per-poll, median over N)")
+    if "idle" in r:
+        i = r["idle"]
+        add("")
+        add(f"2. Between ticks: {i['devices']} devices, interval {i['interval']:.0f} s, {i['seconds']:.0f} s")
+        for n, p in enumerate(i["periods"]):
+            threads = ", ".join(f"{k} {v}" for k, v in sorted(p["per_thread"].items(), key=lambda kv: -kv[1]) if v)
+            add(f"   quiet period {n} (tick+{p['from']:.1f} s → +{p['to']:.1f} s): {p['voluntary']} wakeups = "
+                f"{p['per_second']:.2f}/s ({p['switches']} voluntary switches + {p['deaths']} thread exits), CPU {p['cpu_us']:.0f} µs;"
+                f" threads born {p['births']}; by thread: {threads or 'none'}")
+            add(f"      wakeups by second since the tick: " + ", ".join(f"+{s}s:{v}" for s, v in sorted(p["bins"].items())))
+        s = i["strace"]
+        if s:
+            top = ", ".join(f"{k} {v}" for k, v in sorted(s["calls"].items(), key=lambda kv: -kv[1])[:8])
+            add(f"   strace -f (tick+{s['from']:.1f} s → +{s['to']:.1f} s): {s['syscalls']} syscalls = {s['per_second']:.1f}/s"
+                f" ({top}); blocking calls returned: {s['wakeups']} = {s['wakeups_per_second']:.2f}/s")
+    if "lateness" in r:
+        late = r["lateness"]
+        add("")
+        add(f"3. Tick lateness, {int(late['interval_ms'])} ms × {int(late['ticks'])} ticks, real clock: scheduler woke "
+            f"p50 {late['fired_p50_us']:.0f} µs, p99 {late['fired_p99_us']:.0f} µs, max {late['fired_max_us']:.0f} µs; "
+            f"callback started p50 {late['began_p50_us']:.0f} µs, p99 {late['began_p99_us']:.0f} µs, max {late['began_max_us']:.0f} µs")
+        if late.get("fifo"):
+            f = late["fifo"]
+            add(f"   beside it under SCHED_FIFO ({int(f['ticks'])} ticks): callback started p50 {f['began_p50_us']:.0f} µs, "
+                f"p99 {f['began_p99_us']:.0f} µs, max {f['began_max_us']:.0f} µs")
+    m = r.get("memory", {})
+    if m:
+        add("")
+        if m.get("rss100"):
+            add(f"4. Peak RSS, {m['rss100']['devices']} devices (section 2's daemon): VmHWM {m['rss100'].get('VmHWM', 0) / 1024:.1f} MiB,"
+                f" VmRSS {m['rss100'].get('VmRSS', 0) / 1024:.1f} MiB = {m['rss100'].get('RssAnon', 0) / 1024:.1f} MiB anonymous"
+                f" + {m['rss100'].get('RssFile', 0) / 1024:.1f} MiB file-backed (shared libraries, the binary)")
+        if m.get("large"):
+            big = m["large"]
+            add(f"   {big['devices']} devices (one tick on a 10,000-device tree): peak {big['maxrss_kb'] / 1024:.1f} MiB,"
+                f" {big['rss_at_ready_kb'] / 1024:.1f} MiB at 'adapter ready' ({fmt(big['ready_s'], 2)} s after spawn),"
+                f" tick done {fmt(big['tick_s'], 1)} s, CPU {big['cpu_s']:.1f} s")
+        if m.get("sync"):
+            sync = m["sync"]
+            add(f"   10,000-device tree sync: object cache {sync['sync_ms']:.0f} ms ({sync['sync_cpu_us'] / 1000:.0f} ms CPU;"
+                f" of which GetManagedObjects decoded {sync['gmo_ms']:.0f} ms, {sync['gmo_cpu_us'] / 1000:.0f} ms CPU);"
+                f" C libdbus GetManagedObjects + walk {fmt(m.get('c_sync_ms'), 0)} ms ({fmt((m.get('c_sync_cpu_us') or 0) / 1000, 0)} ms CPU)")
+    if "startup" in r:
+        st = r["startup"]
+        add("")
+        add(f"5. Start-up, process start → first completed poll (connect, read, disconnect), 1 device, median of {st['repeats']}:"
+            f" keepalive {fmt(st['keepalive']['poll'] * 1000, 0)} ms ({fmt(st['keepalive']['cpu_ms'], 0)} ms CPU to exit),"
+            f" bleak {fmt(st['bleak']['poll'] * 1000, 0)} ms (first read {fmt(st['bleak']['read'] * 1000, 0)} ms;"
+            f" {fmt(st['bleak']['cpu_ms'], 0)} ms CPU), C floor {fmt(st['c']['poll'] * 1000, 0)} ms"
+            f" ({fmt(st['c']['cpu_ms'], 0)} ms CPU); keepalive/bleak {fmt(ratio(st['keepalive']['poll'], st['bleak']['poll']), 2)}×")
+    if "core" in r:
+        core = r["core"]
+        add("")
+        add(f"6. Core: ledger {core['ledger_open'][0]:.2f} M begin/end pairs/s ({core['ledger_open'][1]:.0f} ns CPU per pair),"
+            f" {core['ledger_empty'][0]:.2f} M/s from empty; scheduler {core['scheduler'][1]:.2f} µs per callback per tick;"
+            f" scheduler + poll engine {core['engine'][1]:.2f} µs per device per tick ({int(core['engine'][0])} mock devices)")
+    if "dbus" in r:
+        add("")
+        add(f"7. One D-Bus method call ({r['dbus']['calls']} Pings): " + "; ".join(
+            f"{k} {v[0]:.0f} µs round trip, {v[1]:.1f} µs CPU ({v[2]:.2f}× C)" for k, v in r["dbus"]["rows"].items()))
+    add("")
+    add("Goals:")
+    for goal, measured, met in goals(ctx):
+        add(f"   [{'met ' if met else 'MISS'}] {goal}: {measured}")
+    for name, message in ctx.failures:
+        add(f"   FAILED section {name}: {message}")
+    table = "\n".join(lines)
+    print(table)
+    if ctx.args.output:
+        with open(ctx.args.output, "w") as f:
+            f.write(markdown(ctx, started))
+        log(f"wrote {ctx.args.output}")
+
+
+def markdown(ctx, started):
+    r, mc = ctx.results, ctx.machine
+    md = []
+    add = md.append
+    add("# Benchmarks")
+    add("")
+    add(f"Written by `{'make bench-quick' if ctx.quick else 'make bench'}` (`Benchmarks/run.py{' --quick' if ctx.quick else ''}`) "
+        f"on {mc['date']}; the run took {(time.time() - started) / 60:.1f} minutes. Issue #8. Regenerate with "
+        "`make bench`; `make bench-quick` is the CI smoke test (every section small, fails when a section "
+        "produces no numbers or a poll fails; no thresholds on time).")
+    add("")
+    add("## Where we stand")
+    add("")
+    add("| goal | measured | |")
+    add("|---|---|---|")
+    for goal, measured, met in goals(ctx):
+        add(f"| {goal} | {measured} | {'met' if met else '**missed**'} |")
+    for name, message in ctx.failures:
+        add(f"| section `{name}` | failed: {message} | **failed** |")
+    add("")
+    add("## Machine")
+    add("")
+    add(f"- CPU: {mc['cpu']}, {mc['cores']} cores; {mc['memory_mib']:,} MiB; kernel {mc['kernel']}; {mc['os']}")
+    add(f"- {mc['swift']}; libdbus {mc['libdbus']}; Python {mc['python']}, bleak {mc['bleak']}")
+    add(f"- commit {mc['commit']}" + (f", with uncommitted changes in: {', '.join(mc['dirty'])}" if mc["dirty"] else ""))
+    add("- load average (1, 5, 15 min) before each section: " + "; ".join(f"{k} {v}" for k, v in ctx.loads.items())
+        + ". The machine is shared (other builds, a qemu VM): sections that noise affects are repeated and "
+        "their medians reported.")
+    add("- section durations: " + ", ".join(f"{k} {v:.0f} s" for k, v in ctx.durations.items()))
+    if "cpu" in r:
+        c = r["cpu"]
+        add("")
+        add("## 1. Client CPU per poll")
+        add("")
+        add(f"One `bluez-sim --private --devices {c['sim_devices']} --time-scale 0.01` process serves all three clients "
+            "(connect 1 ms, read 0.1 ms, disconnect 20 ms); each polls devices 1..N, connect → read the counter "
+            "characteristic → disconnect, at most 3 at a time (the daemon's default `max_connections`), adapter "
+            "hci0 named. CPU is the client process's own (the simulator and dbus-daemon are other processes).")
+        add("")
+        add("- **keepalive**: `keepalive run --config <N devices reading the counter> --ticks K+2` with interval ≈ 2× "
+            "a tick's length and `window_budget` 0.9× the interval. Tick 0 (start-up, first connections) is the "
+            "warm-up, ticks 1..K are measured, tick K+1 lets the daemon live through the quiet after tick K. The driver reads the daemon's CPU clock (`clock_gettime` on the process CPU clock: every "
+            "thread, exited ones included, ns resolution) in the quiet after every tick and just before the next "
+            "one fires. *CPU per poll* = CPU from the end of tick 0 to the end of tick K ÷ (N·K): everything "
+            "the daemon spends in steady state, including its idle wakeups and the timers its polls leave "
+            "behind. *busy* = the CPU inside the ticks only. The start-up cost is outside both.")
+        add("- **bleak** `Benchmarks/bluez-bench/bleak_bench.py N ROUNDS`: `BleakClient(device, bluez={'adapter': "
+            "'hci0'})` for each device (found by one 2 s scan first), `read_gatt_char`, disconnect on leaving "
+            "the context; an `asyncio.Semaphore(3)`; one warm-up round; getrusage of the measured rounds.")
+        add("- **C floor** `Benchmarks/c-floor/bluez_poll.c`: one thread, plain libdbus, exactly the transport's "
+            "traffic: once Hello, the same two match rules (`sender='org.bluez'`, NameOwnerChanged for org.bluez), "
+            "GetNameOwner, GetManagedObjects; per poll Connect, (Get Connected only if the signal did not come), "
+            "wait for ServicesResolved, ReadValue, Disconnect, wait for Connected=false; the signals are parsed "
+            "as far as needed. One warm-up round; getrusage of the measured rounds.")
+        calls = c.get("calls", {})
+        if calls:
+            add(f"- Calls the simulator counted over the whole section: " + ", ".join(f"{k} {v:,}" for k, v in sorted(calls.items()))
+                + " (every client issues Connect, ReadValue and Disconnect once per poll).")
+        add("")
+        add("| N | keepalive µs/poll | busy only | bleak µs/poll | C floor µs/poll | keepalive ÷ bleak | keepalive ÷ C | keepalive wall/tick | bleak wall/round | C wall/round | ticks × reps | interval |")
+        add("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+        for row in c["rows"]:
+            add(f"| {row['n']:,} | {fmt(row['keepalive'])} | {fmt(row['busy'])} | {fmt(row['bleak'])} | {fmt(row['c'])} | "
+                f"{fmt(row['vs_bleak'], 2)}× | {fmt(row['vs_c'], 2)}× | {fmt(row['keepalive_wall'])} ms | "
+                f"{fmt(row['bleak_wall'])} ms | {fmt(row['c_wall'])} ms | {row['ticks']} × {row['reps']} | {fmt(row['interval'], 1)} s |")
+        add("")
+        add("keepalive per-run values (µs/poll): " + "; ".join(f"N={row['n']}: {row['spread']}" for row in c["rows"])
+            + ". Daemon CPU in the quiet between ticks: " + ", ".join(
+                f"N={row['n']}: {fmt(row['quiet_us_per_s'])} µs/s" for row in c["rows"])
+            + f". Daemon start-up CPU on this {c['sim_devices']:,}-device tree (CPU at the end of tick 0 minus N × per-poll;"
+            " most of it is decoding and caching BlueZ's whole tree, see section 4; section 5 has a 1-device tree): "
+            + ", ".join(f"N={row['n']}: {fmt((row['startup_fixed_us'] or 0) / 1000, 1)} ms" for row in c["rows"]) + ".")
+    if "idle" in r:
+        i = r["idle"]
+        add("")
+        add("## 2. Idle cost between ticks")
+        add("")
+        add(f"`keepalive run` with {i['devices']} devices, interval {i['interval']:.0f} s (default budget), against its own "
+            f"{i['devices']}-device simulator, for {i['seconds']:.0f} s, then SIGTERM. A quiet period starts 0.2 s after the "
+            "tick's last record and ends 0.1 s before the next tick fires (the grid is read from the records). "
+            "In the first periods every thread's `voluntary_ctxt_switches` (/proc/PID/task/*/status) is sampled "
+            "every 50 ms: a thread born meanwhile counts from zero, one that exits counts to its last sample plus "
+            "one wakeup (the idle timeout that ended it). "
+            "In the last period `strace -f -tt` is attached instead (ptrace adds context switches of its own, so "
+            "the two are never mixed): every syscall of every thread, and the blocking calls that returned.")
+        add("")
+        add("| period | length | wakeups | per second | voluntary switches | threads exited | threads born | CPU | by thread |")
+        add("|---|---:|---:|---:|---:|---:|---:|---:|---|")
+        for n, p in enumerate(i["periods"]):
+            threads = "; ".join(f"{k}: {v}" for k, v in sorted(p["per_thread"].items(), key=lambda kv: -kv[1]) if v)
+            add(f"| tick {n} + {p['from']:.1f} s → + {p['to']:.1f} s | {p['seconds']:.1f} s | {p['voluntary']} | "
+                f"{p['per_second']:.2f} | {p['switches']} | {p['deaths']} | {p['births']} | {p['cpu_us']:.0f} µs | {threads or '—'} |")
+        add("")
+        for n, p in enumerate(i["periods"]):
+            add(f"Wakeups in period {n} by whole seconds since the tick fired: "
+                + ", ".join(f"+{s} s: {v}" for s, v in sorted(p["bins"].items())) + ".")
+        s = i["strace"]
+        if s:
+            add("")
+            add(f"strace, tick + {s['from']:.1f} s → + {s['to']:.1f} s ({s['seconds']:.1f} s): **{s['syscalls']} syscalls "
+                f"({s['per_second']:.1f}/s)**, {s['wakeups']} blocking calls returned ({s['wakeups_per_second']:.2f}/s).")
+            add("")
+            add("| syscall | count |")
+            add("|---|---:|")
+            for k, v in sorted(s["calls"].items(), key=lambda kv: -kv[1]):
+                add(f"| {k} | {v} |")
+            add("")
+            add("By thread: " + "; ".join(f"{k}: {v} syscalls, {s['wakeups_per_thread'].get(k, 0)} wakeups"
+                                          for k, v in sorted(s["per_thread"].items(), key=lambda kv: -kv[1])) + ".")
+    if "lateness" in r:
+        late = r["lateness"]
+        add("")
+        add("## 3. Tick lateness")
+        add("")
+        add(f"`KeepAliveBenchmarks --lateness {int(late['interval_ms'])} {int(late['ticks'])}`: one registration on a "
+            "`KeepAlive` with its default (real) clock. *Scheduler* = `TickReport.fired − scheduled` (when the "
+            "loop woke), *callback* = the window's clock when the callback started (`deadline − timeRemaining`) "
+            "− scheduled.")
+        add("")
+        add("| | p50 | p99 | max | min |")
+        add("|---|---:|---:|---:|---:|")
+        for key, name in (("fired", "scheduler woke"), ("began", "callback started")):
+            add(f"| {name} | {late[key + '_p50_us']:.0f} µs | {late[key + '_p99_us']:.0f} µs | {late[key + '_max_us']:.0f} µs | "
+                f"{late[key + '_min_us']:.0f} µs |")
+        if late.get("fifo"):
+            f = late["fifo"]
+            for key, name in (("fired", "scheduler woke"), ("began", "callback started")):
+                add(f"| {name}, SCHED_FIFO run beside it ({int(f['ticks'])} ticks, diagnostic) | {f[key + '_p50_us']:.0f} µs | "
+                    f"{f[key + '_p99_us']:.0f} µs | {f[key + '_max_us']:.0f} µs | {f[key + '_min_us']:.0f} µs |")
+        add("")
+        add("Tick 0 fires at start and is left out (its lateness is the scheduler's start-up: "
+            f"{fmt(late.get('first_us'), 0)} µs here). The SCHED_FIFO run (`chrt -f 50`, full mode only, its grid half "
+            "a tick off the measured one) tells the scheduler's own delay from the machine's: a short FIFO tail "
+            "next to a long normal one means the normal run waited for a CPU.")
+    m = r.get("memory", {})
+    if m:
+        add("")
+        add("## 4. Memory and a 10,000-device tree")
+        add("")
+        if m.get("rss100"):
+            add(f"- {m['rss100']['devices']} devices (section 2's daemon, after {r.get('idle', {}).get('seconds', 0):.0f} s, its "
+                f"own {m['rss100']['devices']}-device simulator): **VmHWM {m['rss100'].get('VmHWM', 0) / 1024:.1f} MiB**, "
+                f"VmRSS {m['rss100'].get('VmRSS', 0) / 1024:.1f} MiB, of which {m['rss100'].get('RssAnon', 0) / 1024:.1f} MiB "
+                f"anonymous (heap, stacks) and {m['rss100'].get('RssFile', 0) / 1024:.1f} MiB file-backed (the binary and "
+                "the shared libraries it maps: libswiftCore, Foundation and its ICU, libstdc++, libc…).")
+        if "cpu" in r:
+            add("- Section 1's daemons, on the " + f"{r['cpu']['sim_devices']:,}-device tree (wait4 `ru_maxrss`): "
+                + ", ".join(f"N={row['n']}: {fmt((row['maxrss_kb'] or 0) / 1024, 1)} MiB" for row in r["cpu"]["rows"]) + ".")
+        if m.get("large"):
+            big = m["large"]
+            add(f"- {big['devices']:,} configured devices, one tick against `bluez-sim --devices 10000 --time-scale 0.001`: "
+                f"**peak {big['maxrss_kb'] / 1024:.1f} MiB** (wait4 `ru_maxrss`), {big['rss_at_ready_kb'] / 1024:.1f} MiB at "
+                f"'adapter ready' ({fmt(big['ready_s'], 2)} s after spawn: configuration loaded, tree synced); "
+                f"the tick ended {fmt(big['tick_s'], 1)} s after spawn; {big['cpu_s']:.1f} s CPU in all.")
+        if m.get("sync"):
+            sync = m["sync"]
+            add(f"- First sync of the 10,000-device tree (10,002 objects; `BlueZBenchmark --sync`, a new connection each "
+                f"time, median of {int(sync['repeats'])}): the object cache is ready after **{sync['sync_ms']:.0f} ms** "
+                f"({sync['sync_cpu_us'] / 1000:.0f} ms CPU); a bare GetManagedObjects decoded into `DBusValue`s on the "
+                f"same connection takes {sync['gmo_ms']:.0f} ms ({sync['gmo_cpu_us'] / 1000:.0f} ms CPU). The C floor's "
+                f"GetManagedObjects + walk: {fmt(m.get('c_sync_ms'), 0)} ms ({fmt((m.get('c_sync_cpu_us') or 0) / 1000, 0)} ms CPU), "
+                f"mostly the simulator building the reply. The simulator itself was ready {m.get('sim_ready_s', 0):.1f} s after spawn.")
+    if "startup" in r:
+        st = r["startup"]
+        add("")
+        add("## 5. Start-up")
+        add("")
+        add(f"Process spawn → the first completed poll (connect, read, disconnect) of 1 device, against a "
+            f"1-device simulator at time scale 0.01 whose device was connected once before (median of {st['repeats']}): "
+            "keepalive `run --ticks 1 --output -` → its first record on stdout; bleak "
+            "(`Benchmarks/bluez-bench/bleak_startup.py`: interpreter start, imports, `BleakClient(address)` which "
+            "scans until the device is seen, read, disconnect) → its `disconnected` line; the C floor → "
+            "`first_poll_done`.")
+        add("")
+        add("| client | first completed poll | first read | exit | CPU, whole process |")
+        add("|---|---:|---:|---:|---:|")
+        for name in ("keepalive", "bleak", "c"):
+            s = st[name]
+            add(f"| {'C floor' if name == 'c' else name} | {fmt((s['poll'] or 0) * 1000)} ms | "
+                f"{fmt(s['read'] * 1000 if s.get('read') else None)}{' ms' if s.get('read') else ''} | "
+                f"{fmt((s['exit'] or 0) * 1000)} ms | {fmt(s['cpu_ms'], 1)} ms |")
+    if "core" in r:
+        core = r["core"]
+        add("")
+        add("## 6. Core: ledger, scheduler, poll engine")
+        add("")
+        add("`KeepAliveBenchmarks" + (" --quick" if ctx.quick else "") + "` (manual clock, MockTransport with zero latency):")
+        add("")
+        add("```")
+        add("\n".join(core["raw"]))
+        add("```")
+    if "dbus" in r:
+        add("")
+        add("## 7. One D-Bus method call")
+        add("")
+        add(f"`DBusBenchmark {r['dbus']['calls']}` (a Ping round trip on a private bus; client CPU per call):")
+        add("")
+        add("| client | median round trip | CPU per call | vs C |")
+        add("|---|---:|---:|---:|")
+        for k, v in r["dbus"]["rows"].items():
+            add(f"| {k} | {v[0]:.1f} µs | {v[1]:.2f} µs | {v[2]:.2f}× |")
+    if ctx.args.notes and os.path.exists(ctx.args.notes):
+        add("")
+        with open(ctx.args.notes) as f:
+            add(f.read().rstrip())
+    add("")
+    return "\n".join(md)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="every section small and fast (CI smoke test)")
+    parser.add_argument("--sections", default=",".join(SECTIONS), help="comma-separated subset of " + ",".join(SECTIONS))
+    parser.add_argument("--reps", type=int, default=3, help="repetitions of the CPU section (full mode)")
+    parser.add_argument("--lateness-ticks", type=int, default=600, help="ticks of 1 s for the lateness section")
+    parser.add_argument("--output", help="the Markdown report (default: BENCHMARKS.md, or .build-bench/BENCHMARKS-quick.md)")
+    parser.add_argument("--scratch", default=os.path.join(ROOT, ".build-bench"), help="swift build --scratch-path")
+    parser.add_argument("--notes", default=os.path.join(ROOT, "Benchmarks", "NOTES.md"),
+                        help="Markdown appended to the report (analysis of the goals)")
+    parser.add_argument("--skip-build", action="store_true", help="use what is already built in --scratch")
+    parser.add_argument("--keep", action="store_true", help="keep the work directory (configurations, records, logs)")
+    args = parser.parse_args()
+    if args.output is None:
+        args.output = os.path.join(args.scratch, "BENCHMARKS-quick.md") if args.quick else os.path.join(ROOT, "BENCHMARKS.md")
+    ctx = Context(args)
+    started = time.time()
+    if args.skip_build:
+        ctx.bin = os.path.join(ctx.scratch, "release")
+        ctx.cfloor = os.path.join(ctx.scratch, "bluez_poll")
+    else:
+        build_started = time.monotonic()
+        build(ctx)
+        ctx.durations["build"] = time.monotonic() - build_started
+    ctx.machine = machine(ctx)
+    functions = {"cpu": section_cpu, "idle": section_idle, "lateness": section_lateness, "memory": section_memory,
+                 "startup": section_startup, "core": section_core, "dbus": section_dbus}
+    wanted = [s.strip() for s in args.sections.split(",") if s.strip()]
+    for name in wanted:
+        if name not in functions:
+            raise SystemExit(f"unknown section {name!r} (sections: {', '.join(SECTIONS)})")
+    for name in wanted:
+        ctx.loads[name] = loadavg()
+        log(f"section {name} (load {ctx.loads[name]})")
+        section_started = time.monotonic()
+        try:
+            functions[name](ctx)
+        except (SectionFailed, subprocess.TimeoutExpired, OSError, KeyError, ValueError) as error:
+            ctx.failures.append((name, str(error)))
+            log(f"section {name} FAILED: {error}")
+        ctx.durations[name] = time.monotonic() - section_started
+    report(ctx, started)
+    if args.keep or ctx.failures:
+        log(f"configurations, records and logs kept in {ctx.work}")
+    else:
+        shutil.rmtree(ctx.work, ignore_errors=True)
+    if ctx.failures:
+        raise SystemExit(1)
+
+
+if __name__ == "__main__":
+    main()
