@@ -20,9 +20,16 @@ public enum BlueZ {
 
     /// The device a GATT object belongs to: `/org/bluez/hci0/dev_…/service0010/char0011` → `/org/bluez/hci0/dev_…`.
     static func deviceOwning(_ path: ObjectPath) -> ObjectPath? {
-        let parts = path.rawValue.split(separator: "/", omittingEmptySubsequences: true)
-        guard parts.count > 3, parts[0] == "org", parts[1] == "bluez", parts[3].hasPrefix("dev_") else { return nil }
-        return ObjectPath(rawValue: "/" + parts[0...3].joined(separator: "/"))
+        // On every signal's path: one pass over the UTF-8, no arrays of substrings.
+        let utf8 = path.rawValue.utf8
+        let prefix = "/org/bluez/".utf8
+        guard utf8.starts(with: prefix) else { return nil }
+        let adapterStart = utf8.index(utf8.startIndex, offsetBy: prefix.count)
+        guard let adapterEnd = utf8[adapterStart...].firstIndex(of: UInt8(ascii: "/")) else { return nil }
+        let deviceStart = utf8.index(after: adapterEnd)
+        guard utf8[deviceStart...].starts(with: "dev_".utf8) else { return nil }
+        let deviceEnd = utf8[deviceStart...].firstIndex(of: UInt8(ascii: "/")) ?? utf8.endIndex
+        return ObjectPath(rawValue: String(path.rawValue[..<deviceEnd]))
     }
 
     /// `/org/bluez/hci0/dev_AA_BB_CC_DD_EE_FF` — BlueZ's path for a device, derived from its address.

@@ -175,14 +175,15 @@ extension BlueZTransport {
             return [percentage]
         }
         let (device, target) = try characteristicPath(characteristic, of: peripheral)
-        let context = "ReadValue \(characteristic.shortDescription) on \(peripheral.address)"
+        // Only formatted when something fails: a read's hot path builds no strings.
+        let context: @Sendable () -> String = { "ReadValue \(characteristic.shortDescription) on \(peripheral.address)" }
         let reply = try await cache.guarded(device: device, requireConnected: true) {
             try await self.call(
                 target.path, BlueZ.gattCharacteristicInterface, "ReadValue", [Self.emptyOptions()], expecting: "ay",
-                timeout: self.configuration.gattTimeout, context: context)
+                timeout: self.configuration.gattTimeout, context: context())
         }
         guard reply.count == 1, let bytes = reply[0].bytes else {
-            throw TransportError(.protocolError, "\(context): expected a reply of type 'ay', got '\(reply.signature)'")
+            throw TransportError(.protocolError, "\(context()): expected a reply of type 'ay', got '\(reply.signature)'")
         }
         return bytes
     }

@@ -68,8 +68,22 @@ public enum Subprocess {
         for fd in outPipe + errPipe { posix_spawn_file_actions_addclose(&actions, fd) }
         let argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
         defer { for pointer in argv { free(pointer) } }
+        // The child starts with no signal blocked and every signal at its default action. Without this it
+        // inherits the spawning thread's mask (a libdispatch worker blocks most signals) and our SIG_IGN for
+        // SIGTERM/SIGINT (signals are taken through DispatchSources), which survives exec: a private
+        // dbus-daemon left behind by a killed demo could then only be removed with SIGKILL.
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        var noSignals = sigset_t()
+        sigemptyset(&noSignals)
+        posix_spawnattr_setsigmask(&attributes, &noSignals)
+        var allSignals = sigset_t()
+        sigfillset(&allSignals)
+        posix_spawnattr_setsigdefault(&attributes, &allSignals)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
         var pid: pid_t = 0
-        let result = posix_spawnp(&pid, arguments[0], &actions, nil, argv, environ)
+        let result = posix_spawnp(&pid, arguments[0], &actions, &attributes, argv, environ)
         close(outPipe[1])
         close(errPipe[1])
         guard result == 0 else {

@@ -74,25 +74,33 @@ public struct BluetoothUUID: Hashable, Comparable, Sendable, CustomStringConvert
 
     /// Lower-case 8-4-4-4-12, the form BlueZ uses in its `UUID` properties.
     public var description: String {
-        var text = ""
+        // Formatted as ASCII bytes: it is on every poll's path (record keys, error contexts), and building a
+        // String per byte cost 12 % of a poll's instructions (Benchmarks/NOTES.md).
+        var text: [UInt8] = []
         text.reserveCapacity(36)
         for (index, byte) in bytes.enumerated() {
-            if [4, 6, 8, 10].contains(index) { text += "-" }
-            text += Self.hex(byte)
+            if index == 4 || index == 6 || index == 8 || index == 10 { text.append(UInt8(ascii: "-")) }
+            Self.appendHex(byte, to: &text)
         }
-        return text
+        return String(decoding: text, as: UTF8.self)
     }
 
     /// The 16- or 32-bit form when the UUID is on the Bluetooth base, else the full form.
     public var shortDescription: String {
-        guard Array(bytes[4...]) == Self.baseSuffix else { return description }
-        if bytes[0] == 0, bytes[1] == 0 { return Self.hex(bytes[2]) + Self.hex(bytes[3]) }
-        return bytes[0..<4].map(Self.hex).joined()
+        guard bytes[4...].elementsEqual(Self.baseSuffix) else { return description }
+        var text: [UInt8] = []
+        text.reserveCapacity(8)
+        for byte in bytes[(bytes[0] == 0 && bytes[1] == 0 ? 2 : 0)..<4] { Self.appendHex(byte, to: &text) }
+        return String(decoding: text, as: UTF8.self)
     }
 
-    private static func hex(_ byte: UInt8) -> String {
-        let digits = Array("0123456789abcdef")
-        return String([digits[Int(byte >> 4)], digits[Int(byte & 0xF)]])
+    private static func appendHex(_ byte: UInt8, to text: inout [UInt8]) {
+        text.append(hexDigit(byte >> 4))
+        text.append(hexDigit(byte & 0xF))
+    }
+
+    private static func hexDigit(_ nibble: UInt8) -> UInt8 {
+        nibble < 10 ? UInt8(ascii: "0") + nibble : UInt8(ascii: "a") + nibble - 10
     }
 
     public static func < (lhs: BluetoothUUID, rhs: BluetoothUUID) -> Bool {

@@ -60,6 +60,12 @@ struct JSONLine {
 
     static func appendString(_ value: String, to text: inout String) {
         text += "\""
+        // Almost every string (names, addresses, UUIDs, ISO times) needs no escaping: append it whole.
+        if !value.utf8.contains(where: { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) {
+            text += value
+            text += "\""
+            return
+        }
         for scalar in value.unicodeScalars {
             switch scalar {
             case "\"": text += "\\\""

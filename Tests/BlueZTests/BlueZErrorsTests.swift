@@ -1,4 +1,4 @@
-import BlueZ
+@testable import BlueZ
 import DBus
 import KeepAlive
 import Testing
@@ -53,5 +53,22 @@ struct BlueZErrorsTests {
         #expect(BlueZErrors.transportError(DBusError(code: .disconnected, message: "bus gone"), context: "x").code == .serviceUnavailable)
         #expect(BlueZErrors.transportError(DBusError(code: .timeout, name: "org.freedesktop.DBus.Error.NoReply", message: "t"), context: "x").code == .timeout)
         #expect(BlueZErrors.transportError(DBusError(code: .typeMismatch, message: "expected ay, found s"), context: "x").code == .protocolError)
+    }
+}
+
+@Suite("BlueZ object paths")
+struct BlueZPathTests {
+    @Test(arguments: [
+        ("/org/bluez/hci0/dev_C0_FF_EE_00_00_01/service0010/char0011/desc0013", "/org/bluez/hci0/dev_C0_FF_EE_00_00_01"),
+        ("/org/bluez/hci0/dev_C0_FF_EE_00_00_01/service0010", "/org/bluez/hci0/dev_C0_FF_EE_00_00_01"),
+        ("/org/bluez/hci12/dev_C0_FF_EE_00_00_01", "/org/bluez/hci12/dev_C0_FF_EE_00_00_01"),
+        ("/org/bluez/hci0", nil),
+        ("/org/bluez", nil),
+        ("/org/bluez/hci0/player0", nil),
+        ("/org/bluezz/hci0/dev_C0_FF_EE_00_00_01", nil),
+        ("/", nil),
+    ] as [(String, String?)])
+    func aGATTObjectBelongsToTheDeviceAboveIt(path: String, device: String?) throws {
+        #expect(BlueZ.deviceOwning(try ObjectPath(path))?.rawValue == device)
     }
 }
