@@ -57,6 +57,9 @@ extension BlueZSimulator {
         /// A peripheral powered off drops its link after this: its controller ends the link (HCI reason 0x15,
         /// "power off"), 10–211 ms after the command in the qemu lab; no supervision timeout is involved.
         public var powerOffLinkLoss: Duration = .milliseconds(100)
+        /// After a crash the kernel keeps the links; the next bluetoothd sees them up until the kernel drops them
+        /// (1.5–2 s after the crash in the qemu lab).
+        public var kernelLinkAfterCrash: Duration = .milliseconds(1_750)
         /// Graceful restart: how long org.bluez stays off the bus.
         public var restart: Duration = .seconds(1)
 

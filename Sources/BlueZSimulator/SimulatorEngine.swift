@@ -145,10 +145,22 @@ final class SimulatorEngine: Sendable {
             }
             try await connection.export(rootObject(), at: Self.rootPath)
             for path in adapters { try await connection.export(adapterObject(path), at: path) }
-            model.withLock { model in
+            // A link the kernel kept through a crash shows up as Connected=true without ServicesResolved, and a
+            // Connect returns at once without resolving anything, until the kernel drops it 1.5–2 s later.
+            let leftovers = model.withLock { model -> [(ObjectPath, Int)] in
                 for path in devices { model.devices[path]?.exported = true }
+                defer { model.kernelLinks = [] }
+                return model.kernelLinks.sorted().compactMap { path in
+                    guard model.devices[path] != nil else { return nil }
+                    model.devices[path]?.exported = true
+                    model.devices[path]?.connected = true
+                    model.devices[path]?.link += 1
+                    return (path, model.devices[path]!.link)
+                }
             }
-            for path in devices { try await connection.export(deviceObject(path, battery: false), at: path) }
+            for path in Set(devices).union(leftovers.map(\.0)).sorted() {
+                try await connection.export(deviceObject(path, battery: false), at: path)
+            }
             // Added after the initial objects, so that starting does not announce them one by one.
             await connection.addObjectManager(at: .root)
             let departures = try await connection.signals(matching: MatchRule(
@@ -174,6 +186,9 @@ final class SimulatorEngine: Sendable {
                 throw BlueZSimulatorError.nameTaken(Self.busName)
             }
             logger.info("org.bluez is up as \(connection.uniqueName)")
+            for (path, link) in leftovers {
+                schedule(after: configuration.latencies.kernelLinkAfterCrash) { [self] in await dropLink(path, onlyLink: link) }
+            }
         } catch {
             _ = model.withLock { $0.resetRuntimeState(BlueZError.inputOutput) }
             await connection.close()
@@ -181,14 +196,19 @@ final class SimulatorEngine: Sendable {
         }
     }
 
-    /// bluetoothd killed: the connection closes abruptly, no InterfacesRemoved, every link is gone.
+    /// bluetoothd killed: the connection closes abruptly, no InterfacesRemoved; the links stay up in the kernel
+    /// (see `start`).
     func crash() async {
-        let (connection, promises) = model.withLock { model in
-            let connection = model.connection
-            return (connection, model.resetRuntimeState(DBusError(name: "org.freedesktop.DBus.Error.NoReply", message: "")))
+        // A killed process answers nothing: the connection goes first, so a call in flight gets the bus's own
+        // NoReply ("…disconnected from message bus without replying"), never one of ours.
+        let connection = model.withLock { model in
+            // SIGKILL leaves the kernel's links up (the qemu lab): they outlive this bluetoothd.
+            model.kernelLinks = Set(model.devices.values.filter(\.connected).map(\.path))
+            return model.connection
         }
-        for promise in promises { promise.complete(.failure(BlueZError.inputOutput)) }
         await connection?.close()
+        let promises = model.withLock { $0.resetRuntimeState(DBusError(name: "org.freedesktop.DBus.Error.NoReply", message: "")) }
+        for promise in promises { promise.complete(.failure(BlueZError.inputOutput)) }
         logger.info("org.bluez crashed")
     }
 

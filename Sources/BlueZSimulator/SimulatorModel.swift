@@ -10,6 +10,9 @@ struct Model {
     var connection: DBusConnection?
     /// Bumped by every crash, restart and stop: work started for an older generation does nothing.
     var generation = 0
+    /// Links the kernel kept when bluetoothd crashed: the next bluetoothd finds them up (Connected=true, no
+    /// ServicesResolved) until the kernel drops them.
+    var kernelLinks: Set<ObjectPath> = []
     var adapters: [String: AdapterState] = [:]
     var adapterOrder: [String] = []
     var devices: [ObjectPath: DeviceState] = [:]

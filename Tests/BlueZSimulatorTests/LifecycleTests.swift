@@ -33,6 +33,25 @@ extension BlueZSimulatorTests {
             }
         }
 
+        /// bluetoothd 5.66 SIGKILLed in the qemu lab: the kernel keeps the link, the next bluetoothd shows it
+        /// Connected=true without ServicesResolved, a Connect returns OK without resolving anything, and the
+        /// kernel drops the link 1.5–2 s after the crash.
+        @Test func aCrashLeavesTheKernelsLinkUpForTheNextBluetoothdUntilTheKernelDropsIt() async throws {
+            try await Harness.with(Harness.configuration { $0.latencies.kernelLinkAfterCrash = .seconds(50) }) { harness in
+                try await harness.connect()
+                await harness.simulator.crash()
+                try await harness.simulator.restart()
+                #expect(try await harness.deviceProperty(Harness.first, "Connected") == .boolean(true))
+                #expect(try await harness.deviceProperty(Harness.first, "ServicesResolved") == .boolean(false))
+                try await harness.device(harness.client, Harness.first, "Connect")
+                #expect(try await harness.deviceProperty(Harness.first, "ServicesResolved") == .boolean(false))
+                try await waitUntil("the kernel drops the link (50 s × 0.01)") {
+                    try await harness.deviceProperty(Harness.first, "Connected") == .boolean(false)
+                }
+                try await harness.connect()  // a fresh link resolves as usual
+            }
+        }
+
         @Test func aGracefulRestartRemovesEverythingThenRebuildsTheTreeDisconnected() async throws {
             try await Harness.with { harness in
                 try await harness.connect()
