@@ -191,6 +191,29 @@ struct BlueZTransportTests {
         )
     }
 
+    /// After bluetoothd is killed the kernel keeps the link: the new bluetoothd shows Connected=true but never
+    /// resolves services until the kernel drops the link (1.5–2 s in the qemu lab). A connect in that window
+    /// fails typed when the link drops (not at its deadline), and the next one works.
+    @Test func aLinkLeftOverFromACrashFailsTheConnectTypedThenTheNextOneWorks() async throws {
+        try await H.with(H.configuration { $0.latencies.kernelLinkAfterCrash = .seconds(100) }) { h in
+            try await h.transport.connect(H.sensor, options: ConnectOptions(timeout: .seconds(5), characteristics: [H.counter]))
+            await h.simulator.crash()
+            try await h.simulator.restart()
+            try await h.transport.cache.waitUntilReady(timeout: .seconds(10))
+            let started = ContinuousClock.now
+            await #expect {
+                try await h.transport.connect(H.sensor, options: ConnectOptions(timeout: .seconds(10), characteristics: [H.counter]))
+            } throws: { error in
+                (error as? TransportError)?.isTransient == true
+            }
+            #expect(ContinuousClock.now - started < .seconds(5), "failed when the leftover link dropped, not at the 10-s deadline")
+            await h.transport.disconnect(H.sensor, timeout: .seconds(5))
+            try await h.transport.connect(H.sensor, options: ConnectOptions(timeout: .seconds(5), characteristics: [H.counter]))
+            #expect(try await h.transport.read(H.counter, from: H.sensor).count == 4)
+            await h.transport.disconnect(H.sensor, timeout: .seconds(5))
+        }
+    }
+
     @Test func inFlightReadFailsAtOnceWhenBluetoothdCrashes() async throws {
         try await H.with { h in
             try await h.simulator.inject(.readHang, device: H.sensor.address)
