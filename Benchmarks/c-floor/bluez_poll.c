@@ -23,6 +23,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <time.h>
+#include "bench_clock.h"
 
 #define COUNTER_UUID "4b410002-6b65-6570-616c-697665000000"
 #define CALL_TIMEOUT_MS 10000
@@ -46,18 +47,6 @@ static DBusConnection *bus;
 static Device *devices;
 static int device_count, concurrency, next_device, polls_done, failures, first_printed;
 static Slot *slots;
-
-static double now_us(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
-}
-
-static double cpu_us(void) {
-    struct rusage usage;
-    getrusage(RUSAGE_SELF, &usage);
-    return (usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) * 1e6 + usage.ru_utime.tv_usec + usage.ru_stime.tv_usec;
-}
 
 static void die(const char *what, DBusError *error) {
     fprintf(stderr, "bluez_poll: %s: %s\n", what, error && error->message ? error->message : "failed");

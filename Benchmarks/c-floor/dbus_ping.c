@@ -6,18 +6,7 @@
 #include <stdlib.h>
 #include <sys/resource.h>
 #include <time.h>
-
-static double now_us(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
-}
-
-static double cpu_us(void) {
-    struct rusage usage;
-    getrusage(RUSAGE_SELF, &usage);
-    return (usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) * 1e6 + usage.ru_utime.tv_usec + usage.ru_stime.tv_usec;
-}
+#include "bench_clock.h"
 
 static int compare(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
