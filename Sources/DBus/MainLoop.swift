@@ -7,9 +7,9 @@ import Timing
 /// libdbus asks for "watches" (a file descriptor to poll for reading or writing) and "timeouts" (pending-call
 /// deadlines); we answer with one read or write source per watch and a *single* timer for all timeouts, armed
 /// for the earliest deadline and disarmed when no timeout is left. The timer is an entry on the process's
-/// timerfd thread (`Timing.TimerThread`), not a DispatchSourceTimer: while a dispatch timer is pending,
-/// libdispatch wakes the process every second, and a pending-call timeout (25–35 s) would keep it pending
-/// between ticks. After libdbus has handled I/O we dispatch the queued messages. A thread looping on
+/// timerfd thread (`Timing.TimerThread`), not a DispatchSourceTimer left armed for a reply that came long ago:
+/// a pending-call timeout is 25–35 s, so it used to fire between a daemon's ticks, waking it for nothing.
+/// After libdbus has handled I/O we dispatch the queued messages. A thread looping on
 /// `dbus_connection_read_write_dispatch` is not an option: sends from other threads stall until its poll wakes,
 /// and pending-call timeouts never fire.
 ///

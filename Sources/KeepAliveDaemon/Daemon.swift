@@ -184,7 +184,7 @@ public final class Daemon: Service {
                     // Stops with the group; a wedged process stops pinging and systemd restarts it.
                     while !Task.isCancelled {
                         notifier.notify("WATCHDOG=1")
-                        // A timerfd sleep: Task.sleep would wake the process every second in between.
+                        // On the timerfd thread, like every timer of the daemon: cancelled at shutdown, it wakes no one.
                         try? await TimerFDClock().sleep(for: interval)
                     }
                 }

@@ -7,9 +7,10 @@ import Locking
 /// One thread blocked in `read(2)` on one `timerfd` (`CLOCK_BOOTTIME`, absolute), armed for the earliest
 /// pending deadline: every deadline reached costs exactly one wakeup, and a cancelled one costs none.
 ///
-/// Why not `Task.sleep` or a `DispatchSourceTimer`: while one of them is pending far ahead, libdispatch on Linux
-/// re-arms its own timerfd about once a second, so a daemon that ticks every 30 s would wake ~30 times between
-/// ticks. `KeepAlive.TimerFDClock` sleeps here; `DBus` programs its pending-call timeouts here.
+/// Why not `Task.sleep` or a `DispatchSourceTimer`: a cancelled `Task.sleep` still fires its libdispatch timer at
+/// the original deadline, and a dispatch timer left armed for an answered call fires later too — each a wakeup
+/// for nothing, between a daemon's ticks. `KeepAlive.TimerFDClock` sleeps here; `DBus` programs its
+/// pending-call timeouts here.
 ///
 /// ```swift
 /// let id = TimerThread.shared.schedule(at: TimerThread.now() + .seconds(25)) { queue.async { fire() } }
