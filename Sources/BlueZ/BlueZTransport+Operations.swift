@@ -273,6 +273,8 @@ extension BlueZTransport {
             try await cache.wait(until: deadline, for: "\(peripheral.address) to read Connected=false") { tree in
                 tree.properties(path, BlueZ.deviceInterface)?.bool("Connected") == true ? .waiting : .satisfied
             }
+        } catch let error as TransportError where [.serviceUnavailable, .serviceRestarted].contains(error.code) {
+            // bluetoothd left meanwhile: there is no link to wait for.
         } catch {
             logger.warning("Disconnect returned but the link stayed up", metadata: ["address": "\(peripheral.address)", "error": "\(error)"])
         }
