@@ -62,15 +62,8 @@ fi
 
 # Host tools. debootstrap and mkfs.ext4 build the image; the other scripts need qemu and gdbus, installed here
 # too so that one apt run covers the lab.
-missing=()
-for package in debootstrap e2fsprogs qemu-system-x86 libglib2.0-bin debian-archive-keyring util-linux; do
-    dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
-done
-if ((${#missing[@]})); then
-    log "installing host packages: ${missing[*]}"
-    apt-get update -qq >&2
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
-fi
+source "$here/host-packages.sh"
+install_missing_packages build-image debootstrap e2fsprogs qemu-system-x86 libglib2.0-bin debian-archive-keyring util-linux
 
 # The Debian mirror this machine already uses: deb822 (.sources) or one-line format, first bookworm entry.
 find_mirror() {

@@ -109,15 +109,8 @@ trap 'say "terminated"; exit 143' TERM
 [[ $(id -u) -eq 0 ]] || { say "needs root (the image build uses debootstrap and chroot)"; exit 2; }
 # What the host needs to run the lab (build-image.sh installs what building needs): qemu, gdbus for the probe
 # and labctl. A fresh machine (CI) gets them here.
-missing=()
-for package in qemu-system-x86 libglib2.0-bin; do
-    dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
-done
-if ((${#missing[@]})); then
-    say "installing host packages: ${missing[*]}"
-    apt-get update -qq >&2
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
-fi
+source "$here/host-packages.sh"
+install_missing_packages lab qemu-system-x86 libglib2.0-bin
 begin image
 image="$("$here/build-image.sh" | tail -1)"
 end
