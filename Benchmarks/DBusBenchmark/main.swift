@@ -117,6 +117,18 @@ func startDaemon(directory: String) throws -> (address: String, pid: pid_t) {
     return result
 }
 
+/// The calls from a task that prefers the connection's thread (`withTaskExecutorPreference`): no hop at all.
+@concurrent func preferringSwiftClient(address: String, calls: Int) async throws -> (median: Double, cpu: Double) {
+    let client = try await DBusConnection(bus: .address(address))
+    let result = try await withTaskExecutorPreference(client.taskExecutor) {
+        try await measure(calls: calls) {
+            _ = try await client.call(destination: benchName, path: benchPath, interface: benchName, method: "Ping")
+        }
+    }
+    await client.close()
+    return result
+}
+
 /// The calls from code isolated to the connection: everything stays on its queue.
 func isolatedSwiftClient(address: String, calls: Int) async throws -> (median: Double, cpu: Double) {
     let client = try await DBusConnection(bus: .address(address))
@@ -175,10 +187,11 @@ _ = try runToEnd([
 ])
 
 print("\(calls) Ping calls per client, median of each round trip; client CPU = getrusage(RUSAGE_SELF) / calls")
-// DBUS_BENCHMARK_ONLY=pool|isolated runs one Swift client alone (for profiling).
+// DBUS_BENCHMARK_ONLY=pool|isolated|preferring runs one Swift client alone (for profiling).
 let only = ProcessInfo.processInfo.environment["DBUS_BENCHMARK_ONLY"]
-let swift = only == "isolated" ? (median: Double.nan, cpu: Double.nan) : try await swiftClient(address: address, calls: calls)
-let isolated = only == "pool" ? (median: Double.nan, cpu: Double.nan) : try await isolatedSwiftClient(address: address, calls: calls)
+let swift = only == "isolated" || only == "preferring" ? (median: Double.nan, cpu: Double.nan) : try await swiftClient(address: address, calls: calls)
+let isolated = only == "pool" || only == "preferring" ? (median: Double.nan, cpu: Double.nan) : try await isolatedSwiftClient(address: address, calls: calls)
+let preferring = only == "pool" || only == "isolated" ? (median: Double.nan, cpu: Double.nan) : try await preferringSwiftClient(address: address, calls: calls)
 let cOutput = try runToEnd([cBinary, address, String(calls)])
 let cValues = Dictionary(uniqueKeysWithValues: cOutput.split(separator: " ").compactMap { pair -> (String, Double)? in
     let parts = pair.split(separator: "=")
@@ -204,6 +217,8 @@ print(String(format: "Swift DBus, caller on the pool   %8.1f µs         %8.2f �
              swift.median, swift.cpu, swift.cpu / cCPU))
 print(String(format: "Swift DBus, caller isolated      %8.1f µs         %8.2f µs          %5.2f×",
              isolated.median, isolated.cpu, isolated.cpu / cCPU))
+print(String(format: "Swift DBus, caller prefers its thread %4.1f µs         %8.2f µs          %5.2f×",
+             preferring.median, preferring.cpu, preferring.cpu / cCPU))
 print(String(format: "C libdbus, blocking call         %8.1f µs         %8.2f µs          %5.2f×", cMedian, cCPU, 1.0))
 if let fastMedian = fastValues["median_us"], let fastCPU = fastValues["cpu_us_per_call"] {
     print(String(format: "python dbus-fast (asyncio)       %8.1f µs         %8.2f µs          %5.2f×", fastMedian, fastCPU, fastCPU / cCPU))

@@ -3,6 +3,8 @@
 #define CLINUX_SHIM_H
 
 #include <malloc.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/prctl.h>
 #include <sys/timerfd.h>
 #include <time.h>
@@ -33,5 +35,44 @@ static inline void clinux_set_thread_name(const char *name) {
 static inline int clinux_limit_malloc_arenas(int count) {
     return mallopt(M_ARENA_MAX, count);
 }
+
+// <sys/epoll.h> and <sys/eventfd.h> are not in Glibc's module map either: a D-Bus connection's thread waits
+// in epoll_wait on the bus socket and an eventfd that other threads write to hand it work.
+static inline int clinux_epoll_create(void) {
+    return epoll_create1(EPOLL_CLOEXEC);
+}
+
+// Adds, modifies (EPOLL_CTL_MOD) or removes (EPOLL_CTL_DEL) `fd` with `events` (EPOLLIN/EPOLLOUT, level-triggered);
+// the event carries the descriptor back.
+static inline int clinux_epoll_control(int epoll, int operation, int fd, unsigned int events) {
+    struct epoll_event event = {0};
+    event.events = events;
+    event.data.fd = fd;
+    return epoll_ctl(epoll, operation, fd, &event);
+}
+
+// Waits up to `timeout` ms (-1: forever) and copies at most `capacity` ready (descriptor, events) pairs out.
+static inline int clinux_epoll_wait(int epoll, int *descriptors, unsigned int *events, int capacity, int timeout) {
+    struct epoll_event ready[32];
+    if (capacity > 32) capacity = 32;
+    int count = epoll_wait(epoll, ready, capacity, timeout);
+    for (int index = 0; index < count; index++) {
+        descriptors[index] = ready[index].data.fd;
+        events[index] = ready[index].events;
+    }
+    return count;
+}
+
+static inline int clinux_eventfd(void) {
+    return eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+}
+
+static const int clinux_epoll_ctl_add = EPOLL_CTL_ADD;
+static const int clinux_epoll_ctl_mod = EPOLL_CTL_MOD;
+static const int clinux_epoll_ctl_del = EPOLL_CTL_DEL;
+static const unsigned int clinux_epollin = EPOLLIN;
+static const unsigned int clinux_epollout = EPOLLOUT;
+static const unsigned int clinux_epollhup = EPOLLHUP;
+static const unsigned int clinux_epollerr = EPOLLERR;
 
 #endif

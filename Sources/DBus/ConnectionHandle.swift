@@ -6,8 +6,8 @@
 /// handle.close()
 /// ```
 final class ConnectionHandle: @unchecked Sendable {
-    // @unchecked Sendable: after `open`, which runs on the connection's queue, the pointer is only used on
-    // that queue (the actor's executor); `deinit` is arranged to run there too (see `DBusConnection.deinit`).
+    // @unchecked Sendable: after `open`, which runs on the connection's thread, the pointer is only used on
+    // that thread (the actor's executor); `deinit` is arranged to run there too (see `DBusConnection.deinit`).
 
     let pointer: RawConnection
     private var isClosed = false

@@ -48,16 +48,17 @@ extension DBusConnection {
             await withCheckedContinuation { continuation in
                 let waiter = ReplyBox.Waiter.continuation(continuation, handoff)
                 if executor.isCurrent {
-                    // A caller isolated to this connection is already on the queue: send without a hop.
+                    // A caller isolated to this connection, or preferring its executor, is already on its
+                    // thread: send without a hop.
                     self.assumeIsolated { $0.startCall(message, milliseconds, box, waiter) }
                 } else {
-                    executor.queue.async {
+                    executor.async {
                         self.assumeIsolated { $0.startCall(message, milliseconds, box, waiter) }
                     }
                 }
             }
         } onCancel: {
-            executor.queue.async {
+            executor.async {
                 self.assumeIsolated { $0.cancelCall(box) }
             }
         }
@@ -162,7 +163,7 @@ extension DBusConnection {
 /// One outstanding method call: what waits for it and the libdbus pending call.
 final class ReplyBox: @unchecked Sendable {
     // @unchecked Sendable: created on the caller's thread, then read and written only on the connection's
-    // queue (every access is inside an isolated method of `DBusConnection`).
+    // thread (every access is inside an isolated method of `DBusConnection`).
 
     enum Waiter: Sendable {
         case continuation(CheckedContinuation<Void, Never>, Handoff<DBusMessage>)

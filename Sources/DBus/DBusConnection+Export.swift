@@ -75,7 +75,7 @@ extension DBusConnection {
 
     // MARK: Incoming method calls
 
-    /// Called on the queue for every incoming method call (Peer is answered by libdbus before this).
+    /// Called on the connection's thread for every incoming method call (Peer is answered by libdbus before this).
     func handleMethodCall(_ message: DBusMessage) {
         statistics.methodCallsReceived += 1
         guard let path = message.path, let member = message.member else { return }
@@ -199,11 +199,11 @@ extension DBusConnection {
         _ message: DBusMessage, out signature: DBusSignature?, afterReply: AfterReplyActions? = nil,
         _ body: @escaping @Sendable () async throws -> [DBusValue]
     ) {
-        // Started on the connection's queue, as its task executor: handlers begin in the order their calls
+        // Started on the connection's thread, as its task executor: handlers begin in the order their calls
         // arrived and run until they first suspend before the next one begins — a service's main loop, as
         // bluetoothd has. (Detached tasks on the global pool raced: a Disconnect could run before the Connect
         // sent just ahead of it had registered its pending connection, leaving a link up.)
-        Task(executorPreference: executor) { [self] in
+        Task(executorPreference: executor.taskExecutor) { [self] in
             let result: Result<[DBusValue], any Error>
             do { result = .success(try await body()) } catch { result = .failure(error) }
             await finishCall(message, result, out: signature, afterReply: afterReply)

@@ -10,7 +10,7 @@ struct SignalSubscription: Sendable {
 
 /// Names a signal handler for ``DBusConnection/removeSignalHandler(_:)``.
 public final class SignalHandlerToken: @unchecked Sendable {
-    // @unchecked Sendable: `id` is written once, on the connection's queue, before the token is returned.
+    // @unchecked Sendable: `id` is written once, on the connection's thread, before the token is returned.
     var id: UInt64 = 0
 }
 
@@ -104,7 +104,7 @@ extension DBusConnection {
     }
 
     nonisolated func endSubscriptionSoon(_ id: UInt64) {
-        executor.queue.async {
+        executor.async {
             self.assumeIsolated { $0.removeSubscription(id, removeMatch: true) }
         }
     }
@@ -152,7 +152,7 @@ extension DBusConnection {
 
     // MARK: Delivery
 
-    /// Called on the queue for every incoming signal, in arrival order.
+    /// Called on the connection's thread for every incoming signal, in arrival order.
     func deliverSignal(_ message: DBusMessage) {
         statistics.signalsReceived += 1
         guard let path = message.path, let interface = message.interface, let member = message.member else { return }

@@ -1,5 +1,4 @@
 import CDBus
-import Dispatch
 
 #if canImport(Glibc)
 import Glibc
@@ -9,9 +8,9 @@ import Darwin
 
 /// A private connection to a D-Bus message bus: method calls, signals, properties and exported objects.
 ///
-/// The connection is an actor whose executor is one serial `DispatchQueue` that also runs libdbus's I/O
-/// (watches and timeouts as DispatchSources), its message filter and its pending-call notifications, so that
-/// libdbus is only ever entered from that queue. Each connection is private (`dbus_connection_open_private`),
+/// The connection is an actor whose executor is a thread of its own (`ConnectionThread`) that also runs
+/// libdbus's I/O (an `epoll` wait on the socket; timeouts from the timerfd thread), its message filter and its
+/// pending-call notifications, so that libdbus is only ever entered from that thread. Each connection is private (`dbus_connection_open_private`),
 /// never libdbus's shared one.
 ///
 /// ```swift
@@ -41,7 +40,7 @@ public actor DBusConnection {
         case open, disconnected, closed
     }
 
-    nonisolated let executor: DBusQueueExecutor
+    nonisolated let executor: ConnectionThread
     nonisolated let handle: ConnectionHandle
     nonisolated let mainLoop: MainLoop
     /// The unique name the bus gave this connection (`:1.42`).
@@ -51,6 +50,15 @@ public actor DBusConnection {
 
     public nonisolated var unownedExecutor: UnownedSerialExecutor {
         executor.asUnownedSerialExecutor()
+    }
+
+    /// The connection's thread as a task executor. Work that makes many calls on this connection runs cheapest
+    /// inside `withTaskExecutorPreference(connection.taskExecutor) { … }` (or a task started with it): each call
+    /// is sent and its reply resumes the task on the thread that reads the socket — no thread switch per call.
+    /// Keep such work short and never block in it: it shares the thread with every reply and signal of the
+    /// connection.
+    public nonisolated var taskExecutor: any TaskExecutor {
+        executor.taskExecutor
     }
 
     /// Whether the connection is still usable.
@@ -74,21 +82,28 @@ public actor DBusConnection {
     /// when the bus accepts the connection but does not answer in time.
     public init(bus: Bus, timeout: Duration = .seconds(10)) async throws {
         let address = try bus.resolvedAddress()
-        let executor = DBusQueueExecutor(label: "DBusConnection")
-        // Opening blocks (authentication, Hello): do it on the connection's own queue, not the cooperative pool.
+        let executor = ConnectionThread(name: "dbus")
+        // Opening blocks (authentication, Hello): do it on the connection's own thread, not the cooperative pool.
         let handoff = Handoff<(ConnectionHandle, uniqueName: String)>()
         await withCheckedContinuation { continuation in
-            executor.queue.async {
+            executor.async {
                 handoff.put(Result { try ConnectionHandle.open(address: address, timeout: timeout) })
                 continuation.resume()
             }
         }
-        let (handle, uniqueName) = try handoff.take()
+        let handle: ConnectionHandle
+        let uniqueName: String
+        do {
+            (handle, uniqueName) = try handoff.take()
+        } catch {
+            executor.stop()
+            throw error
+        }
         self.executor = executor
         self.handle = handle
         self.uniqueName = uniqueName
         self.address = address
-        self.mainLoop = MainLoop(connection: handle.pointer, queue: executor.queue)
+        self.mainLoop = MainLoop(connection: handle.pointer, thread: executor)
         // Fully initialised: from here on the initialiser runs on the connection's executor.
         installFilter()
         mainLoop.start()
@@ -97,11 +112,13 @@ public actor DBusConnection {
     deinit {
         let handle = handle
         let mainLoop = mainLoop
-        // The last reference may go on any thread; the sources and libdbus are torn down on the queue.
-        executor.queue.async {
+        // The last reference may go on any thread; the watches and libdbus are torn down on the connection's
+        // thread, which then ends.
+        executor.async {
             mainLoop.stop()
             handle.close()
         }
+        executor.stop()
         let error = DBusError.disconnected("the connection was released")
         for subscription in subscriptions.values { subscription.finish(error) }
     }
@@ -113,6 +130,8 @@ public actor DBusConnection {
         failEverything(DBusError.disconnected("the connection was closed"))
         mainLoop.stop()
         handle.close()
+        // The thread ends when its queue is empty; later calls (failing "closed") start it again for a moment.
+        executor.stop()
     }
 
     /// Throws `DBusError.Code.disconnected` unless the connection is open.
@@ -153,7 +172,7 @@ public actor DBusConnection {
             free: { Unmanaged<FilterContext>.fromOpaque($0!).release() })
     }
 
-    /// Called by the filter, on the queue, for every message that is not a reply to a pending call.
+    /// Called by the filter, on the connection's thread, for every message that is not a reply to a pending call.
     private func handleIncoming(_ message: DBusMessage) -> Bool {
         switch message.kind {
         case .signal:
@@ -177,6 +196,7 @@ public actor DBusConnection {
         failEverything(DBusError.disconnected("the bus connection was lost"))
         mainLoop.stop()
         handle.close()
+        executor.stop()
     }
 
     // MARK: Sending

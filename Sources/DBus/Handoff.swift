@@ -1,6 +1,6 @@
 import Locking
 
-/// A value handed from the connection's queue to a task resumed by a continuation.
+/// A value handed from the connection's thread to a task resumed by a continuation.
 ///
 /// The continuation already orders the two sides, but ThreadSanitizer on Linux does not see that order
 /// when the resumed task runs on Swift's global executor and reports every object made on the queue as a

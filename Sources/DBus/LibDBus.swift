@@ -248,9 +248,14 @@ func libdbus_watch_get_enabled(_ watch: RawWatch) -> Bool {
     dbus_watch_get_enabled(watch) != 0
 }
 
-/// `dbus_watch_handle` with `DBUS_WATCH_READABLE` or `DBUS_WATCH_WRITABLE`.
-func libdbus_watch_handle(_ watch: RawWatch, readable: Bool) {
-    _ = dbus_watch_handle(watch, readable ? DBUS_WATCH_READABLE.rawValue : DBUS_WATCH_WRITABLE.rawValue)
+/// `dbus_watch_handle` with the conditions that occurred (`DBUS_WATCH_READABLE`, `_WRITABLE`, `_HANGUP`, `_ERROR`).
+func libdbus_watch_handle(_ watch: RawWatch, readable: Bool, writable: Bool, hangup: Bool, error: Bool) {
+    var flags: UInt32 = 0
+    if readable { flags |= DBUS_WATCH_READABLE.rawValue }
+    if writable { flags |= DBUS_WATCH_WRITABLE.rawValue }
+    if hangup { flags |= DBUS_WATCH_HANGUP.rawValue }
+    if error { flags |= DBUS_WATCH_ERROR.rawValue }
+    _ = dbus_watch_handle(watch, flags)
 }
 
 /// `dbus_timeout_get_interval` (milliseconds)

@@ -1,58 +1,63 @@
 import CDBus
-import Dispatch
+import CLinux
 import Timing
 
-/// Drives one libdbus connection from DispatchSources on the connection's serial queue.
+/// Drives one libdbus connection from the connection's own thread (`ConnectionThread`).
 ///
-/// libdbus asks for "watches" (a file descriptor to poll for reading or writing) and "timeouts" (pending-call
-/// deadlines); we answer with one read or write source per watch and a *single* timer for all timeouts, armed
-/// for the earliest deadline and disarmed when no timeout is left. The timer is an entry on the process's
-/// timerfd thread (`Timing.TimerThread`), not a DispatchSourceTimer left armed for a reply that came long ago:
-/// a pending-call timeout is 25–35 s, so it used to fire between a daemon's ticks, waking it for nothing.
-/// After libdbus has handled I/O we dispatch the queued messages. A thread looping on
-/// `dbus_connection_read_write_dispatch` is not an option: sends from other threads stall until its poll wakes,
-/// and pending-call timeouts never fire.
+/// libdbus asks for "watches" (a file descriptor to poll for reading or writing; it keeps a read watch and a
+/// write watch on the same socket, each enabled and disabled on its own) and "timeouts" (pending-call
+/// deadlines). We keep one `epoll` registration per descriptor for the union of its enabled watches, and one
+/// deadline for all timeouts — the earliest — which the thread passes to `epoll_wait` as its timeout, like a C
+/// client's `poll`: no timer to program per call, and none left when no timeout is (a pending-call timeout is
+/// 25–35 s: a timer left armed for a reply that came long ago would wake an idle daemon for nothing). Removing
+/// a timeout other than the last leaves the deadline where it is: waking early with nothing due is harmless
+/// and rarer than removals. After libdbus has handled
+/// I/O we dispatch the queued messages. A thread looping on `dbus_connection_read_write_dispatch` is not an
+/// option: sends from other threads stall until its poll wakes, and pending-call timeouts never fire.
 ///
 /// ```swift
-/// let loop = MainLoop(connection: handle.pointer, queue: executor.queue)
-/// executor.queue.async { loop.start() }
+/// let loop = MainLoop(connection: handle.pointer, thread: thread)
+/// thread.async { loop.start() }
 /// ```
 final class MainLoop: @unchecked Sendable {
-    // @unchecked Sendable: all stored state is read and written on `queue` only. libdbus invokes the watch,
+    // @unchecked Sendable: all stored state is read and written on `thread` only. libdbus invokes the watch,
     // timeout and dispatch-status functions from the thread that calls into the connection, and this module
-    // calls into the connection only on `queue`; the object crosses threads only inside blocks bound for it.
+    // calls into the connection only on `thread`; the object crosses threads only inside blocks bound for it.
 
     private struct Watch {
-        var read: (any DispatchSourceRead)?
-        var write: (any DispatchSourceWrite)?
-        var isResumed = false
+        var raw: RawWatch
+        var fd: Int32
+        var readable: Bool
+        var writable: Bool
+        var isEnabled: Bool
     }
 
     private struct Timeout {
+        var raw: RawTimeout
         /// Since boot (`TimerThread.now()`).
         var deadline: Duration
         var isEnabled: Bool
     }
 
-    let queue: DispatchQueue
+    let thread: ConnectionThread
     private let connection: RawConnection
-    private var watches: [RawWatch: Watch] = [:]
-    private var timeouts: [RawTimeout: Timeout] = [:]
-    /// The timer thread's entry for the earliest deadline; `armGeneration` tells a stale firing from the current.
-    private var timer: UInt64?
-    private var armGeneration: UInt64 = 0
+    // Arrays, not dictionaries: libdbus keeps two watches (read, write) and one timeout per pending call, and
+    // these are looked up on every message.
+    private var watches: [Watch] = []
+    private var timeouts: [Timeout] = []
+    /// The deadline the thread waits for (the earliest enabled timeout's, or an earlier one since removed).
     private var armedDeadline: Duration?
     private var isDrainScheduled = false
     /// True while a watch or timer handler runs; it drains on its way out, so no extra drain is queued.
     private var isHandling = false
     private(set) var isStopped = false
 
-    init(connection: RawConnection, queue: DispatchQueue) {
+    init(connection: RawConnection, thread: ConnectionThread) {
         self.connection = connection
-        self.queue = queue
+        self.thread = thread
     }
 
-    /// Installs the watch, timeout and dispatch-status functions. Call on `queue`.
+    /// Installs the watch, timeout and dispatch-status functions. Call on `thread`.
     func start() {
         // Each registration holds its own reference to `self`, released by libdbus through `releaseContext`.
         _ = libdbus_connection_set_watch_functions(
@@ -75,11 +80,12 @@ final class MainLoop: @unchecked Sendable {
         if libdbus_connection_has_data_remaining(connection) { scheduleDrain() }
     }
 
-    /// Cancels every source; later callbacks and queued drains become no-ops. Call on `queue`, before closing.
+    /// Forgets every descriptor; later callbacks and queued drains become no-ops. Call on `thread`, before
+    /// closing.
     func stop() {
         guard !isStopped else { return }
         isStopped = true
-        for (_, watch) in watches { cancel(watch) }
+        for fd in Set(watches.map(\.fd)) { thread.unwatch(fd) }
         watches.removeAll()
         timeouts.removeAll()
         disarm()
@@ -103,7 +109,7 @@ final class MainLoop: @unchecked Sendable {
     private func scheduleDrain() {
         guard !isDrainScheduled, !isHandling, !isStopped else { return }
         isDrainScheduled = true
-        queue.async { [self] in
+        thread.async { [self] in
             isDrainScheduled = false
             drain()
         }
@@ -118,62 +124,55 @@ final class MainLoop: @unchecked Sendable {
 
     private func addWatch(_ rawWatch: RawWatch) -> Bool {
         guard !isStopped else { return false }
-        let fd = libdbus_watch_get_unix_fd(rawWatch)
         let flags = libdbus_watch_get_flags(rawWatch)
-        var watch = Watch()
-        let pointer = WatchPointer(raw: rawWatch)
-        if flags.readable {
-            let source = DispatchSource.makeReadSource(fileDescriptor: fd, queue: queue)
-            source.setEventHandler { [weak self] in self?.handle(pointer, readable: true) }
-            watch.read = source
-        }
-        if flags.writable {
-            let source = DispatchSource.makeWriteSource(fileDescriptor: fd, queue: queue)
-            source.setEventHandler { [weak self] in self?.handle(pointer, readable: false) }
-            watch.write = source
-        }
-        watches[rawWatch] = watch
-        if libdbus_watch_get_enabled(rawWatch) { setResumed(rawWatch, true) }
+        let fd = libdbus_watch_get_unix_fd(rawWatch)
+        watches.append(Watch(
+            raw: rawWatch, fd: fd, readable: flags.readable, writable: flags.writable,
+            isEnabled: libdbus_watch_get_enabled(rawWatch)))
+        updateInterest(in: fd)
         return true
     }
 
     private func removeWatch(_ rawWatch: RawWatch) {
-        guard let watch = watches.removeValue(forKey: rawWatch) else { return }
-        cancel(watch)
+        guard let index = watches.firstIndex(where: { $0.raw == rawWatch }) else { return }
+        let fd = watches.remove(at: index).fd
+        updateInterest(in: fd)
     }
 
     private func toggleWatch(_ rawWatch: RawWatch) {
-        setResumed(rawWatch, libdbus_watch_get_enabled(rawWatch))
+        guard let index = watches.firstIndex(where: { $0.raw == rawWatch }) else { return }
+        let enabled = libdbus_watch_get_enabled(rawWatch)
+        guard watches[index].isEnabled != enabled else { return }
+        watches[index].isEnabled = enabled
+        updateInterest(in: watches[index].fd)
     }
 
-    private func setResumed(_ rawWatch: RawWatch, _ resumed: Bool) {
-        guard var watch = watches[rawWatch], watch.isResumed != resumed else { return }
-        watch.isResumed = resumed
-        watches[rawWatch] = watch
-        if resumed {
-            watch.read?.resume()
-            watch.write?.resume()
-        } else {
-            watch.read?.suspend()
-            watch.write?.suspend()
+    /// Registers `fd` for what its enabled watches want (nothing: unregistered).
+    private func updateInterest(in fd: Int32) {
+        var events: UInt32 = 0
+        for watch in watches where watch.fd == fd && watch.isEnabled {
+            if watch.readable { events |= clinux_epollin }
+            if watch.writable { events |= clinux_epollout }
         }
+        thread.watch(fd, events: events) { [weak self] events in self?.handle(fd, events: events) }
     }
 
-    private func cancel(_ watch: Watch) {
-        watch.read?.cancel()
-        watch.write?.cancel()
-        // libdispatch requires a suspended source to be resumed before it is released; cancelled, it stays quiet.
-        if !watch.isResumed {
-            watch.read?.resume()
-            watch.write?.resume()
-        }
-    }
-
-    private func handle(_ pointer: WatchPointer, readable: Bool) {
-        // A source cancelled on this queue never fires again, so the watch is still alive here.
-        guard !isStopped, watches[pointer.raw] != nil else { return }
+    private func handle(_ fd: Int32, events: UInt32) {
+        guard !isStopped else { return }
         isHandling = true
-        libdbus_watch_handle(pointer.raw, readable: readable)
+        let hangup = events & (clinux_epollhup | clinux_epollerr)
+        // Handling one watch may remove or disable the other (libdbus disconnects on a hang-up): look again.
+        for candidate in watches where candidate.fd == fd {
+            guard let watch = watches.first(where: { $0.raw == candidate.raw }), watch.isEnabled, !isStopped
+            else { continue }
+            var flags = hangup
+            if watch.readable { flags |= events & clinux_epollin }
+            if watch.writable { flags |= events & clinux_epollout }
+            guard flags != 0 else { continue }
+            libdbus_watch_handle(
+                watch.raw, readable: flags & clinux_epollin != 0, writable: flags & clinux_epollout != 0,
+                hangup: flags & clinux_epollhup != 0, error: flags & clinux_epollerr != 0)
+        }
         drain()
         isHandling = false
     }
@@ -184,26 +183,26 @@ final class MainLoop: @unchecked Sendable {
         guard !isStopped else { return false }
         let enabled = libdbus_timeout_get_enabled(rawTimeout)
         let deadline = Self.deadline(after: rawTimeout)
-        timeouts[rawTimeout] = Timeout(deadline: deadline, isEnabled: enabled)
+        timeouts.append(Timeout(raw: rawTimeout, deadline: deadline, isEnabled: enabled))
         if enabled { arm(for: deadline) }
         return true
     }
 
     private func removeTimeout(_ rawTimeout: RawTimeout) {
-        timeouts[rawTimeout] = nil
+        if let index = timeouts.firstIndex(where: { $0.raw == rawTimeout }) { timeouts.remove(at: index) }
         // With others left the timer may stay armed for this one's deadline (firing early with nothing due is
         // harmless, and cheaper than re-arming per reply); with none left it must not wake an idle process.
-        if !timeouts.values.contains(where: \.isEnabled) { disarm() }
+        if !timeouts.contains(where: \.isEnabled) { disarm() }
     }
 
     private func toggleTimeout(_ rawTimeout: RawTimeout) {
-        guard timeouts[rawTimeout] != nil else { return }
+        guard let index = timeouts.firstIndex(where: { $0.raw == rawTimeout }) else { return }
         let enabled = libdbus_timeout_get_enabled(rawTimeout)
         let deadline = Self.deadline(after: rawTimeout)
-        timeouts[rawTimeout] = Timeout(deadline: deadline, isEnabled: enabled)
+        timeouts[index] = Timeout(raw: rawTimeout, deadline: deadline, isEnabled: enabled)
         if enabled {
             arm(for: deadline)
-        } else if !timeouts.values.contains(where: \.isEnabled) {
+        } else if !timeouts.contains(where: \.isEnabled) {
             disarm()
         }
     }
@@ -214,48 +213,32 @@ final class MainLoop: @unchecked Sendable {
 
     private func arm(for deadline: Duration) {
         guard !isStopped, armedDeadline.map({ deadline < $0 }) ?? true else { return }
-        if let timer { TimerThread.shared.cancel(timer) }
-        armGeneration += 1
         armedDeadline = deadline
-        let generation = armGeneration
-        // On the timer thread: hand over to the queue at once.
-        timer = TimerThread.shared.schedule(at: deadline) { [weak self, queue] in
-            queue.async { [weak self] in self?.timerFired(generation) }
-        }
+        thread.setDeadline(deadline) { [weak self] in self?.timerFired() }
     }
 
     private func disarm() {
-        if let timer { TimerThread.shared.cancel(timer) }
-        timer = nil
+        guard armedDeadline != nil else { return }
         armedDeadline = nil
-        armGeneration += 1
+        thread.setDeadline(nil, nil)
     }
 
-    private func timerFired(_ generation: UInt64) {
-        // Re-armed or disarmed after this firing was queued: the current arming (if any) is still pending.
-        guard generation == armGeneration, !isStopped else { return }
-        timer = nil
+    private func timerFired() {
+        guard !isStopped else { return }
         armedDeadline = nil
         let now = TimerThread.now()
-        let due = timeouts.filter { $0.value.isEnabled && $0.value.deadline <= now }.map(\.key)
+        let due = timeouts.filter { $0.isEnabled && $0.deadline <= now }.map(\.raw)
         isHandling = true
         defer { isHandling = false }
         for rawTimeout in due {
             // Handling one timeout may remove others (or itself): check again, and re-arm the survivors —
             // libdbus timeouts repeat until they are removed or disabled.
-            guard var timeout = timeouts[rawTimeout], timeout.isEnabled else { continue }
-            timeout.deadline = Self.deadline(after: rawTimeout)
-            timeouts[rawTimeout] = timeout
+            guard let index = timeouts.firstIndex(where: { $0.raw == rawTimeout }), timeouts[index].isEnabled
+            else { continue }
+            timeouts[index].deadline = Self.deadline(after: rawTimeout)
             libdbus_timeout_handle(rawTimeout)
         }
         if !due.isEmpty { drain() }
-        if let next = timeouts.values.filter(\.isEnabled).map(\.deadline).min() { arm(for: next) }
+        if let next = timeouts.filter(\.isEnabled).map(\.deadline).min() { arm(for: next) }
     }
-}
-
-/// A `DBusWatch*` captured by a source handler that runs on the connection's queue only.
-private struct WatchPointer: @unchecked Sendable {
-    // @unchecked Sendable: the pointer is only dereferenced (by libdbus) on the connection's queue, while the
-    // watch is registered.
-    let raw: RawWatch
 }

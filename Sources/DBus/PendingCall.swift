@@ -6,7 +6,7 @@
 /// if pending.isCompleted { let reply = pending.stealReply() }
 /// ```
 final class PendingCall: @unchecked Sendable {
-    // @unchecked Sendable: only used on the connection's queue; libdbus counts its references atomically.
+    // @unchecked Sendable: only used on the connection's thread; libdbus counts its references atomically.
 
     let pointer: RawPendingCall
 

@@ -1,0 +1,304 @@
+import CLinux
+import Timing
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The executor of one `DBusConnection`: a thread of its own that waits in `epoll_wait` on the bus socket and
+/// runs, in order, the actor's jobs, jobs of tasks that prefer it (`withTaskExecutorPreference`), and every
+/// libdbus callback (socket readiness, pending-call notifications, the message filter, and the timeouts, whose
+/// earliest deadline is the `epoll_wait` timeout).
+///
+/// Why a thread and not a serial `DispatchQueue` with `DispatchSource`s (the first design): a reply then took
+/// two thread wake-ups before the waiting task ran (libdispatch's manager thread sees the socket, then wakes a
+/// worker for the queue) and the task resumed on yet another thread of the cooperative pool. Here the reply is
+/// read, dispatched and its task resumed on the thread that waited for it: one wake-up per reply, as in a C
+/// client blocked in `poll`. A task running on this thread that sends a call and awaits the reply makes no
+/// thread switch at all. Idle, the thread sleeps in `epoll_wait` without a timeout: no wake-ups.
+///
+/// Work from other threads is queued under a lock and, when the thread is asleep, announced through an
+/// `eventfd`; work queued on the thread itself costs no system call.
+///
+/// ```swift
+/// let thread = ConnectionThread(name: "dbus")
+/// thread.async { precondition(thread.isCurrent) }
+/// ```
+final class ConnectionThread: SerialExecutor, @unchecked Sendable {
+    // @unchecked Sendable: `pending`, `isSleeping`, `isStopping` and `isRunning` are touched only under `mutex`;
+    // `handlers` only on the thread (one at a time: a new one starts only after the last has left its loop).
+
+    fileprivate enum Work {
+        /// A job of the actor (`DBusConnection`): isolated to this thread as its serial executor.
+        case actorJob(UnownedJob, UnownedSerialExecutor)
+        /// A job of a task that prefers this thread (``taskExecutor``), running nonisolated code.
+        case taskJob(UnownedJob, UnownedTaskExecutor)
+        case block(() -> Void)
+    }
+
+    /// The task-executor face of the thread, an object of its own so that its jobs run *nonisolated*: were a
+    /// preferring task's jobs run as isolated to the actor's executor, every step between nonisolated functions
+    /// would count as an executor switch and be queued again (measured: five trips through the queue per D-Bus
+    /// call instead of one).
+    final class TaskRole: TaskExecutor, @unchecked Sendable {
+        // @unchecked Sendable: `thread` is set once, in the thread's `init`, and the thread owns this object.
+        unowned(unsafe) var thread: ConnectionThread!
+
+        func enqueue(_ job: consuming ExecutorJob) {
+            thread.queue(.taskJob(UnownedJob(job), asUnownedTaskExecutor()))
+        }
+
+        func asUnownedTaskExecutor() -> UnownedTaskExecutor {
+            UnownedTaskExecutor(ordinary: self)
+        }
+    }
+
+    /// Where tasks that should run on this thread (exported methods' handlers, `withTaskExecutorPreference`)
+    /// send their jobs.
+    let taskExecutor = TaskRole()
+
+    /// The descriptor's handler, given the `epoll` events that occurred (EPOLLIN, EPOLLOUT, EPOLLHUP, EPOLLERR).
+    typealias Handler = (_ events: UInt32) -> Void
+
+    private let mutex: UnsafeMutablePointer<pthread_mutex_t>
+    private var pending: [Work] = []
+    /// The thread is in (or about to enter) `epoll_wait(-1)`: whoever queues work must write to `wakeup`.
+    private var isSleeping = false
+    private var isStopping = false
+    /// A thread runs the loop (false after it ended on ``stop()``; late work starts another).
+    private var isRunning = false
+    private let name: String
+    private let epoll: Int32
+    private let wakeup: Int32
+    /// Registered descriptors, on the thread only.
+    private var handlers: [Int32: Handler] = [:]
+    /// When to call `deadlineHandler` (since boot), on the thread only: the `epoll_wait` timeout.
+    private var deadline: Duration?
+    private var deadlineHandler: (() -> Void)?
+
+    /// Starts the thread (named `name`, at most 15 bytes, for top -H). It runs until ``stop()`` and then until its
+    /// queue is empty.
+    init(name: String) {
+        self.name = name
+        mutex = .allocate(capacity: 1)
+        mutex.initialize(to: pthread_mutex_t())
+        pthread_mutex_init(mutex, nil)
+        epoll = clinux_epoll_create()
+        wakeup = clinux_eventfd()
+        // Fail only when the process is out of descriptors at connection time: nothing could talk D-Bus then.
+        precondition(epoll >= 0 && wakeup >= 0, "epoll_create1/eventfd failed: errno \(errno)")
+        _ = clinux_epoll_control(epoll, clinux_epoll_ctl_add, wakeup, clinux_epollin)
+        isRunning = true
+        taskExecutor.thread = self
+        startThread()
+    }
+
+    deinit {
+        close(epoll)
+        close(wakeup)
+        pthread_mutex_destroy(mutex)
+        mutex.deinitialize(count: 1)
+        mutex.deallocate()
+    }
+
+    /// Identifies the running `ConnectionThread` on its thread (`isCurrent`).
+    private static let currentKey: pthread_key_t = {
+        var key = pthread_key_t()
+        let created = pthread_key_create(&key, nil)
+        precondition(created == 0, "pthread_key_create failed: \(created)")
+        return key
+    }()
+
+    /// Starts a thread that runs the loop, holding `self` until the loop ends.
+    private func startThread() {
+        let context = Unmanaged.passRetained(self).toOpaque()
+        var thread = pthread_t()
+        let created = pthread_create(&thread, nil, { context in
+            let executor = Unmanaged<ConnectionThread>.fromOpaque(context!).takeRetainedValue()
+            executor.name.withCString { clinux_set_thread_name($0) }
+            pthread_setspecific(ConnectionThread.currentKey, context)
+            executor.run()
+            pthread_setspecific(ConnectionThread.currentKey, nil)
+            return nil
+        }, context)
+        precondition(created == 0, "pthread_create for a D-Bus connection failed: \(created)")
+        pthread_detach(thread)
+    }
+
+    /// True on the connection's thread (then no hop is needed to reach the connection).
+    var isCurrent: Bool {
+        pthread_getspecific(Self.currentKey) == Unmanaged.passUnretained(self).toOpaque()
+    }
+
+    /// Runs `block` on the thread, after the work queued before it.
+    func async(_ block: @escaping @Sendable () -> Void) {
+        queue(.block(block))
+    }
+
+    /// Lets the thread end once its queue is empty. Work queued later still runs (by a thread started for it),
+    /// so a late job of a finished connection is not lost.
+    func stop() {
+        pthread_mutex_lock(mutex)
+        isStopping = true
+        let sleeping = isSleeping
+        isSleeping = false
+        pthread_mutex_unlock(mutex)
+        if sleeping { signalWakeup() }
+    }
+
+    // MARK: Executor
+
+    func enqueue(_ job: consuming ExecutorJob) {
+        queue(.actorJob(UnownedJob(job), asUnownedSerialExecutor()))
+    }
+
+    func asUnownedSerialExecutor() -> UnownedSerialExecutor {
+        UnownedSerialExecutor(ordinary: self)
+    }
+
+    /// Lets `assumeIsolated` succeed inside libdbus callbacks, which run on the thread but outside any job;
+    /// traps anywhere else.
+    func checkIsolated() {
+        precondition(isCurrent, "not on the D-Bus connection's thread")
+    }
+
+    func isIsolatingCurrentContext() -> Bool? {
+        isCurrent
+    }
+
+    // MARK: Descriptors (on the thread only)
+
+    /// Watches `fd` for `events` (level-triggered); 0 removes it (epoll would still report hang-ups, which a
+    /// disabled libdbus watch must not see).
+    func watch(_ fd: Int32, events: UInt32, handler: @escaping Handler) {
+        let known = handlers[fd] != nil
+        guard events != 0 else {
+            if known { unwatch(fd) }
+            return
+        }
+        handlers[fd] = handler
+        if clinux_epoll_control(epoll, known ? clinux_epoll_ctl_mod : clinux_epoll_ctl_add, fd, events) != 0 {
+            // ENOENT: the descriptor was closed (and so left the epoll set) while still registered here.
+            _ = clinux_epoll_control(epoll, clinux_epoll_ctl_add, fd, events)
+        }
+    }
+
+    func unwatch(_ fd: Int32) {
+        guard handlers.removeValue(forKey: fd) != nil else { return }
+        // Fails harmlessly (EBADF/ENOENT) when libdbus has already closed the socket.
+        _ = clinux_epoll_control(epoll, clinux_epoll_ctl_del, fd, 0)
+    }
+
+    /// Calls `handler` on the thread at `deadline` (since boot, `TimerThread.now()`), never before; nil
+    /// clears it. One deadline per thread (the main loop's earliest libdbus timeout). On the thread only.
+    func setDeadline(_ deadline: Duration?, _ handler: (() -> Void)?) {
+        self.deadline = deadline
+        deadlineHandler = deadline == nil ? nil : handler
+    }
+
+    // MARK: The loop
+
+    fileprivate func queue(_ work: Work) {
+        pthread_mutex_lock(mutex)
+        pending.append(work)
+        let sleeping = isSleeping
+        isSleeping = false
+        let restart = !isRunning
+        isRunning = true
+        pthread_mutex_unlock(mutex)
+        if sleeping { signalWakeup() }
+        // Work for a stopped connection (a call failing "closed", a late cancellation) still runs, in order.
+        if restart { startThread() }
+    }
+
+    private func signalWakeup() {
+        var one: UInt64 = 1
+        _ = write(wakeup, &one, MemoryLayout<UInt64>.size)
+    }
+
+    private func run() {
+        var batch: [Work] = []
+        var batchesInARow = 0
+        var descriptors = [Int32](repeating: 0, count: 32)
+        var events = [UInt32](repeating: 0, count: 32)
+        while true {
+            pthread_mutex_lock(mutex)
+            if pending.isEmpty {
+                if isStopping {
+                    isRunning = false
+                    pthread_mutex_unlock(mutex)
+                    break
+                }
+                isSleeping = true
+                pthread_mutex_unlock(mutex)
+                let timeout = Self.milliseconds(until: deadline)
+                let ready = waitForDescriptors(timeout: timeout, &descriptors, &events)
+                // Timed out, or the deadline had passed already (a steady stream of messages must not keep
+                // postponing it): read the clock only then.
+                if timeout == 0 || (timeout > 0 && !ready) { fireDeadline() }
+                batchesInARow = 0
+                continue
+            }
+            swap(&batch, &pending)
+            isSleeping = false
+            pthread_mutex_unlock(mutex)
+            // Work that keeps queueing more work must not starve the socket or the deadline: look at both now
+            // and then (a D-Bus call resumes its task with one batch, so this is rare).
+            batchesInARow += 1
+            if batchesInARow % 8 == 0 {
+                waitForDescriptors(timeout: 0, &descriptors, &events)
+                fireDeadline()
+            }
+            for work in batch {
+                switch work {
+                case .actorJob(let job, let serial): job.runSynchronously(on: serial)
+                case .taskJob(let job, let task): job.runSynchronously(on: task)
+                case .block(let block): block()
+                }
+            }
+            batch.removeAll(keepingCapacity: true)
+        }
+    }
+
+    /// The `epoll_wait` timeout for `deadline`: -1 without one, rounded up so the wait never ends early.
+    private static func milliseconds(until deadline: Duration?) -> Int32 {
+        guard let deadline else { return -1 }
+        let left = deadline - TimerThread.now()
+        guard left > .zero else { return 0 }
+        let (seconds, attoseconds) = left.components
+        guard seconds < 86_400 else { return 86_400_000 }
+        return Int32(seconds * 1000 + (attoseconds + 999_999_999_999_999) / 1_000_000_000_000_000)
+    }
+
+    /// Calls the deadline's handler if it has come.
+    private func fireDeadline() {
+        guard let deadline, TimerThread.now() >= deadline else { return }
+        let handler = deadlineHandler
+        self.deadline = nil
+        deadlineHandler = nil
+        handler?()
+    }
+
+    /// Waits for descriptors and runs their handlers; false when none was ready (the wait timed out).
+    @discardableResult
+    private func waitForDescriptors(timeout: Int32, _ descriptors: inout [Int32], _ events: inout [UInt32]) -> Bool {
+        let count = clinux_epoll_wait(epoll, &descriptors, &events, Int32(descriptors.count), timeout)
+        if timeout != 0 {
+            // Awake: work the handlers below queue (a reply resuming its task) must not write to `wakeup`.
+            pthread_mutex_lock(mutex)
+            isSleeping = false
+            pthread_mutex_unlock(mutex)
+        }
+        guard count > 0 else { return false }  // EINTR, or nothing ready
+        for index in 0..<Int(count) {
+            let fd = descriptors[index]
+            if fd == wakeup {
+                var value: UInt64 = 0
+                _ = read(wakeup, &value, MemoryLayout<UInt64>.size)
+            } else {
+                // A handler run earlier in this round may have removed this descriptor.
+                handlers[fd]?(events[index])
+            }
+        }
+        return true
+    }
+}
