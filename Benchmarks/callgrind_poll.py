@@ -95,6 +95,8 @@ def main():
     parser.add_argument("--top", type=int, default=25)
     parser.add_argument("--scratch", default=os.path.join(run.ROOT, ".build-bench"))
     parser.add_argument("--skip-build", action="store_true")
+    parser.add_argument("--keep", action="store_true",
+                        help="keep the callgrind output files (for callgrind_annotate --tree=caller) and print where")
     args = parser.parse_args()
     ctx = run.Context(argparse.Namespace(quick=True, scratch=args.scratch))
     if args.skip_build:
@@ -155,7 +157,10 @@ def main():
     c_total = results["C floor"][0]
     print(f"\nkeepalive ÷ C floor: {total / c_total:.2f}× in instructions")
     kernel_side(ctx, n, t, work)
-    shutil.rmtree(work, ignore_errors=True)
+    if args.keep:
+        print(f"\ncallgrind output kept in {work}")
+    else:
+        shutil.rmtree(work, ignore_errors=True)
     shutil.rmtree(ctx.work, ignore_errors=True)
 
 

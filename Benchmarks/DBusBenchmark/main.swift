@@ -107,7 +107,7 @@ func startDaemon(directory: String) throws -> (address: String, pid: pid_t) {
     return (lines[0], daemon)
 }
 
-/// The calls from a task on the global executor: one hop to the connection's queue and one back per call.
+/// The calls from a task on the global executor: one hop to the connection's thread and one back per call.
 @concurrent func swiftClient(address: String, calls: Int) async throws -> (median: Double, cpu: Double) {
     let client = try await DBusConnection(bus: .address(address))
     let result = try await measure(calls: calls) {
@@ -217,7 +217,7 @@ print(String(format: "Swift DBus, caller on the pool   %8.1f µs         %8.2f �
              swift.median, swift.cpu, swift.cpu / cCPU))
 print(String(format: "Swift DBus, caller isolated      %8.1f µs         %8.2f µs          %5.2f×",
              isolated.median, isolated.cpu, isolated.cpu / cCPU))
-print(String(format: "Swift DBus, caller prefers its thread %4.1f µs         %8.2f µs          %5.2f×",
+print(String(format: "Swift DBus, caller on its thread  %8.1f µs         %8.2f µs          %5.2f×",
              preferring.median, preferring.cpu, preferring.cpu / cCPU))
 print(String(format: "C libdbus, blocking call         %8.1f µs         %8.2f µs          %5.2f×", cMedian, cCPU, 1.0))
 if let fastMedian = fastValues["median_us"], let fastCPU = fastValues["cpu_us_per_call"] {

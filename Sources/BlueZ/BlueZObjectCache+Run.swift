@@ -7,7 +7,7 @@ extension BlueZObjectCache {
     /// Keeps the cache current until the task is cancelled or the bus connection is lost (then it throws,
     /// after failing every waiter with ``TransportError/Code/serviceUnavailable``).
     ///
-    /// Signals from org.bluez are applied on the connection's queue as they arrive (no task hop per signal);
+    /// Signals from org.bluez are applied on the connection's thread as they arrive (no task hop per signal);
     /// while the whole tree is being fetched they are buffered and replayed, in order, on top of the snapshot —
     /// so a snapshot can never overwrite a newer change.
     public func run() async throws {
@@ -84,7 +84,7 @@ extension BlueZObjectCache {
         logger.debug("BlueZ object tree fetched", metadata: ["objects": "\(objects.count)"])
     }
 
-    /// One signal from org.bluez, on the connection's queue.
+    /// One signal from org.bluez, on the connection's thread.
     func handle(_ signal: DBusSignal) {
         let effects: Effects? = state.withLock { state in
             guard state.syncing == 0 else {

@@ -270,7 +270,9 @@ public final class BlueZObjectCache: Sendable {
         _ operation: @escaping @Sendable () async throws -> T
     ) async throws -> T {
         let reason = Locked<TransportError?>(nil)
-        let task = Task { try await operation() }
+        // A task of its own, so that invalidation cancels the operation and not its caller; on the connection's
+        // thread, where its call is sent and its reply read.
+        let task = Task(executorPreference: connection.taskExecutor) { try await operation() }
         let id: UInt64 = state.withLock { state in
             let id = state.id()
             state.invalidators[device, default: [:]][id] = Invalidator(requireConnected: requireConnected) { error in

@@ -7,6 +7,12 @@ extension BlueZTransport {
     // MARK: Connect
 
     public func connect(_ peripheral: Peripheral, options: ConnectOptions) async throws {
+        try await withTaskExecutorPreference(connection.taskExecutor) {
+            try await connectOnThread(peripheral, options: options)
+        }
+    }
+
+    private func connectOnThread(_ peripheral: Peripheral, options: ConnectOptions) async throws {
         let deadline = time.now + options.timeout
         _ = try checkAdapter(peripheral.adapter)
         let path = try BlueZ.devicePath(peripheral)
@@ -163,6 +169,12 @@ extension BlueZTransport {
     static let batteryLevel = BluetoothUUID(assigned: 0x2A19)
 
     public func read(_ characteristic: BluetoothUUID, from peripheral: Peripheral) async throws -> [UInt8] {
+        try await withTaskExecutorPreference(connection.taskExecutor) {
+            try await readOnThread(characteristic, from: peripheral)
+        }
+    }
+
+    private func readOnThread(_ characteristic: BluetoothUUID, from peripheral: Peripheral) async throws -> [UInt8] {
         if characteristic == Self.batteryLevel, let path = try? BlueZ.devicePath(peripheral),
             cache.characteristic(characteristic, of: path) == nil, let battery = cache.battery(path)
         {
@@ -189,6 +201,12 @@ extension BlueZTransport {
     }
 
     public func write(_ value: [UInt8], to characteristic: BluetoothUUID, of peripheral: Peripheral, type: WriteType) async throws {
+        try await withTaskExecutorPreference(connection.taskExecutor) {
+            try await writeOnThread(value, to: characteristic, of: peripheral, type: type)
+        }
+    }
+
+    private func writeOnThread(_ value: [UInt8], to characteristic: BluetoothUUID, of peripheral: Peripheral, type: WriteType) async throws {
         let (device, target) = try characteristicPath(characteristic, of: peripheral)
         let options: DBusValue = .dictionary(key: "s", value: "v", [.init(key: .string("type"), value: .variant(.string(type.rawValue)))])
         _ = try await cache.guarded(device: device, requireConnected: true) {
@@ -200,6 +218,12 @@ extension BlueZTransport {
     }
 
     public func notifications(from characteristic: BluetoothUUID, of peripheral: Peripheral) async throws -> AsyncThrowingStream<[UInt8], any Error> {
+        try await withTaskExecutorPreference(connection.taskExecutor) {
+            try await notificationsOnThread(from: characteristic, of: peripheral)
+        }
+    }
+
+    private func notificationsOnThread(from characteristic: BluetoothUUID, of peripheral: Peripheral) async throws -> AsyncThrowingStream<[UInt8], any Error> {
         let (device, target) = try characteristicPath(characteristic, of: peripheral)
         // Listen before StartNotify, so the first notification cannot slip through.
         let (values, unsubscribe) = cache.notifications(of: target.path)
@@ -213,7 +237,7 @@ extension BlueZTransport {
             throw error
         }
         let (stream, continuation) = AsyncThrowingStream<[UInt8], any Error>.makeStream()
-        let forward = Task {
+        let forward = Task(executorPreference: connection.taskExecutor) {
             do {
                 for try await value in values { continuation.yield(value) }
                 continuation.finish()
@@ -226,7 +250,7 @@ extension BlueZTransport {
             forward.cancel()
             unsubscribe()
             // Notify sessions outlive a disconnect in BlueZ: end ours explicitly, best effort.
-            Task {
+            Task(executorPreference: self.connection.taskExecutor) {
                 _ = try? await self.call(path, BlueZ.gattCharacteristicInterface, "StopNotify", timeout: .seconds(5), context: "StopNotify")
             }
         }
@@ -237,7 +261,8 @@ extension BlueZTransport {
 
     public func disconnect(_ peripheral: Peripheral, timeout: Duration) async {
         // Waited for even by a cancelled caller: the task itself is not cancelled, and the call is bounded.
-        await disconnectTask(peripheral, timeout: timeout).value
+        let task = disconnectTask(peripheral, timeout: timeout)
+        await withTaskExecutorPreference(connection.taskExecutor) { await task.value }
     }
 
     /// The Disconnect in flight for `peripheral`, or a new one. It removes itself when done, under the same
@@ -245,7 +270,7 @@ extension BlueZTransport {
     func disconnectTask(_ peripheral: Peripheral, timeout: Duration) -> Task<Void, Never> {
         disconnects.withLock { running in
             if let task = running[peripheral] { return task }
-            let task = Task {
+            let task = Task(executorPreference: connection.taskExecutor) {
                 await self.sendDisconnect(peripheral, timeout: timeout)
                 _ = self.disconnects.withLock { $0.removeValue(forKey: peripheral) }
             }
@@ -284,7 +309,7 @@ extension BlueZTransport {
 
     public func discover(on adapter: String, filter: DiscoveryFilter) -> AsyncThrowingStream<Advertisement, any Error> {
         let (stream, continuation) = AsyncThrowingStream<Advertisement, any Error>.makeStream()
-        let task = Task {
+        let task = Task(executorPreference: connection.taskExecutor) {
             do {
                 _ = try self.checkAdapter(adapter)
                 let changes = self.cache.deviceChanges.subscribe()

@@ -38,6 +38,9 @@ public final class BlueZTransport: PeripheralTransport, Service {
     }
 
     public let cache: BlueZObjectCache
+
+    /// The D-Bus connection's thread: every operation runs there (see ``KeepAlive/PeripheralTransport/preferredExecutor``).
+    public var preferredExecutor: (any TaskExecutor)? { connection.taskExecutor }
     public let configuration: Configuration
     let connection: DBusConnection
     let logger: Logger
@@ -144,7 +147,7 @@ public final class BlueZTransport: PeripheralTransport, Service {
     /// Runs `body` in a task of its own, so that it completes even when the caller was cancelled (cleanup:
     /// Disconnect, StopNotify must still go out).
     func detached<T: Sendable>(_ body: @escaping @Sendable () async -> T) async -> T {
-        await Task { await body() }.value
+        await Task(executorPreference: connection.taskExecutor) { await body() }.value
     }
 
     static func emptyOptions() -> DBusValue {

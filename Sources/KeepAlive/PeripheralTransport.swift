@@ -108,4 +108,14 @@ public protocol PeripheralTransport: Sendable {
 
     /// Disconnects within `timeout`, whatever state the link is in.
     func disconnect(_ peripheral: Peripheral, timeout: Duration) async
+
+    /// Where this transport's work runs cheapest, or nil (the default): for BlueZ, the D-Bus connection's
+    /// thread. ``PollEngine`` runs each poll with it as the task executor preference, so a poll's D-Bus calls,
+    /// replies and signals resume it on the thread that read them instead of hopping through the cooperative
+    /// pool. Work run there must not block.
+    var preferredExecutor: (any TaskExecutor)? { get }
+}
+
+extension PeripheralTransport {
+    public var preferredExecutor: (any TaskExecutor)? { nil }
 }

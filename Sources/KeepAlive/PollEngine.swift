@@ -96,7 +96,9 @@ public final class PollEngine: Sendable {
                     onReport: { [weak self] report in self?.record(report, spec: spec, scratch: scratch) },
                     handler: { [weak self] window in
                         guard let self else { return .failed(CancellationError()) }
-                        return await self.poll(spec, in: window, scratch: scratch)
+                        return await withTaskExecutorPreference(self.transport.preferredExecutor) {
+                            await self.poll(spec, in: window, scratch: scratch)
+                        }
                     }
                 )
             )
@@ -135,7 +137,7 @@ public final class PollEngine: Sendable {
         let peripheral = spec.peripheral
         if let previous = teardowns.withLock({ $0.running[spec.name]?.task }) {
             // The last window's disconnect is still running: never connect over it.
-            await Self.waitUnlessCancelled(previous)
+            await Self.waitUnlessCancelled(previous, on: transport.preferredExecutor)
             if Task.isCancelled {
                 let failure = TransportError(.timeout, "window ended while the previous poll's disconnect was still running")
                 scratch.fail(failure)
@@ -258,7 +260,7 @@ public final class PollEngine: Sendable {
         let task = teardowns.withLock { state in
             let id = state.nextID
             state.nextID += 1
-            let task = Task {
+            let task = Task(executorPreference: transport.preferredExecutor) {
                 await transport.disconnect(peripheral, timeout: timeout)
                 teardowns.withLock { state in
                     if state.running[device]?.id == id { state.running[device] = nil }
@@ -267,7 +269,7 @@ public final class PollEngine: Sendable {
             state.running[device] = (id, task)
             return task
         }
-        await Self.waitUnlessCancelled(task)
+        await Self.waitUnlessCancelled(task, on: transport.preferredExecutor)
     }
 
     /// Gives the connection slot back, or, while the device's disconnect still runs, once it has finished.
@@ -284,8 +286,8 @@ public final class PollEngine: Sendable {
     }
 
     /// Waits for `task` to finish, or for the caller to be cancelled, whichever comes first (`task` itself is
-    /// not cancelled).
-    static func waitUnlessCancelled(_ task: Task<Void, Never>) async {
+    /// not cancelled). The watcher runs on `executor` (the transport's, to spare a thread hop).
+    static func waitUnlessCancelled(_ task: Task<Void, Never>, on executor: (any TaskExecutor)? = nil) async {
         let waiter = Locked<(continuation: CheckedContinuation<Void, Never>?, done: Bool)>((nil, false))
         let finish: @Sendable () -> Void = {
             let continuation = waiter.withLock { state -> CheckedContinuation<Void, Never>? in
@@ -296,7 +298,7 @@ public final class PollEngine: Sendable {
             }
             continuation?.resume()
         }
-        Task {
+        Task(executorPreference: executor) {
             await task.value
             finish()
         }

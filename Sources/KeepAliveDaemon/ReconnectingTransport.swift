@@ -43,6 +43,11 @@ final class ReconnectingTransport: PeripheralTransport {
         try await transport().notifications(from: characteristic, of: peripheral)
     }
 
+    /// The current connection's thread (a poll started before a reconnection finishes on the old one).
+    var preferredExecutor: (any TaskExecutor)? {
+        current.withLock { $0 }?.preferredExecutor
+    }
+
     func disconnect(_ peripheral: Peripheral, timeout: Duration) async {
         // With no bus there is nothing to disconnect through (and bluetoothd lost its bus too).
         guard let transport = current.withLock({ $0 }) else { return }
