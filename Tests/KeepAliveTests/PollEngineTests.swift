@@ -1,3 +1,4 @@
+import Dispatch
 import KeepAlive
 import KeepAliveTesting
 import Locking
@@ -413,5 +414,95 @@ struct PollEngineTests {
             #expect(record.attempts == 1)
         }
         expectAlwaysDisconnected(transport, [sensor(0)])
+    }
+}
+
+/// A transport whose calls must run on its own executor (as BlueZ's run on the D-Bus connection's thread):
+/// it forwards to a `MockTransport` and records, per call, whether it ran there.
+private final class ExecutorBoundTransport: PeripheralTransport {
+    final class Executor: TaskExecutor {
+        private let queue = DispatchQueue(label: "transport")
+        private let key = DispatchSpecificKey<Bool>()
+
+        init() { queue.setSpecific(key: key, value: true) }
+
+        var isCurrent: Bool { DispatchQueue.getSpecific(key: key) == true }
+
+        func enqueue(_ job: consuming ExecutorJob) {
+            let job = UnownedJob(job)
+            let executor = asUnownedTaskExecutor()
+            queue.async { job.runSynchronously(on: executor) }
+        }
+    }
+
+    let base: MockTransport
+    let executor = Executor()
+    /// (call, ran on `executor`)
+    let calls = Locked<[(String, Bool)]>([])
+
+    init(_ base: MockTransport) { self.base = base }
+
+    var preferredExecutor: (any TaskExecutor)? { executor }
+
+    private func note(_ call: String) {
+        let onExecutor = executor.isCurrent
+        calls.withLock { $0.append((call, onExecutor)) }
+    }
+
+    func discover(on adapter: String, filter: DiscoveryFilter) -> AsyncThrowingStream<Advertisement, any Error> {
+        base.discover(on: adapter, filter: filter)
+    }
+
+    func connect(_ peripheral: Peripheral, options: ConnectOptions) async throws {
+        note("connect")
+        try await base.connect(peripheral, options: options)
+    }
+
+    func read(_ characteristic: BluetoothUUID, from peripheral: Peripheral) async throws -> [UInt8] {
+        note("read")
+        return try await base.read(characteristic, from: peripheral)
+    }
+
+    func write(_ value: [UInt8], to characteristic: BluetoothUUID, of peripheral: Peripheral, type: WriteType) async throws {
+        note("write")
+        try await base.write(value, to: characteristic, of: peripheral, type: type)
+    }
+
+    func notifications(from characteristic: BluetoothUUID, of peripheral: Peripheral) async throws -> AsyncThrowingStream<[UInt8], any Error> {
+        note("notifications")
+        return try await base.notifications(from: characteristic, of: peripheral)
+    }
+
+    func disconnect(_ peripheral: Peripheral, timeout: Duration) async {
+        note("disconnect")
+        await base.disconnect(peripheral, timeout: timeout)
+    }
+}
+
+extension PollEngineTests {
+    /// BlueZ's calls are cheapest on the D-Bus connection's thread (no thread switch per reply): the engine must
+    /// run every transport call of a poll — the disconnect's own task included — on the transport's executor.
+    @Test func pollsRunOnTheTransportsPreferredExecutor() async throws {
+        let mock = MockTransport(clock: clock)
+        addSensors(mock, 0..<3)
+        // A failing poll must disconnect on the executor too.
+        mock.script(.read(battery), on: sensor(1), .alwaysFail(TransportError(.notPermitted, "Read not permitted")))
+        let transport = ExecutorBoundTransport(mock)
+        let keepAlive = makeKeepAlive()
+        let specs = (0..<3).map {
+            PeripheralSpec(name: "sensor-\($0)", peripheral: sensor($0), writes: [.init(characteristic: control, value: [1])], reads: [battery])
+        }
+        let engine = PollEngine(peripherals: specs, transport: transport, keepAlive: keepAlive, logger: quietLogger)
+        let records = Collector(engine.records())
+        try await withRunning(keepAlive) {
+            for _ in 0..<3 { _ = try await records.next() }
+        }
+        let calls = transport.calls.withLock { $0 }
+        for name in ["connect", "write", "read", "disconnect"] {
+            #expect(calls.filter { $0.0 == name }.count == 3, "\(name): \(calls.filter { $0.0 == name }.count) calls")
+        }
+        #expect(records.all.filter { $0.result == .newData }.count == 2)
+        let elsewhere = calls.filter { !$0.1 }.map(\.0)
+        #expect(elsewhere.isEmpty, "transport calls not on its executor: \(elsewhere)")
     }
 }
