@@ -45,21 +45,21 @@ extension DBusConnection {
         let milliseconds = Self.milliseconds(timeout)
         let handoff = Handoff<DBusMessage>()
         await withTaskCancellationHandler {
-            await withCheckedContinuation { continuation in
+            await withUnsafeContinuation { continuation in
                 let waiter = ReplyBox.Waiter.continuation(continuation, handoff)
                 if executor.isCurrent {
                     // A caller isolated to this connection, or preferring its executor, is already on its
                     // thread: send without a hop.
-                    self.assumeIsolated { $0.startCall(message, milliseconds, box, waiter) }
+                    self.onThread { $0.startCall(message, milliseconds, box, waiter) }
                 } else {
                     executor.async {
-                        self.assumeIsolated { $0.startCall(message, milliseconds, box, waiter) }
+                        self.onThread { $0.startCall(message, milliseconds, box, waiter) }
                     }
                 }
             }
         } onCancel: {
             executor.async {
-                self.assumeIsolated { $0.cancelCall(box) }
+                self.onThread { $0.cancelCall(box) }
             }
         }
         return try handoff.take()
@@ -166,7 +166,7 @@ final class ReplyBox: @unchecked Sendable {
     // thread (every access is inside an isolated method of `DBusConnection`).
 
     enum Waiter: Sendable {
-        case continuation(CheckedContinuation<Void, Never>, Handoff<DBusMessage>)
+        case continuation(UnsafeContinuation<Void, Never>, Handoff<DBusMessage>)
         case callback(@Sendable (isolated DBusConnection, Result<DBusMessage, any Error>) -> Void)
 
         func resume(_ result: Result<DBusMessage, any Error>, on connection: isolated DBusConnection) {
@@ -199,7 +199,7 @@ final class ReplyBox: @unchecked Sendable {
 private let replyNotify: DBusPendingCallNotifyFunction = { _, context in
     let box = Unmanaged<ReplyBox>.fromOpaque(context!).takeUnretainedValue()
     guard let connection = box.connection else { return }
-    connection.assumeIsolated { $0.complete(box) }
+    connection.onThread { $0.complete(box) }
 }
 
 private let releaseReplyBox: DBusFreeFunction = { context in

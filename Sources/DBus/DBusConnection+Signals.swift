@@ -105,7 +105,7 @@ extension DBusConnection {
 
     nonisolated func endSubscriptionSoon(_ id: UInt64) {
         executor.async {
-            self.assumeIsolated { $0.removeSubscription(id, removeMatch: true) }
+            self.onThread { $0.removeSubscription(id, removeMatch: true) }
         }
     }
 

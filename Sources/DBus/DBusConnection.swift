@@ -134,6 +134,17 @@ public actor DBusConnection {
         executor.stop()
     }
 
+    /// `assumeIsolated` for code on the connection's thread (libdbus callbacks, blocks queued with `async`),
+    /// without the runtime's generic checks, which also ask on every call whether this is the main actor's
+    /// executor (measured: 7 % of a method call's CPU). The precondition keeps it honest.
+    nonisolated func onThread<T>(_ body: (isolated DBusConnection) -> T) -> T {
+        precondition(executor.isCurrent, "not on the D-Bus connection's thread")
+        return withoutActuallyEscaping(body) { body in
+            // What `assumeIsolated` does once its check has passed.
+            unsafeBitCast(body, to: ((DBusConnection) -> T).self)(self)
+        }
+    }
+
     /// Throws `DBusError.Code.disconnected` unless the connection is open.
     func checkOpen() throws {
         switch state {
@@ -165,7 +176,7 @@ public actor DBusConnection {
                     return DBUS_HANDLER_RESULT_NOT_YET_HANDLED
                 }
                 let incoming = DBusMessage(retaining: message)
-                let handled = connection.assumeIsolated { $0.handleIncoming(incoming) }
+                let handled = connection.onThread { $0.handleIncoming(incoming) }
                 return handled ? DBUS_HANDLER_RESULT_HANDLED : DBUS_HANDLER_RESULT_NOT_YET_HANDLED
             },
             data: Unmanaged.passRetained(context).toOpaque(),
