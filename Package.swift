@@ -54,7 +54,7 @@ let package = Package(
         // The one safe Swift face of libdbus: no other module touches a libdbus pointer.
         .target(
             name: "DBus",
-            dependencies: ["CDBus", "CLinux", "Locking", "Timing"]
+            dependencies: ["CDBus", "CLinux", "Locking"]
         ),
         // BlueZ's object model over DBus and the BlueZTransport (the client side).
         .target(

@@ -1,5 +1,4 @@
 import CLinux
-import Timing
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -71,9 +70,11 @@ final class ConnectionThread: SerialExecutor, @unchecked Sendable {
     private let wakeup: Int32
     /// Registered descriptors, on the thread only.
     private var handlers: [Int32: Handler] = [:]
-    /// When to call `deadlineHandler` (since boot), on the thread only: the `epoll_wait` timeout.
-    private var deadline: Duration?
-    private var deadlineHandler: (() -> Void)?
+    /// When to call `deadlineHandler` (nanoseconds since boot, ``now()``), on the thread only: the `epoll_wait`
+    /// timeout.
+    private var deadline: Int64?
+    /// Called on the thread when `deadline` has come (set once, by the main loop).
+    var deadlineHandler: (() -> Void)?
 
     /// Starts the thread (named `name`, at most 15 bytes, for top -H). It runs until ``stop()`` and then until its
     /// queue is empty.
@@ -188,11 +189,18 @@ final class ConnectionThread: SerialExecutor, @unchecked Sendable {
         _ = clinux_epoll_control(epoll, clinux_epoll_ctl_del, fd, 0)
     }
 
-    /// Calls `handler` on the thread at `deadline` (since boot, `TimerThread.now()`), never before; nil
-    /// clears it. One deadline per thread (the main loop's earliest libdbus timeout). On the thread only.
-    func setDeadline(_ deadline: Duration?, _ handler: (() -> Void)?) {
+    /// Calls ``deadlineHandler`` on the thread at `deadline` (nanoseconds since boot, ``now()``), never before;
+    /// nil clears it. One deadline per thread (the main loop's earliest libdbus timeout). On the thread only.
+    func setDeadline(_ deadline: Int64?) {
         self.deadline = deadline
-        deadlineHandler = deadline == nil ? nil : handler
+    }
+
+    /// `CLOCK_BOOTTIME` in nanoseconds: integers, because this is read around every D-Bus call and `Duration`
+    /// arithmetic costs 128-bit multiplications.
+    static func now() -> Int64 {
+        var time = timespec()
+        clock_gettime(CLOCK_BOOTTIME, &time)
+        return Int64(time.tv_sec) * 1_000_000_000 + Int64(time.tv_nsec)
     }
 
     // MARK: The loop
@@ -260,22 +268,18 @@ final class ConnectionThread: SerialExecutor, @unchecked Sendable {
     }
 
     /// The `epoll_wait` timeout for `deadline`: -1 without one, rounded up so the wait never ends early.
-    private static func milliseconds(until deadline: Duration?) -> Int32 {
+    private static func milliseconds(until deadline: Int64?) -> Int32 {
         guard let deadline else { return -1 }
-        let left = deadline - TimerThread.now()
-        guard left > .zero else { return 0 }
-        let (seconds, attoseconds) = left.components
-        guard seconds < 86_400 else { return 86_400_000 }
-        return Int32(seconds * 1000 + (attoseconds + 999_999_999_999_999) / 1_000_000_000_000_000)
+        let left = deadline - now()
+        guard left > 0 else { return 0 }
+        return Int32(min((left + 999_999) / 1_000_000, 86_400_000))
     }
 
     /// Calls the deadline's handler if it has come.
     private func fireDeadline() {
-        guard let deadline, TimerThread.now() >= deadline else { return }
-        let handler = deadlineHandler
+        guard let deadline, Self.now() >= deadline else { return }
         self.deadline = nil
-        deadlineHandler = nil
-        handler?()
+        deadlineHandler?()
     }
 
     /// Waits for descriptors and runs their handlers; false when none was ready (the wait timed out).

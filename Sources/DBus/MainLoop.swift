@@ -1,6 +1,5 @@
 import CDBus
 import CLinux
-import Timing
 
 /// Drives one libdbus connection from the connection's own thread (`ConnectionThread`).
 ///
@@ -34,8 +33,8 @@ final class MainLoop: @unchecked Sendable {
 
     private struct Timeout {
         var raw: RawTimeout
-        /// Since boot (`TimerThread.now()`).
-        var deadline: Duration
+        /// Nanoseconds since boot (`ConnectionThread.now()`).
+        var deadline: Int64
         var isEnabled: Bool
     }
 
@@ -46,7 +45,7 @@ final class MainLoop: @unchecked Sendable {
     private var watches: [Watch] = []
     private var timeouts: [Timeout] = []
     /// The deadline the thread waits for (the earliest enabled timeout's, or an earlier one since removed).
-    private var armedDeadline: Duration?
+    private var armedDeadline: Int64?
     private var isDrainScheduled = false
     /// True while a watch or timer handler runs; it drains on its way out, so no extra drain is queued.
     private var isHandling = false
@@ -59,6 +58,7 @@ final class MainLoop: @unchecked Sendable {
 
     /// Installs the watch, timeout and dispatch-status functions. Call on `thread`.
     func start() {
+        thread.deadlineHandler = { [weak self] in self?.timerFired() }
         // Each registration holds its own reference to `self`, released by libdbus through `releaseContext`.
         _ = libdbus_connection_set_watch_functions(
             connection,
@@ -89,6 +89,7 @@ final class MainLoop: @unchecked Sendable {
         watches.removeAll()
         timeouts.removeAll()
         disarm()
+        thread.deadlineHandler = nil
     }
 
     private static func from(_ context: UnsafeMutableRawPointer?) -> MainLoop {
@@ -207,26 +208,26 @@ final class MainLoop: @unchecked Sendable {
         }
     }
 
-    private static func deadline(after rawTimeout: RawTimeout) -> Duration {
-        TimerThread.now() + .milliseconds(max(0, libdbus_timeout_get_interval(rawTimeout)))
+    private static func deadline(after rawTimeout: RawTimeout) -> Int64 {
+        ConnectionThread.now() + Int64(max(0, libdbus_timeout_get_interval(rawTimeout))) * 1_000_000
     }
 
-    private func arm(for deadline: Duration) {
+    private func arm(for deadline: Int64) {
         guard !isStopped, armedDeadline.map({ deadline < $0 }) ?? true else { return }
         armedDeadline = deadline
-        thread.setDeadline(deadline) { [weak self] in self?.timerFired() }
+        thread.setDeadline(deadline)
     }
 
     private func disarm() {
         guard armedDeadline != nil else { return }
         armedDeadline = nil
-        thread.setDeadline(nil, nil)
+        thread.setDeadline(nil)
     }
 
     private func timerFired() {
         guard !isStopped else { return }
         armedDeadline = nil
-        let now = TimerThread.now()
+        let now = ConnectionThread.now()
         let due = timeouts.filter { $0.isEnabled && $0.deadline <= now }.map(\.raw)
         isHandling = true
         defer { isHandling = false }
