@@ -7,7 +7,8 @@
 /// ```
 final class ConnectionHandle: @unchecked Sendable {
     // @unchecked Sendable: after `open`, which runs on the connection's thread, the pointer is only used on
-    // that thread (the actor's executor); `deinit` is arranged to run there too (see `DBusConnection.deinit`).
+    // that thread (the actor's executor). `close()` runs there (see `DBusConnection.deinit`); the last reference,
+    // and so `deinit`'s unref, may go on another thread, which libdbus allows once the connection is closed.
 
     let pointer: RawConnection
     private var isClosed = false

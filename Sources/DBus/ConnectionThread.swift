@@ -19,11 +19,12 @@ import Glibc
 /// `eventfd`; work queued on the thread itself costs no system call.
 ///
 /// ```swift
-/// let thread = ConnectionThread(name: "dbus")
+/// let thread = try ConnectionThread(name: "dbus")
 /// thread.async { precondition(thread.isCurrent) }
 /// ```
 final class ConnectionThread: SerialExecutor, @unchecked Sendable {
-    // @unchecked Sendable: `pending`, `isSleeping`, `isStopping` and `isRunning` are touched only under `mutex`;
+    // @unchecked Sendable: `pending`, `isSleeping`, `isStopping`, `isRunning`, `waitSet` and `taskRole` are
+    // touched only under `mutex` (`waitSet` is written on the thread only, which may read it without);
     // `handlers` only on the thread (one at a time: a new one starts only after the last has left its loop).
 
     fileprivate enum Work {
@@ -38,9 +39,14 @@ final class ConnectionThread: SerialExecutor, @unchecked Sendable {
     /// preferring task's jobs run as isolated to the actor's executor, every step between nonisolated functions
     /// would count as an executor switch and be queued again (measured: five trips through the queue per D-Bus
     /// call instead of one).
-    final class TaskRole: TaskExecutor, @unchecked Sendable {
-        // @unchecked Sendable: `thread` is set once, in the thread's `init`, and the thread owns this object.
-        unowned(unsafe) var thread: ConnectionThread!
+    final class TaskRole: TaskExecutor, Sendable {
+        /// Strong: a task may hold its preferred executor after everyone else has let go of the connection (a
+        /// poll started before a reconnection), and its jobs must still find a thread.
+        let thread: ConnectionThread
+
+        init(thread: ConnectionThread) {
+            self.thread = thread
+        }
 
         func enqueue(_ job: consuming ExecutorJob) {
             thread.queue(.taskJob(UnownedJob(job), asUnownedTaskExecutor()))
@@ -52,22 +58,73 @@ final class ConnectionThread: SerialExecutor, @unchecked Sendable {
     }
 
     /// Where tasks that should run on this thread (exported methods' handlers, `withTaskExecutorPreference`)
-    /// send their jobs.
-    let taskExecutor = TaskRole()
+    /// send their jobs: one object for as long as anyone holds it (`DBusConnection` does, for its whole life).
+    var taskExecutor: TaskRole {
+        pthread_mutex_lock(mutex)
+        defer { pthread_mutex_unlock(mutex) }
+        if let taskRole { return taskRole }
+        let role = TaskRole(thread: self)
+        taskRole = role
+        return role
+    }
+
+    /// The epoll descriptor and the eventfd a thread waits on, closed when the last holder lets go: the
+    /// thread once it has ended for good, or a waker that was writing to `wakeup` just then.
+    private final class WaitSet: Sendable {
+        let epoll: Int32
+        let wakeup: Int32
+
+        /// Throws when the process is out of descriptors.
+        init() throws(DBusError) {
+            epoll = clinux_epoll_create()
+            let epollErrno = errno
+            wakeup = clinux_eventfd()
+            let wakeupErrno = errno
+            guard epoll >= 0, wakeup >= 0 else {
+                if epoll >= 0 { close(epoll) }
+                if wakeup >= 0 { close(wakeup) }
+                throw DBusError(
+                    code: .systemCall,
+                    message: "cannot create the D-Bus connection's epoll descriptor and eventfd: "
+                        + String(cString: strerror(epoll < 0 ? epollErrno : wakeupErrno)))
+            }
+            _ = clinux_epoll_control(epoll, clinux_epoll_ctl_add, wakeup, clinux_epollin)
+        }
+
+        /// For a thread restarted for late work of a stopped connection, which (nearly) never waits: out of
+        /// descriptors there, there is nothing better to do than stop.
+        static func make() -> WaitSet {
+            do {
+                return try WaitSet()
+            } catch {
+                preconditionFailure("\(error)")
+            }
+        }
+
+        deinit {
+            close(epoll)
+            close(wakeup)
+        }
+
+        func signal() {
+            var one: UInt64 = 1
+            _ = write(wakeup, &one, MemoryLayout<UInt64>.size)
+        }
+    }
 
     /// The descriptor's handler, given the `epoll` events that occurred (EPOLLIN, EPOLLOUT, EPOLLHUP, EPOLLERR).
     typealias Handler = (_ events: UInt32) -> Void
 
     private let mutex: UnsafeMutablePointer<pthread_mutex_t>
     private var pending: [Work] = []
-    /// The thread is in (or about to enter) `epoll_wait(-1)`: whoever queues work must write to `wakeup`.
+    /// The thread is in (or about to enter) a blocking `epoll_wait`: whoever queues work must write to `wakeup`.
     private var isSleeping = false
     private var isStopping = false
     /// A thread runs the loop (false after it ended on ``stop()``; late work starts another).
     private var isRunning = false
     private let name: String
-    private let epoll: Int32
-    private let wakeup: Int32
+    private var waitSet: WaitSet?
+    private weak var taskRole: TaskRole?
     /// Registered descriptors, on the thread only.
     private var handlers: [Int32: Handler] = [:]
     /// When to call `deadlineHandler` (nanoseconds since boot, ``now()``), on the thread only: the `epoll_wait`
@@ -77,25 +134,23 @@ final class ConnectionThread: SerialExecutor, @unchecked Sendable {
     var deadlineHandler: (() -> Void)?
 
     /// Starts the thread (named `name`, at most 15 bytes, for top -H). It runs until ``stop()`` and then until its
-    /// queue is empty.
-    init(name: String) {
+    /// queue is empty. Throws `DBusError.Code.systemCall` when the process is out of descriptors or threads.
+    init(name: String) throws(DBusError) {
         self.name = name
         mutex = .allocate(capacity: 1)
         mutex.initialize(to: pthread_mutex_t())
         pthread_mutex_init(mutex, nil)
-        epoll = clinux_epoll_create()
-        wakeup = clinux_eventfd()
-        // Fail only when the process is out of descriptors at connection time: nothing could talk D-Bus then.
-        precondition(epoll >= 0 && wakeup >= 0, "epoll_create1/eventfd failed: errno \(errno)")
-        _ = clinux_epoll_control(epoll, clinux_epoll_ctl_add, wakeup, clinux_epollin)
+        waitSet = try WaitSet()
         isRunning = true
-        taskExecutor.thread = self
-        startThread()
+        let created = startThread()
+        guard created == 0 else {
+            throw DBusError(
+                code: .systemCall,
+                message: "cannot start the D-Bus connection's thread: " + String(cString: strerror(created)))
+        }
     }
 
     deinit {
-        close(epoll)
-        close(wakeup)
         pthread_mutex_destroy(mutex)
         mutex.deinitialize(count: 1)
         mutex.deallocate()
@@ -109,8 +164,8 @@ final class ConnectionThread: SerialExecutor, @unchecked Sendable {
         return key
     }()
 
-    /// Starts a thread that runs the loop, holding `self` until the loop ends.
-    private func startThread() {
+    /// Starts a thread that runs the loop, holding `self` until the loop ends; pthread_create's result.
+    private func startThread() -> Int32 {
         let context = Unmanaged.passRetained(self).toOpaque()
         var thread = pthread_t()
         let created = pthread_create(&thread, nil, { context in
@@ -121,8 +176,12 @@ final class ConnectionThread: SerialExecutor, @unchecked Sendable {
             pthread_setspecific(ConnectionThread.currentKey, nil)
             return nil
         }, context)
-        precondition(created == 0, "pthread_create for a D-Bus connection failed: \(created)")
+        guard created == 0 else {
+            Unmanaged<ConnectionThread>.fromOpaque(context).release()
+            return created
+        }
         pthread_detach(thread)
+        return 0
     }
 
     /// True on the connection's thread (then no hop is needed to reach the connection).
@@ -140,10 +199,10 @@ final class ConnectionThread: SerialExecutor, @unchecked Sendable {
     func stop() {
         pthread_mutex_lock(mutex)
         isStopping = true
-        let sleeping = isSleeping
+        let waker = isSleeping ? waitSet : nil
         isSleeping = false
         pthread_mutex_unlock(mutex)
-        if sleeping { signalWakeup() }
+        waker?.signal()
     }
 
     // MARK: Executor
@@ -177,6 +236,7 @@ final class ConnectionThread: SerialExecutor, @unchecked Sendable {
             return
         }
         handlers[fd] = handler
+        let epoll = currentWaitSet().epoll
         if clinux_epoll_control(epoll, known ? clinux_epoll_ctl_mod : clinux_epoll_ctl_add, fd, events) != 0 {
             // ENOENT: the descriptor was closed (and so left the epoll set) while still registered here.
             _ = clinux_epoll_control(epoll, clinux_epoll_ctl_add, fd, events)
@@ -186,7 +246,7 @@ final class ConnectionThread: SerialExecutor, @unchecked Sendable {
     func unwatch(_ fd: Int32) {
         guard handlers.removeValue(forKey: fd) != nil else { return }
         // Fails harmlessly (EBADF/ENOENT) when libdbus has already closed the socket.
-        _ = clinux_epoll_control(epoll, clinux_epoll_ctl_del, fd, 0)
+        _ = clinux_epoll_control(currentWaitSet().epoll, clinux_epoll_ctl_del, fd, 0)
     }
 
     /// Calls ``deadlineHandler`` on the thread at `deadline` (nanoseconds since boot, ``now()``), never before;
@@ -208,19 +268,29 @@ final class ConnectionThread: SerialExecutor, @unchecked Sendable {
     fileprivate func queue(_ work: Work) {
         pthread_mutex_lock(mutex)
         pending.append(work)
-        let sleeping = isSleeping
+        // Held until written to: the thread may run this work, end and let go of its descriptors meanwhile.
+        let waker = isSleeping ? waitSet : nil
         isSleeping = false
         let restart = !isRunning
         isRunning = true
         pthread_mutex_unlock(mutex)
-        if sleeping { signalWakeup() }
+        waker?.signal()
         // Work for a stopped connection (a call failing "closed", a late cancellation) still runs, in order.
-        if restart { startThread() }
+        // Without a thread it would never run and its task would hang: out of threads, stop instead.
+        if restart {
+            let created = startThread()
+            precondition(created == 0, "cannot restart a D-Bus connection's thread: \(String(cString: strerror(created)))")
+        }
     }
 
-    private func signalWakeup() {
-        var one: UInt64 = 1
-        _ = write(wakeup, &one, MemoryLayout<UInt64>.size)
+    /// The descriptors to wait on, made again for a thread restarted for late work that waits. On the thread.
+    private func currentWaitSet() -> WaitSet {
+        if let waitSet { return waitSet }
+        let made = WaitSet.make()
+        pthread_mutex_lock(mutex)
+        waitSet = made
+        pthread_mutex_unlock(mutex)
+        return made
     }
 
     private func run() {
@@ -233,13 +303,19 @@ final class ConnectionThread: SerialExecutor, @unchecked Sendable {
             if pending.isEmpty {
                 if isStopping {
                     isRunning = false
+                    // The descriptors go with the thread (a closed connection still referenced holds none),
+                    // unless something is still registered in them.
+                    if handlers.isEmpty { waitSet = nil }
                     pthread_mutex_unlock(mutex)
                     break
                 }
-                isSleeping = true
-                pthread_mutex_unlock(mutex)
+                if waitSet == nil { waitSet = WaitSet.make() }
+                let wait = waitSet!
                 let timeout = Self.milliseconds(until: deadline)
-                let ready = waitForDescriptors(timeout: timeout, &descriptors, &events)
+                // A wait that returns at once needs no wake-up: work queued meanwhile is seen next round.
+                isSleeping = timeout != 0
+                pthread_mutex_unlock(mutex)
+                let ready = waitForDescriptors(wait, timeout: timeout, &descriptors, &events)
                 // Timed out, or the deadline had passed already (a steady stream of messages must not keep
                 // postponing it): read the clock only then.
                 if timeout == 0 || (timeout > 0 && !ready) { fireDeadline() }
@@ -253,7 +329,7 @@ final class ConnectionThread: SerialExecutor, @unchecked Sendable {
             // and then (a D-Bus call resumes its task with one batch, so this is rare).
             batchesInARow += 1
             if batchesInARow % 8 == 0 {
-                waitForDescriptors(timeout: 0, &descriptors, &events)
+                if let wait = waitSet { waitForDescriptors(wait, timeout: 0, &descriptors, &events) }
                 fireDeadline()
             }
             for work in batch {
@@ -272,7 +348,10 @@ final class ConnectionThread: SerialExecutor, @unchecked Sendable {
         guard let deadline else { return -1 }
         let left = deadline - now()
         guard left > 0 else { return 0 }
-        return Int32(min((left + 999_999) / 1_000_000, 86_400_000))
+        // At most 1 s: epoll_wait counts on CLOCK_MONOTONIC, which stops during a suspend, and the deadline is
+        // on CLOCK_BOOTTIME; re-reading the clock each second fires a timeout that fell due while suspended
+        // within a second of resuming (only while a call is pending: without a deadline the wait is endless).
+        return Int32(min((left + 999_999) / 1_000_000, 1_000))
     }
 
     /// Calls the deadline's handler if it has come.
@@ -284,8 +363,10 @@ final class ConnectionThread: SerialExecutor, @unchecked Sendable {
 
     /// Waits for descriptors and runs their handlers; false when none was ready (the wait timed out).
     @discardableResult
-    private func waitForDescriptors(timeout: Int32, _ descriptors: inout [Int32], _ events: inout [UInt32]) -> Bool {
-        let count = clinux_epoll_wait(epoll, &descriptors, &events, Int32(descriptors.count), timeout)
+    private func waitForDescriptors(
+        _ wait: WaitSet, timeout: Int32, _ descriptors: inout [Int32], _ events: inout [UInt32]
+    ) -> Bool {
+        let count = clinux_epoll_wait(wait.epoll, &descriptors, &events, Int32(descriptors.count), timeout)
         if timeout != 0 {
             // Awake: work the handlers below queue (a reply resuming its task) must not write to `wakeup`.
             pthread_mutex_lock(mutex)
@@ -295,9 +376,9 @@ final class ConnectionThread: SerialExecutor, @unchecked Sendable {
         guard count > 0 else { return false }  // EINTR, or nothing ready
         for index in 0..<Int(count) {
             let fd = descriptors[index]
-            if fd == wakeup {
+            if fd == wait.wakeup {
                 var value: UInt64 = 0
-                _ = read(wakeup, &value, MemoryLayout<UInt64>.size)
+                _ = read(wait.wakeup, &value, MemoryLayout<UInt64>.size)
             } else {
                 // A handler run earlier in this round may have removed this descriptor.
                 handlers[fd]?(events[index])

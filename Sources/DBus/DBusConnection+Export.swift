@@ -203,7 +203,7 @@ extension DBusConnection {
         // arrived and run until they first suspend before the next one begins — a service's main loop, as
         // bluetoothd has. (Detached tasks on the global pool raced: a Disconnect could run before the Connect
         // sent just ahead of it had registered its pending connection, leaving a link up.)
-        Task(executorPreference: executor.taskExecutor) { [self] in
+        Task(executorPreference: taskRole) { [self] in
             let result: Result<[DBusValue], any Error>
             do { result = .success(try await body()) } catch { result = .failure(error) }
             await finishCall(message, result, out: signature, afterReply: afterReply)

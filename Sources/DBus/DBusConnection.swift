@@ -9,7 +9,7 @@ import Darwin
 /// A private connection to a D-Bus message bus: method calls, signals, properties and exported objects.
 ///
 /// The connection is an actor whose executor is a thread of its own (`ConnectionThread`) that also runs
-/// libdbus's I/O (an `epoll` wait on the socket; timeouts from the timerfd thread), its message filter and its
+/// libdbus's I/O (an `epoll` wait on the socket, with libdbus's earliest timeout as its timeout), its message filter and its
 /// pending-call notifications, so that libdbus is only ever entered from that thread. Each connection is private (`dbus_connection_open_private`),
 /// never libdbus's shared one.
 ///
@@ -41,6 +41,8 @@ public actor DBusConnection {
     }
 
     nonisolated let executor: ConnectionThread
+    /// The thread's task-executor face, held so that every task preferring it sees one object.
+    nonisolated let taskRole: ConnectionThread.TaskRole
     nonisolated let handle: ConnectionHandle
     nonisolated let mainLoop: MainLoop
     /// The unique name the bus gave this connection (`:1.42`).
@@ -58,7 +60,7 @@ public actor DBusConnection {
     /// Keep such work short and never block in it: it shares the thread with every reply and signal of the
     /// connection.
     public nonisolated var taskExecutor: any TaskExecutor {
-        executor.taskExecutor
+        taskRole
     }
 
     /// Whether the connection is still usable.
@@ -82,7 +84,7 @@ public actor DBusConnection {
     /// when the bus accepts the connection but does not answer in time.
     public init(bus: Bus, timeout: Duration = .seconds(10)) async throws {
         let address = try bus.resolvedAddress()
-        let executor = ConnectionThread(name: "dbus")
+        let executor = try ConnectionThread(name: "dbus")
         // Opening blocks (authentication, Hello): do it on the connection's own thread, not the cooperative pool.
         let handoff = Handoff<(ConnectionHandle, uniqueName: String)>()
         await withCheckedContinuation { continuation in
@@ -100,6 +102,7 @@ public actor DBusConnection {
             throw error
         }
         self.executor = executor
+        self.taskRole = executor.taskExecutor
         self.handle = handle
         self.uniqueName = uniqueName
         self.address = address

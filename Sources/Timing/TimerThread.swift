@@ -9,8 +9,8 @@ import Locking
 ///
 /// Why not `Task.sleep` or a `DispatchSourceTimer`: a cancelled `Task.sleep` still fires its libdispatch timer at
 /// the original deadline, and a dispatch timer left armed for an answered call fires later too — each a wakeup
-/// for nothing, between a daemon's ticks. `KeepAlive.TimerFDClock` sleeps here; `DBus` programs its
-/// pending-call timeouts here.
+/// for nothing, between a daemon's ticks. `KeepAlive.TimerFDClock` sleeps here. (`DBus` does not: a
+/// connection's thread passes its earliest pending-call timeout to `epoll_wait`.)
 ///
 /// ```swift
 /// let id = TimerThread.shared.schedule(at: TimerThread.now() + .seconds(25)) { queue.async { fire() } }
