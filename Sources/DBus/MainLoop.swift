@@ -10,9 +10,9 @@ import CLinux
 /// client's `poll`: no timer to program per call, and none left when no timeout is (a pending-call timeout is
 /// 25–35 s: a timer left armed for a reply that came long ago would wake an idle daemon for nothing). Removing
 /// a timeout other than the last leaves the deadline where it is: waking early with nothing due is harmless
-/// and rarer than removals. After libdbus has handled
-/// I/O we dispatch the queued messages. A thread looping on `dbus_connection_read_write_dispatch` is not an
-/// option: sends from other threads stall until its poll wakes, and pending-call timeouts never fire.
+/// and rarer than removals. After libdbus has handled I/O we dispatch the queued messages. A thread looping on
+/// `dbus_connection_read_write_dispatch` is not an option: sends from other threads stall until its poll wakes,
+/// and pending-call timeouts never fire.
 ///
 /// ```swift
 /// let loop = MainLoop(connection: handle.pointer, thread: thread)
@@ -40,8 +40,8 @@ final class MainLoop: @unchecked Sendable {
 
     let thread: ConnectionThread
     private let connection: RawConnection
-    // Arrays, not dictionaries: libdbus keeps two watches (read, write) and one timeout per pending call, and
-    // these are looked up on every message.
+    // Arrays, not dictionaries: libdbus keeps two watches (read, write) and one timeout per pending call, these
+    // are looked up on every message, and a client has a handful of calls pending (removal is linear in them).
     private var watches: [Watch] = []
     private var timeouts: [Timeout] = []
     /// The deadline the thread waits for (the earliest enabled timeout's, or an earlier one since removed).
