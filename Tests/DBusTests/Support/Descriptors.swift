@@ -1,4 +1,6 @@
 import DBus
+import DBusTesting
+import Testing
 
 #if canImport(Glibc)
 import Glibc
@@ -63,6 +65,15 @@ enum Descriptors {
         var highest: Int32 = -1
         forEachOpen { highest = max(highest, $0) }
         return highest
+    }
+
+    /// Waits up to 2 s for the process's descriptor count to fall to `baseline` (other suites open and close
+    /// descriptors meanwhile, so ≤), then expects it, with `detail` in the failure.
+    static func expectBack(
+        to baseline: Int, _ detail: @autoclosure () -> String, sourceLocation: SourceLocation = #_sourceLocation
+    ) async {
+        try? await waitUntil("the descriptor count is back", timeout: .seconds(2)) { openCount() <= baseline }
+        #expect(openCount() <= baseline, "\(detail())", sourceLocation: sourceLocation)
     }
 
     /// How many descriptors this process has open: the entries of /proc/self/fd, less the one reading it.
