@@ -183,6 +183,10 @@ struct HILTests {
         #expect(run.status == 0, "keepalive run exited \(run.status): \(run.stderr.suffix(2_000))")
         let lines = run.stdout.split(separator: "\n").map(String.init)
         #expect(lines.count == environment.ticks, "\(lines.count) records for \(environment.ticks) ticks:\n\(run.stdout)")
+        // The daemon's log says why a poll failed (the record only says how).
+        if lines.contains(where: { $0.contains("\"result\":\"failed\"") }) {
+            HILReport.line("daemon log:\n\(run.stderr.suffix(6_000))")
+        }
         for (index, line) in lines.enumerated() {
             #expect(line.contains("\"seq\":\(index),"), "record \(index) out of sequence: \(line)")
             #expect(line.contains("\"tick\":\(index),"), "record \(index) is not tick \(index): \(line)")
