@@ -871,9 +871,10 @@ def section_dbus(ctx):
                             stderr=subprocess.PIPE, text=True, timeout=900)
     rows = {}
     for line in result.stdout.splitlines():
-        match = re.match(r"(.+?)\s{2,}([\d.]+) µs\s+([\d.]+) µs\s+([\d.]+)×", line)
+        match = re.match(r"(.+?)\s{2,}([\d.]+) µs\s+([\d.]+) µs \(\s*([\d.]+) \+\s*([\d.]+)\)\s+([\d.]+)×", line)
         if match:
-            rows[match.group(1).strip()] = [float(match.group(i)) for i in (2, 3, 4)]
+            # median, CPU, vs C, user, system
+            rows[match.group(1).strip()] = [float(match.group(i)) for i in (2, 3, 6, 4, 5)]
     ctx.results["dbus"] = {"calls": calls, "rows": rows}
     if result.returncode != 0 or not any(k.startswith("C libdbus") for k in rows):
         raise SectionFailed(f"DBusBenchmark: {result.stderr[-300:]}")
@@ -1237,10 +1238,10 @@ def markdown(ctx, started):
         add("")
         add(f"`DBusBenchmark {r['dbus']['calls']}` (a Ping round trip on a private bus; client CPU per call):")
         add("")
-        add("| client | median round trip | CPU per call | vs C |")
-        add("|---|---:|---:|---:|")
+        add("| client | median round trip | CPU per call | user | system | vs C |")
+        add("|---|---:|---:|---:|---:|---:|")
         for k, v in r["dbus"]["rows"].items():
-            add(f"| {k} | {v[0]:.1f} µs | {v[1]:.2f} µs | {v[2]:.2f}× |")
+            add(f"| {k} | {v[0]:.1f} µs | {v[1]:.2f} µs | {v[3]:.2f} µs | {v[4]:.2f} µs | {v[2]:.2f}× |")
     if ctx.args.notes and os.path.exists(ctx.args.notes):
         add("")
         with open(ctx.args.notes) as f:

@@ -5,6 +5,9 @@
 // Starts a private dbus-daemon and a server (this program with `serve`, exporting /bench), then runs N Ping
 // calls from this process through `DBusConnection.call` and N from `Benchmarks/c-floor/dbus_ping.c` (compiled
 // with cc on the fly), and prints both side by side. CPU is getrusage(RUSAGE_SELF) of the client process.
+//
+//   DBusBenchmark serve ADDRESS                            the server alone
+//   DBusBenchmark client ADDRESS N pool|isolated|preferring  one Swift client alone
 
 import DBus
 import Foundation
@@ -59,11 +62,27 @@ struct BenchmarkError: Error, CustomStringConvertible {
     init(_ description: String) { self.description = description }
 }
 
-func cpuMicroseconds() -> Double {
+/// CLOCK_MONOTONIC in microseconds, read as the C client reads it (bench_clock.h): `ContinuousClock` arithmetic
+/// (128-bit `Duration`s) would add its own cost to every call measured.
+func monotonicMicroseconds() -> Double {
+    var time = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &time)
+    return Double(time.tv_sec) * 1e6 + Double(time.tv_nsec) / 1e3
+}
+
+/// This process's user and system CPU, in microseconds.
+func cpuMicroseconds() -> (user: Double, system: Double) {
     var usage = rusage()
     getrusage(RUSAGE_SELF.rawValue, &usage)
-    return Double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) * 1e6
-        + Double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec)
+    return (Double(usage.ru_utime.tv_sec) * 1e6 + Double(usage.ru_utime.tv_usec),
+            Double(usage.ru_stime.tv_sec) * 1e6 + Double(usage.ru_stime.tv_usec))
+}
+
+/// One client's result: the median round trip and CPU per call (user + system, and apart), in microseconds.
+struct Measurement {
+    var median, user, system: Double
+    var cpu: Double { user + system }
+    static let skipped = Measurement(median: .nan, user: .nan, system: .nan)
 }
 
 func serve(address: String) async throws {
@@ -108,7 +127,7 @@ func startDaemon(directory: String) throws -> (address: String, pid: pid_t) {
 }
 
 /// The calls from a task on the global executor: one hop to the connection's thread and one back per call.
-@concurrent func swiftClient(address: String, calls: Int) async throws -> (median: Double, cpu: Double) {
+@concurrent func swiftClient(address: String, calls: Int) async throws -> Measurement {
     let client = try await DBusConnection(bus: .address(address))
     let result = try await measure(calls: calls) {
         _ = try await client.call(destination: benchName, path: benchPath, interface: benchName, method: "Ping")
@@ -118,7 +137,7 @@ func startDaemon(directory: String) throws -> (address: String, pid: pid_t) {
 }
 
 /// The calls from a task that prefers the connection's thread (`withTaskExecutorPreference`): no hop at all.
-@concurrent func preferringSwiftClient(address: String, calls: Int) async throws -> (median: Double, cpu: Double) {
+@concurrent func preferringSwiftClient(address: String, calls: Int) async throws -> Measurement {
     let client = try await DBusConnection(bus: .address(address))
     let result = try await withTaskExecutorPreference(client.taskExecutor) {
         try await measure(calls: calls) {
@@ -130,9 +149,9 @@ func startDaemon(directory: String) throws -> (address: String, pid: pid_t) {
 }
 
 /// The calls from code isolated to the connection: everything stays on its queue.
-func isolatedSwiftClient(address: String, calls: Int) async throws -> (median: Double, cpu: Double) {
+func isolatedSwiftClient(address: String, calls: Int) async throws -> Measurement {
     let client = try await DBusConnection(bus: .address(address))
-    func loop(_ client: isolated DBusConnection) async throws -> (median: Double, cpu: Double) {
+    func loop(_ client: isolated DBusConnection) async throws -> Measurement {
         try await measure(calls: calls) {
             _ = try await client.call(destination: benchName, path: benchPath, interface: benchName, method: "Ping")
         }
@@ -143,26 +162,36 @@ func isolatedSwiftClient(address: String, calls: Int) async throws -> (median: D
 }
 
 nonisolated(nonsending) func measure(calls: Int, _ body: nonisolated(nonsending) () async throws -> Void) async throws
-    -> (median: Double, cpu: Double)
+    -> Measurement
 {
     for _ in 0..<1000 { try await body() }
     var latencies = [Double](repeating: 0, count: calls)
-    let clock = ContinuousClock()
     let cpuBefore = cpuMicroseconds()
     for index in 0..<calls {
-        let start = clock.now
+        let start = monotonicMicroseconds()
         try await body()
-        let elapsed = (clock.now - start).components
-        latencies[index] = Double(elapsed.seconds) * 1e6 + Double(elapsed.attoseconds) / 1e12
+        latencies[index] = monotonicMicroseconds() - start
     }
-    let cpu = (cpuMicroseconds() - cpuBefore) / Double(calls)
+    let cpuAfter = cpuMicroseconds()
     latencies.sort()
-    return (latencies[calls / 2], cpu)
+    return Measurement(
+        median: latencies[calls / 2], user: (cpuAfter.user - cpuBefore.user) / Double(calls),
+        system: (cpuAfter.system - cpuBefore.system) / Double(calls))
 }
 
 let arguments = CommandLine.arguments
 if arguments.count >= 3, arguments[1] == "serve" {
     try await serve(address: arguments[2])
+    exit(0)
+}
+// `client ADDRESS N pool|isolated|preferring`: one Swift client alone against a running `serve`, for strace or
+// perf without the daemon, the server and the other clients in the same process tree.
+if arguments.count >= 5, arguments[1] == "client", let calls = Int(arguments[3]) {
+    let clients = ["pool": swiftClient, "isolated": isolatedSwiftClient, "preferring": preferringSwiftClient]
+    guard let client = clients[arguments[4]] else { throw BenchmarkError("no client \(arguments[4])") }
+    let m = try await client(arguments[2], calls)
+    print(String(format: "median_us=%.1f cpu_us_per_call=%.2f user_us_per_call=%.2f system_us_per_call=%.2f",
+                 m.median, m.cpu, m.user, m.system))
     exit(0)
 }
 
@@ -186,44 +215,73 @@ _ = try runToEnd([
     "cc -O2 -o '\(cBinary)' '\(packageRoot)/Benchmarks/c-floor/dbus_ping.c' $(pkg-config --cflags --libs dbus-1)",
 ])
 
-print("\(calls) Ping calls per client, median of each round trip; client CPU = getrusage(RUSAGE_SELF) / calls")
-// DBUS_BENCHMARK_ONLY=pool|isolated|preferring runs one Swift client alone (for profiling).
-let only = ProcessInfo.processInfo.environment["DBUS_BENCHMARK_ONLY"]
-let swift = only == "isolated" || only == "preferring" ? (median: Double.nan, cpu: Double.nan) : try await swiftClient(address: address, calls: calls)
-let isolated = only == "pool" || only == "preferring" ? (median: Double.nan, cpu: Double.nan) : try await isolatedSwiftClient(address: address, calls: calls)
-let preferring = only == "pool" || only == "isolated" ? (median: Double.nan, cpu: Double.nan) : try await preferringSwiftClient(address: address, calls: calls)
-let cOutput = try runToEnd([cBinary, address, String(calls)])
-let cValues = Dictionary(uniqueKeysWithValues: cOutput.split(separator: " ").compactMap { pair -> (String, Double)? in
-    let parts = pair.split(separator: "=")
-    guard parts.count == 2, let value = Double(parts[1]) else { return nil }
-    return (String(parts[0]), value)
-})
-// dbus-fast (what bleak speaks), when a venv with it exists: DBUS_FAST_PYTHON, or the fidelity check's venv.
-let python = ProcessInfo.processInfo.environment["DBUS_FAST_PYTHON"]
-    ?? (NSHomeDirectory() + "/.cache/keepalive-venv/bin/python")
-var fastValues: [String: Double] = [:]
-if FileManager.default.isExecutableFile(atPath: python) {
-    let output = (try? runToEnd([python, "\(packageRoot)/Benchmarks/c-floor/dbus_fast_ping.py", address, String(calls)])) ?? ""
-    fastValues = Dictionary(uniqueKeysWithValues: output.split(separator: " ").compactMap { pair -> (String, Double)? in
+// Rounds: every client once per round, and each client's CPU compared with the C client's of the same round, so
+// that a machine whose speed drifts (a shared VM) moves both sides of each ratio together. DBUS_BENCHMARK_ROUNDS
+// sets how many (default 5).
+let environment = ProcessInfo.processInfo.environment
+let rounds = max(1, environment["DBUS_BENCHMARK_ROUNDS"].flatMap { Int($0) } ?? 5)
+print("\(calls) Ping calls per client and round, \(rounds) rounds; median round trip; client CPU = getrusage(RUSAGE_SELF) / calls")
+
+func keyValues(_ output: String) -> [String: Double] {
+    Dictionary(output.split(whereSeparator: { $0 == " " || $0 == "\n" }).compactMap { pair -> (String, Double)? in
         let parts = pair.split(separator: "=")
-        guard parts.count == 2, let value = Double(parts[1].trimmingCharacters(in: .whitespacesAndNewlines)) else { return nil }
+        guard parts.count == 2, let value = Double(parts[1]) else { return nil }
         return (String(parts[0]), value)
-    })
+    }, uniquingKeysWith: { $1 })
 }
-let cMedian = cValues["median_us"] ?? .nan
-let cCPU = cValues["cpu_us_per_call"] ?? .nan
-print("client                         median round trip   client CPU per call   CPU vs C")
-print(String(format: "Swift DBus, caller on the pool   %8.1f µs         %8.2f µs          %5.2f×",
-             swift.median, swift.cpu, swift.cpu / cCPU))
-print(String(format: "Swift DBus, caller isolated      %8.1f µs         %8.2f µs          %5.2f×",
-             isolated.median, isolated.cpu, isolated.cpu / cCPU))
-print(String(format: "Swift DBus, caller on its thread  %8.1f µs         %8.2f µs          %5.2f×",
-             preferring.median, preferring.cpu, preferring.cpu / cCPU))
-print(String(format: "C libdbus, blocking call         %8.1f µs         %8.2f µs          %5.2f×", cMedian, cCPU, 1.0))
-if let fastMedian = fastValues["median_us"], let fastCPU = fastValues["cpu_us_per_call"] {
-    print(String(format: "python dbus-fast (asyncio)       %8.1f µs         %8.2f µs          %5.2f×", fastMedian, fastCPU, fastCPU / cCPU))
-} else {
-    print("python dbus-fast: skipped (no venv with dbus-fast at \(python); `make fidelity` creates it)")
+func measurement(_ values: [String: Double]) -> Measurement? {
+    guard let median = values["median_us"], let cpu = values["cpu_us_per_call"] else { return nil }
+    guard let user = values["user_us_per_call"], let system = values["system_us_per_call"] else {
+        return Measurement(median: median, user: cpu, system: 0)
+    }
+    return Measurement(median: median, user: user, system: system)
+}
+
+// DBUS_BENCHMARK_ONLY=pool|isolated|preferring runs one Swift client alone (for profiling).
+let only = environment["DBUS_BENCHMARK_ONLY"]
+// dbus-fast (what bleak speaks), when a venv with it exists: DBUS_FAST_PYTHON, or the fidelity check's venv.
+let python = environment["DBUS_FAST_PYTHON"] ?? (NSHomeDirectory() + "/.cache/keepalive-venv/bin/python")
+let hasFast = FileManager.default.isExecutableFile(atPath: python)
+let names = [
+    "Swift DBus, caller on the pool", "Swift DBus, caller isolated", "Swift DBus, caller on its thread",
+    "C libdbus, blocking call", "python dbus-fast (asyncio)",
+]
+var results = [[Measurement]](repeating: [], count: names.count)
+for _ in 0..<rounds {
+    let c = measurement(keyValues(try runToEnd([cBinary, address, String(calls)])))
+    guard let c else { throw BenchmarkError("the C client printed no result") }
+    results[3].append(c)
+    if only == nil || only == "pool" { results[0].append(try await swiftClient(address: address, calls: calls)) }
+    if only == nil || only == "isolated" { results[1].append(try await isolatedSwiftClient(address: address, calls: calls)) }
+    if only == nil || only == "preferring" {
+        results[2].append(try await preferringSwiftClient(address: address, calls: calls))
+    }
+    if hasFast, let output = try? runToEnd([python, "\(packageRoot)/Benchmarks/c-floor/dbus_fast_ping.py", address, String(calls)]),
+        let fast = measurement(keyValues(output))
+    {
+        results[4].append(fast)
+    }
+}
+
+func median(_ values: [Double]) -> Double {
+    guard !values.isEmpty else { return .nan }
+    let sorted = values.sorted()
+    return sorted.count % 2 == 1 ? sorted[sorted.count / 2] : (sorted[sorted.count / 2 - 1] + sorted[sorted.count / 2]) / 2
+}
+print("client                            median round trip   CPU per call (user + system)     CPU vs C (min–max)")
+for (index, name) in names.enumerated() {
+    let runs = results[index]
+    guard !runs.isEmpty else {
+        if index == 4, !hasFast { print("python dbus-fast: skipped (no venv with dbus-fast at \(python); `make fidelity` creates it)") }
+        continue
+    }
+    // The ratio of each round with the C client of the same round.
+    let ratios = zip(runs, results[3]).map { $0.cpu / $1.cpu }
+    let padded = name.padding(toLength: 33, withPad: " ", startingAt: 0)
+    print(padded + String(
+        format: "%8.1f µs       %8.2f µs (%5.2f + %5.2f)   %5.2f×  (%.2f–%.2f)", median(runs.map(\.median)),
+        median(runs.map(\.cpu)), median(runs.map(\.user)), median(runs.map(\.system)), median(ratios),
+        ratios.min() ?? .nan, ratios.max() ?? .nan))
 }
 kill(server.pid, SIGKILL)
 var serverStatus: Int32 = 0

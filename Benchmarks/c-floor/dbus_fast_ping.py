@@ -1,5 +1,6 @@
 """The dbus-fast side of DBusBenchmark: N Ping calls to org.example.Bench /bench over asyncio, one at a time,
-as the C and Swift clients do. Prints `median_us=… cpu_us_per_call=…` like dbus_ping.c.
+as the C and Swift clients do. Prints `median_us=… cpu_us_per_call=… user_us_per_call=… system_us_per_call=…` like
+dbus_ping.c.
 
 usage: dbus_fast_ping.py ADDRESS N
 """
@@ -12,9 +13,10 @@ from dbus_fast import Message
 from dbus_fast.aio import MessageBus
 
 
-def cpu_us() -> float:
+def cpu_us() -> tuple[float, float]:
+    """This process's user and system CPU."""
     usage = resource.getrusage(resource.RUSAGE_SELF)
-    return (usage.ru_utime + usage.ru_stime) * 1e6
+    return usage.ru_utime * 1e6, usage.ru_stime * 1e6
 
 
 async def main() -> None:
@@ -31,9 +33,11 @@ async def main() -> None:
         latencies.append((time.perf_counter() - t0) * 1e6)
         if reply.message_type.name != "METHOD_RETURN":
             raise SystemExit(f"call failed: {reply.error_name}: {reply.body}")
-    cpu = cpu_us() - start
+    end = cpu_us()
+    user, system = (end[0] - start[0]) / count, (end[1] - start[1]) / count
     latencies.sort()
-    print(f"median_us={latencies[count // 2]:.1f} cpu_us_per_call={cpu / count:.2f}")
+    print(f"median_us={latencies[count // 2]:.1f} cpu_us_per_call={user + system:.2f} user_us_per_call={user:.2f} "
+          f"system_us_per_call={system:.2f}")
     bus.disconnect()
 
 

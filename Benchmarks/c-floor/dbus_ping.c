@@ -1,6 +1,6 @@
 /* The C floor for DBusBenchmark: the same Ping round trip with plain libdbus and a blocking call.
  * Build: cc -O2 -o dbus_ping dbus_ping.c $(pkg-config --cflags --libs dbus-1)
- * Run:   dbus_ping ADDRESS N   → prints "median_us=… cpu_us_per_call=…" */
+ * Run:   dbus_ping ADDRESS N   → prints "median_us=… cpu_us_per_call=… user_us_per_call=… system_us_per_call=…" */
 #include <dbus/dbus.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,15 +44,19 @@ int main(int argc, char **argv) {
     for (int i = 0; i < 1000; i++)
         if (ping(connection) != 0) return 1;
     double *latencies = malloc(sizeof(double) * n);
-    double cpu_before = cpu_us();
+    double user_before, system_before;
+    cpu_split_us(&user_before, &system_before);
     for (int i = 0; i < n; i++) {
         double start = now_us();
         if (ping(connection) != 0) return 1;
         latencies[i] = now_us() - start;
     }
-    double cpu = cpu_us() - cpu_before;
+    double user_after, system_after;
+    cpu_split_us(&user_after, &system_after);
+    double user = user_after - user_before, system = system_after - system_before;
     qsort(latencies, n, sizeof(double), compare);
-    printf("median_us=%.1f cpu_us_per_call=%.2f\n", latencies[n / 2], cpu / n);
+    printf("median_us=%.1f cpu_us_per_call=%.2f user_us_per_call=%.2f system_us_per_call=%.2f\n", latencies[n / 2],
+           (user + system) / n, user / n, system / n);
     free(latencies);
     dbus_connection_close(connection);
     dbus_connection_unref(connection);
