@@ -58,13 +58,13 @@ final class ConnectionHandle: @unchecked Sendable {
                     code: .connectFailed,
                     message: "the bus at \(address) did not complete authentication within \(timeout) (is the daemon stopped or overloaded?)")
             }
-            libdbus_connection_read_write(pointer, timeoutMilliseconds: DBusConnection.milliseconds(min(left, .milliseconds(100))))
+            libdbus_connection_read_write(pointer, timeoutMilliseconds: milliseconds(min(left, .milliseconds(100))))
         }
         let hello = try DBusMessage.methodCall(
             destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus", interface: "org.freedesktop.DBus", member: "Hello")
         let left = max(clock.now.duration(to: deadline), .milliseconds(1))
         let (reply, failure) = libdbus_connection_send_with_reply_and_block(
-            pointer, hello.pointer, timeoutMilliseconds: DBusConnection.milliseconds(left))
+            pointer, hello.pointer, timeoutMilliseconds: milliseconds(left))
         guard let reply else {
             throw DBusError(
                 code: .connectFailed, name: failure?.name,
@@ -75,6 +75,15 @@ final class ConnectionHandle: @unchecked Sendable {
             throw DBusError(code: .connectFailed, message: "the bus at \(address) gave no unique name")
         }
         return uniqueName
+    }
+
+    /// A libdbus timeout in milliseconds, rounded up, at most `Int32.max` (libdbus's "no timeout").
+    private static func milliseconds(_ duration: Duration) -> Int32 {
+        let (seconds, attoseconds) = duration.components
+        guard seconds >= 0 else { return 0 }
+        let milliseconds = seconds.multipliedReportingOverflow(by: 1000)
+        guard !milliseconds.overflow, milliseconds.partialValue < Int64(Int32.max) else { return Int32.max }
+        return Int32(clamping: milliseconds.partialValue + (attoseconds + 999_999_999_999_999) / 1_000_000_000_000_000)
     }
 
     var isConnected: Bool { !isClosed && libdbus_connection_get_is_connected(pointer) }

@@ -4,9 +4,9 @@ import Glibc
 #endif
 
 /// The executor of one `DBusConnection`: a thread of its own that waits in `epoll_wait` on the bus socket and
-/// runs, in order, the actor's jobs, jobs of tasks that prefer it (`withTaskExecutorPreference`), and every
-/// libdbus callback (socket readiness, pending-call notifications, the message filter, and the timeouts, whose
-/// earliest deadline is the `epoll_wait` timeout).
+/// runs, in order, the actor's jobs, jobs of tasks that prefer it (`withTaskExecutorPreference`), every libdbus
+/// callback (socket readiness, the message filter, libdbus's timeouts) and the method calls' timeouts; the
+/// earliest of its deadlines is the `epoll_wait` timeout.
 ///
 /// Why a thread and not a serial `DispatchQueue` with `DispatchSource`s (the first design): a reply then took
 /// two thread wake-ups before the waiting task ran (libdispatch's manager thread sees the socket, then wakes a
@@ -127,11 +127,22 @@ final class ConnectionThread: SerialExecutor, @unchecked Sendable {
     private weak var taskRole: TaskRole?
     /// Registered descriptors, on the thread only.
     private var handlers: [Int32: Handler] = [:]
-    /// When to call `deadlineHandler` (nanoseconds since boot, ``now()``), on the thread only: the `epoll_wait`
-    /// timeout.
+    /// Who sets a deadline on the thread: each has one, and its own handler.
+    enum DeadlineOwner: CaseIterable {
+        /// libdbus's earliest timeout (`MainLoop`).
+        case libdbus
+        /// The earliest timeout of the connection's outstanding method calls.
+        case calls
+    }
+
+    /// When to call each owner's handler (nanoseconds since boot, ``now()``), on the thread only; the earliest
+    /// is the `epoll_wait` timeout. Two properties, not an array: they are set twice per method call.
+    private var libdbusDeadline: Int64?
+    private var callsDeadline: Int64?
+    private var libdbusDeadlineHandler: (() -> Void)?
+    private var callsDeadlineHandler: (() -> Void)?
+    /// The earlier of the two.
     private var deadline: Int64?
-    /// Called on the thread when `deadline` has come (set once, by the main loop).
-    var deadlineHandler: (() -> Void)?
 
     /// Starts the thread (named `name`, at most 15 bytes, for top -H). It runs until ``stop()`` and then until its
     /// queue is empty. Throws `DBusError.Code.systemCall` when the process is out of descriptors or threads.
@@ -249,10 +260,30 @@ final class ConnectionThread: SerialExecutor, @unchecked Sendable {
         _ = clinux_epoll_control(currentWaitSet().epoll, clinux_epoll_ctl_del, fd, 0)
     }
 
-    /// Calls ``deadlineHandler`` on the thread at `deadline` (nanoseconds since boot, ``now()``), never before;
-    /// nil clears it. One deadline per thread (the main loop's earliest libdbus timeout). On the thread only.
-    func setDeadline(_ deadline: Int64?) {
-        self.deadline = deadline
+    /// Calls `owner`'s handler on the thread at `deadline` (nanoseconds since boot, ``now()``), never before;
+    /// nil clears it. One deadline per owner. On the thread only.
+    func setDeadline(_ deadline: Int64?, for owner: DeadlineOwner) {
+        switch owner {
+        case .libdbus: libdbusDeadline = deadline
+        case .calls: callsDeadline = deadline
+        }
+        if let deadline, self.deadline.map({ deadline <= $0 }) ?? true {
+            self.deadline = deadline
+            return
+        }
+        switch (libdbusDeadline, callsDeadline) {
+        case (let first?, let second?): self.deadline = min(first, second)
+        case (let only?, nil), (nil, let only?): self.deadline = only
+        case (nil, nil): self.deadline = nil
+        }
+    }
+
+    /// What runs when `owner`'s deadline has come (it is cleared first). On the thread only.
+    func setDeadlineHandler(for owner: DeadlineOwner, _ handler: (() -> Void)?) {
+        switch owner {
+        case .libdbus: libdbusDeadlineHandler = handler
+        case .calls: callsDeadlineHandler = handler
+        }
     }
 
     /// `CLOCK_BOOTTIME` in nanoseconds: integers, because this is read around every D-Bus call and `Duration`
@@ -354,11 +385,19 @@ final class ConnectionThread: SerialExecutor, @unchecked Sendable {
         return Int32(min((left + 999_999) / 1_000_000, 1_000))
     }
 
-    /// Calls the deadline's handler if it has come.
+    /// Calls the handlers whose deadlines have come.
     private func fireDeadline() {
-        guard let deadline, Self.now() >= deadline else { return }
-        self.deadline = nil
-        deadlineHandler?()
+        guard let deadline else { return }
+        let now = Self.now()
+        guard now >= deadline else { return }
+        if let due = libdbusDeadline, now >= due {
+            setDeadline(nil, for: .libdbus)
+            libdbusDeadlineHandler?()
+        }
+        if let due = callsDeadline, now >= due {
+            setDeadline(nil, for: .calls)
+            callsDeadlineHandler?()
+        }
     }
 
     /// Waits for descriptors and runs their handlers; false when none was ready (the wait timed out).

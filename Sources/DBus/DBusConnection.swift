@@ -9,9 +9,9 @@ import Darwin
 /// A private connection to a D-Bus message bus: method calls, signals, properties and exported objects.
 ///
 /// The connection is an actor whose executor is a thread of its own (`ConnectionThread`) that also runs
-/// libdbus's I/O (an `epoll` wait on the socket, with libdbus's earliest timeout as its timeout), its message filter and its
-/// pending-call notifications, so that libdbus is only ever entered from that thread. Each connection is private (`dbus_connection_open_private`),
-/// never libdbus's shared one.
+/// libdbus's I/O (an `epoll` wait on the socket, with the earliest call's deadline as its timeout) and its
+/// message filter, which hands replies to their calls, so that libdbus is only ever entered from that thread.
+/// Each connection is private (`dbus_connection_open_private`), never libdbus's shared one.
 ///
 /// ```swift
 /// let bus = try await DBusConnection(bus: .system)      // honours DBUS_SYSTEM_BUS_ADDRESS
@@ -66,7 +66,10 @@ public actor DBusConnection {
     /// Whether the connection is still usable.
     public internal(set) var state: State = .open
 
-    var replies: [ObjectIdentifier: ReplyBox] = [:]
+    /// The method calls sent and not yet answered.
+    var replies = OutstandingCalls()
+    /// The last call timeout and its nanoseconds (see `timeoutNanoseconds(_:)`).
+    var lastTimeout: (timeout: Duration, nanoseconds: Int64?)?
     var subscriptions: [UInt64: SignalSubscription] = [:]
     var nextSubscriptionID: UInt64 = 1
     var ownerTrackers: [String: OwnerTracker] = [:]
@@ -110,6 +113,7 @@ public actor DBusConnection {
         // Fully initialised: from here on the initialiser runs on the connection's executor.
         installFilter()
         mainLoop.start()
+        executor.setDeadlineHandler(for: .calls) { [weak self] in self?.onThread { $0.expireCalls() } }
     }
 
     deinit {
@@ -158,9 +162,7 @@ public actor DBusConnection {
     }
 
     func failEverything(_ error: DBusError) {
-        let boxes = replies.values
-        replies.removeAll()
-        for box in boxes { box.fail(error, on: self) }
+        failCalls(error)
         let ended = subscriptions.values
         subscriptions.removeAll()
         ownerTrackers.removeAll()
@@ -186,7 +188,7 @@ public actor DBusConnection {
             free: { Unmanaged<FilterContext>.fromOpaque($0!).release() })
     }
 
-    /// Called by the filter, on the connection's thread, for every message that is not a reply to a pending call.
+    /// Called by the filter, on the connection's thread, for every message.
     private func handleIncoming(_ message: DBusMessage) -> Bool {
         switch message.kind {
         case .signal:
@@ -199,7 +201,9 @@ public actor DBusConnection {
         case .methodCall:
             handleMethodCall(message)
             return true
-        default:
+        case .methodReturn, .error:
+            return complete(message)
+        case .other:
             return false
         }
     }

@@ -95,6 +95,8 @@ final class DBusMessage: @unchecked Sendable {
     var interface: String? { libdbus_message_get_interface(pointer) }
     var member: String? { libdbus_message_get_member(pointer) }
     var errorName: String? { libdbus_message_get_error_name(pointer) }
+    /// The serial of the call a method return or error answers (0 for other messages).
+    var replySerial: UInt32 { libdbus_message_get_reply_serial(pointer) }
     var signature: DBusSignature { DBusSignature(unchecked: libdbus_message_get_signature(pointer)) }
 
     func hasSignature(_ signature: DBusSignature) -> Bool {

@@ -11,7 +11,7 @@ import Darwin
 // Every raw libdbus call made by this module lives in this file, the way swift-system keeps its syscalls in
 // `Internals/Syscalls.swift`: one place to audit what crosses into C, with the C name in each wrapper's name.
 // The rest of the module goes through these wrappers and through the owner classes (`ConnectionHandle`,
-// `DBusMessage`, `PendingCall`), never through `dbus_*` directly. The two Unix calls `UnixFileDescriptor` makes
+// `DBusMessage`), never through `dbus_*` directly. The two Unix calls `UnixFileDescriptor` makes
 // (`fcntl`, `close`) are kept here too, at the end.
 //
 // Two rules of libdbus shape the callers: invalid names, paths or signatures make most of its entry points
@@ -22,8 +22,6 @@ import Darwin
 typealias RawConnection = OpaquePointer
 /// `DBusMessage*`
 typealias RawMessage = OpaquePointer
-/// `DBusPendingCall*`
-typealias RawPendingCall = OpaquePointer
 /// `DBusWatch*`
 typealias RawWatch = OpaquePointer
 /// `DBusTimeout*`
@@ -221,13 +219,11 @@ func libdbus_connection_send(_ connection: RawConnection, _ message: RawMessage)
     dbus_connection_send(connection, message, nil) != 0
 }
 
-/// `dbus_connection_send_with_reply`. The pending call is nil when the connection is already disconnected.
-func libdbus_connection_send_with_reply(
-    _ connection: RawConnection, _ message: RawMessage, timeoutMilliseconds: Int32
-) -> (sent: Bool, pending: RawPendingCall?) {
-    var pending: RawPendingCall?
-    let sent = dbus_connection_send_with_reply(connection, message, &pending, timeoutMilliseconds) != 0
-    return (sent, pending)
+/// `dbus_connection_send`, returning the serial the message was given (its reply's reply serial); nil when
+/// libdbus ran out of memory.
+func libdbus_connection_send_returning_serial(_ connection: RawConnection, _ message: RawMessage) -> UInt32? {
+    var serial: UInt32 = 0
+    return dbus_connection_send(connection, message, &serial) != 0 ? serial : nil
 }
 
 // MARK: - Watches and timeouts
@@ -271,36 +267,6 @@ func libdbus_timeout_get_enabled(_ timeout: RawTimeout) -> Bool {
 /// `dbus_timeout_handle`
 func libdbus_timeout_handle(_ timeout: RawTimeout) {
     _ = dbus_timeout_handle(timeout)
-}
-
-// MARK: - Pending calls
-
-/// `dbus_pending_call_set_notify`
-func libdbus_pending_call_set_notify(
-    _ pending: RawPendingCall, _ function: DBusPendingCallNotifyFunction?,
-    data: UnsafeMutableRawPointer?, free: DBusFreeFunction?
-) -> Bool {
-    dbus_pending_call_set_notify(pending, function, data, free) != 0
-}
-
-/// `dbus_pending_call_get_completed`
-func libdbus_pending_call_get_completed(_ pending: RawPendingCall) -> Bool {
-    dbus_pending_call_get_completed(pending) != 0
-}
-
-/// `dbus_pending_call_steal_reply` (+1 reference, or nil)
-func libdbus_pending_call_steal_reply(_ pending: RawPendingCall) -> RawMessage? {
-    dbus_pending_call_steal_reply(pending)
-}
-
-/// `dbus_pending_call_cancel`
-func libdbus_pending_call_cancel(_ pending: RawPendingCall) {
-    dbus_pending_call_cancel(pending)
-}
-
-/// `dbus_pending_call_unref`
-func libdbus_pending_call_unref(_ pending: RawPendingCall) {
-    dbus_pending_call_unref(pending)
 }
 
 // MARK: - Messages
@@ -372,6 +338,11 @@ func libdbus_message_unref(_ message: RawMessage) {
 /// `dbus_message_get_type` (a `DBUS_MESSAGE_TYPE_*`)
 func libdbus_message_get_type(_ message: RawMessage) -> Int32 {
     dbus_message_get_type(message)
+}
+
+/// `dbus_message_get_reply_serial` (0 for a message that answers nothing)
+func libdbus_message_get_reply_serial(_ message: RawMessage) -> UInt32 {
+    dbus_message_get_reply_serial(message)
 }
 
 /// `dbus_message_get_sender`

@@ -4,15 +4,16 @@ import CLinux
 /// Drives one libdbus connection from the connection's own thread (`ConnectionThread`).
 ///
 /// libdbus asks for "watches" (a file descriptor to poll for reading or writing; it keeps a read watch and a
-/// write watch on the same socket, each enabled and disabled on its own) and "timeouts" (pending-call
-/// deadlines). We keep one `epoll` registration per descriptor for the union of its enabled watches, and one
-/// deadline for all timeouts — the earliest — which the thread passes to `epoll_wait` as its timeout, like a C
-/// client's `poll`: no timer to program per call, and none left when no timeout is (a pending-call timeout is
-/// 25–35 s: a timer left armed for a reply that came long ago would wake an idle daemon for nothing). Removing
-/// a timeout other than the last leaves the deadline where it is: waking early with nothing due is harmless
-/// and rarer than removals. After libdbus has handled I/O we dispatch the queued messages. A thread looping on
+/// write watch on the same socket, each enabled and disabled on its own) and "timeouts" (the deadlines of its
+/// pending calls; this module sends its calls without them — see `OutstandingCalls` — so there are none unless
+/// libdbus makes one of its own). We keep one `epoll` registration per descriptor for the union of its enabled
+/// watches, and one deadline for all timeouts — the earliest — which the thread passes to `epoll_wait` as its
+/// timeout, like a C client's `poll`: no timer to program per call, and none left when no timeout is (a timer
+/// left armed for a reply that came long ago would wake an idle daemon for nothing). Removing a timeout other
+/// than the last leaves the deadline where it is: waking early with nothing due is harmless and rarer than
+/// removals. After libdbus has handled I/O we dispatch the queued messages. A thread looping on
 /// `dbus_connection_read_write_dispatch` is not an option: sends from other threads stall until its poll wakes,
-/// and pending-call timeouts never fire.
+/// and timeouts never fire.
 ///
 /// ```swift
 /// let loop = MainLoop(connection: handle.pointer, thread: thread)
@@ -40,8 +41,8 @@ final class MainLoop: @unchecked Sendable {
 
     let thread: ConnectionThread
     private let connection: RawConnection
-    // Arrays, not dictionaries: libdbus keeps two watches (read, write) and one timeout per pending call, these
-    // are looked up on every message, and a client has a handful of calls pending (removal is linear in them).
+    // Arrays, not dictionaries: libdbus keeps two watches (read, write) and one timeout per pending call of its
+    // own (none in practice); the watches are looked up on every message.
     private var watches: [Watch] = []
     private var timeouts: [Timeout] = []
     /// The deadline the thread waits for (the earliest enabled timeout's, or an earlier one since removed).
@@ -58,7 +59,7 @@ final class MainLoop: @unchecked Sendable {
 
     /// Installs the watch, timeout and dispatch-status functions. Call on `thread`.
     func start() {
-        thread.deadlineHandler = { [weak self] in self?.timerFired() }
+        thread.setDeadlineHandler(for: .libdbus) { [weak self] in self?.timerFired() }
         // Each registration holds its own reference to `self`, released by libdbus through `releaseContext`.
         _ = libdbus_connection_set_watch_functions(
             connection,
@@ -89,7 +90,7 @@ final class MainLoop: @unchecked Sendable {
         watches.removeAll()
         timeouts.removeAll()
         disarm()
-        thread.deadlineHandler = nil
+        thread.setDeadlineHandler(for: .libdbus, nil)
     }
 
     private static func from(_ context: UnsafeMutableRawPointer?) -> MainLoop {
@@ -102,7 +103,7 @@ final class MainLoop: @unchecked Sendable {
 
     // MARK: Dispatching
 
-    /// Runs every queued message through libdbus (pending-call replies, our filter).
+    /// Runs every queued message through libdbus (and so through our filter).
     func drain() {
         while !isStopped, libdbus_connection_dispatch(connection) {}
     }
@@ -215,13 +216,13 @@ final class MainLoop: @unchecked Sendable {
     private func arm(for deadline: Int64) {
         guard !isStopped, armedDeadline.map({ deadline < $0 }) ?? true else { return }
         armedDeadline = deadline
-        thread.setDeadline(deadline)
+        thread.setDeadline(deadline, for: .libdbus)
     }
 
     private func disarm() {
         guard armedDeadline != nil else { return }
         armedDeadline = nil
-        thread.setDeadline(nil)
+        thread.setDeadline(nil, for: .libdbus)
     }
 
     private func timerFired() {

@@ -10,7 +10,7 @@ import Locking
 /// Why not `Task.sleep` or a `DispatchSourceTimer`: a cancelled `Task.sleep` still fires its libdispatch timer at
 /// the original deadline, and a dispatch timer left armed for an answered call fires later too — each a wakeup
 /// for nothing, between a daemon's ticks. `KeepAlive.TimerFDClock` sleeps here. (`DBus` does not: a
-/// connection's thread passes its earliest pending-call timeout to `epoll_wait`.)
+/// connection's thread passes its earliest call's deadline to `epoll_wait`.)
 ///
 /// ```swift
 /// let id = TimerThread.shared.schedule(at: TimerThread.now() + .seconds(25)) { queue.async { fire() } }

@@ -60,6 +60,8 @@ extension DBusTests {
                 let elapsed = clock.now - start
                 #expect(error?.code == .timeout)
                 #expect(error?.name == DBusError.StandardName.noReply)
+                // It says which call went unanswered.
+                #expect(error?.message.contains("\(EchoService.interface).Never on \(EchoService.path)") == true, "\(String(describing: error))")
                 #expect(elapsed >= .milliseconds(290))
                 #expect(elapsed < .seconds(2), "took \(elapsed)")
                 // The connection still works.
@@ -87,6 +89,29 @@ extension DBusTests {
                 }
                 let cancelledResult = await cancelled.result
                 #expect(throws: CancellationError.self) { try cancelledResult.get() }
+            }
+        }
+
+        /// Catches: a reply that comes after its call timed out or was cancelled handed to another waiting call
+        /// (replies must be matched by serial), or left behind in the table of outstanding calls.
+        @Test func aReplyComingAfterItsCallGaveUpIsDropped() async throws {
+            try await PrivateBus.with { bus in
+                _ = try await EchoService.start(on: bus)
+                let client = try await bus.connect()
+                // The service answers the first call at 150 ms, while the second (answered at ≈ 330 ms) waits.
+                let timedOut = await #expect(throws: DBusError.self) {
+                    _ = try await EchoService.call(client, "Delayed", [.uint32(150)], timeout: .milliseconds(30))
+                }
+                #expect(timedOut?.code == .timeout)
+                #expect(try await EchoService.call(client, "Delayed", [.uint32(300)]) == [.uint32(300)])
+                #expect(await client.replies.isEmpty)
+                // The same after a cancellation.
+                let cancelled = Task { try await EchoService.call(client, "Delayed", [.uint32(150)]) }
+                try await waitUntil("the call is sent") { await client.replies.count == 1 }
+                cancelled.cancel()
+                await #expect(throws: CancellationError.self) { try await cancelled.value }
+                #expect(try await EchoService.call(client, "Delayed", [.uint32(300)]) == [.uint32(300)])
+                #expect(await client.replies.isEmpty)
             }
         }
 

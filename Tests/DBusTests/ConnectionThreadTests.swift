@@ -27,11 +27,13 @@ extension DBusTests {
                     await withCheckedContinuation { continuation in
                         thread.async {
                             let deadline = ConnectionThread.now() + offset
-                            thread.deadlineHandler = {
-                                thread.deadlineHandler = nil
+                            // Both owners, in turn.
+                            let owner: ConnectionThread.DeadlineOwner = step % 2 == 0 ? .libdbus : .calls
+                            thread.setDeadlineHandler(for: owner) {
+                                thread.setDeadlineHandler(for: owner, nil)
                                 continuation.resume(returning: ConnectionThread.now() - deadline)
                             }
-                            thread.setDeadline(deadline)
+                            thread.setDeadline(deadline, for: owner)
                         }
                     }
                 }
@@ -40,6 +42,52 @@ extension DBusTests {
             #expect(latenesses.allSatisfy { $0 >= 0 }, "fired early (ns): \(latenesses.filter { $0 < 0 })")
             let worst = Duration.nanoseconds(latenesses.max() ?? 0)
             #expect(worst < .milliseconds(100 * sanitizerSlowdown), "latest by \(worst)")
+        }
+
+        /// Catches: one owner's deadline replacing the other's (the later one lost when the earlier fires, or
+        /// cleared with it), and a cleared deadline that still fires.
+        @Test func eachOwnerKeepsItsOwnDeadline() async throws {
+            let thread = try ConnectionThread(name: "test-owners")
+            defer { thread.stop() }
+            let fired = Locked<[(ConnectionThread.DeadlineOwner, Int64)]>([])
+            let order = try await bounded("both deadlines fire") {
+                await withCheckedContinuation { continuation in
+                    thread.async {
+                        let start = ConnectionThread.now()
+                        for owner in ConnectionThread.DeadlineOwner.allCases {
+                            thread.setDeadlineHandler(for: owner) {
+                                let count = fired.withLock { fired in
+                                    fired.append((owner, ConnectionThread.now() - start))
+                                    return fired.count
+                                }
+                                if count == 2 { continuation.resume(returning: fired.withLock { $0 }) }
+                            }
+                        }
+                        // The later one set first, then the earlier; a third, cleared, must never fire.
+                        thread.setDeadline(start + 60_000_000, for: .calls)
+                        thread.setDeadline(start + 20_000_000, for: .libdbus)
+                    }
+                }
+            }
+            #expect(order.map(\.0) == [.libdbus, .calls])
+            #expect(order[0].1 >= 20_000_000)
+            #expect(order[1].1 >= 60_000_000)
+            // Cleared before its time: nothing fires (the other owner's deadline, later, shows the thread went on).
+            let late = try await bounded("the remaining deadline fires") {
+                await withCheckedContinuation { continuation in
+                    thread.async {
+                        let start = ConnectionThread.now()
+                        thread.setDeadlineHandler(for: .calls) { Issue.record("a cleared deadline fired") }
+                        thread.setDeadlineHandler(for: .libdbus) {
+                            continuation.resume(returning: ConnectionThread.now() - start)
+                        }
+                        thread.setDeadline(start + 10_000_000, for: .calls)
+                        thread.setDeadline(start + 40_000_000, for: .libdbus)
+                        thread.setDeadline(nil, for: .calls)
+                    }
+                }
+            }
+            #expect(late >= 40_000_000)
         }
 
         /// Catches: a timeout added after a later one that does not bring the deadline forward (the short call

@@ -78,10 +78,17 @@ extension DBusTests {
             #expect(rule.description == "type='signal',sender='org.bluez',path='/a',interface='i.f',member='M',arg0='it'\\''s'")
         }
 
-        @Test func durationsBecomeLibdbusMilliseconds() {
-            #expect(DBusConnection.milliseconds(.seconds(25)) == 25_000)
-            #expect(DBusConnection.milliseconds(.microseconds(1500)) == 2)
-            #expect(DBusConnection.milliseconds(.seconds(Int64.max)) == Int32.max)
+        /// Catches: a timeout rounded down (a call failing before its time), one that overflows into a deadline
+        /// in the past, and a negative one that never times out.
+        @Test func callTimeoutsBecomeNanosecondsRoundedUp() {
+            func nanoseconds(_ timeout: Duration) -> Int64? { ReplyBox.nanoseconds(timeout) }
+            #expect(nanoseconds(.seconds(25)) == 25_000_000_000)
+            #expect(nanoseconds(.microseconds(1500)) == 1_500_000)
+            #expect(nanoseconds(Duration(secondsComponent: 0, attosecondsComponent: 1)) == 1)
+            #expect(nanoseconds(.zero) == 0)
+            #expect(nanoseconds(.seconds(-1)) == 0)
+            #expect(nanoseconds(.seconds(Int64.max)) == nil)
+            #expect(nanoseconds(.seconds(Int64.max / 1_000_000_000)) != nil)
         }
     }
 }

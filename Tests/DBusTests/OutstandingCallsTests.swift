@@ -1,0 +1,64 @@
+import Testing
+@testable import DBus
+
+extension DBusTests {
+    /// The table of outstanding method calls: by serial, with their deadlines in a heap.
+    @Suite struct OutstandingCallsTable {
+        /// Catches: a heap that loses its order when calls leave from the middle (a call timing out late or
+        /// early), a removed call that still times out, and a call without a deadline that does.
+        @Test func callsTimeOutInDeadlineOrderWhateverLeavesInBetween() throws {
+            let message = try DBusMessage.methodCall(destination: nil, path: "/", interface: nil, member: "Ping")
+            var generator = SplitMix(seed: 42)
+            var calls = OutstandingCalls()
+            var expected: [UInt32: Int64] = [:]
+            for serial in UInt32(1)...2_000 {
+                let box = ReplyBox(message: message, timeout: .seconds(1))
+                box.serial = serial
+                // Every tenth never times out; the others at random, with repeats.
+                box.deadline = serial % 10 == 0 ? ReplyBox.noDeadline : Int64(generator.next() % 500)
+                calls.insert(box)
+                expected[serial] = box.deadline
+                // Now and then a reply comes for a random earlier call.
+                if serial % 3 == 0 {
+                    let answered = UInt32(generator.next() % UInt64(serial)) + 1
+                    let removed = calls.remove(serial: answered)
+                    #expect((removed != nil) == (expected[answered] != nil))
+                    #expect(removed.map { $0.heapIndex } ?? -1 == -1)
+                    expected[answered] = nil
+                }
+            }
+            #expect(calls.count == expected.count)
+            #expect(calls.earliestDeadline == expected.values.filter { $0 != ReplyBox.noDeadline }.min())
+            var now: Int64 = 0
+            while now < 500 {
+                now += Int64(generator.next() % 40)
+                let due = calls.removeDue(now: now)
+                #expect(due.map(\.deadline) == due.map(\.deadline).sorted())
+                let dueSerials = Set(due.map(\.serial))
+                let shouldBeDue = Set(expected.filter { $0.value <= now }.keys)
+                #expect(dueSerials == shouldBeDue)
+                for serial in dueSerials { expected[serial] = nil }
+                if let earliest = calls.earliestDeadline { #expect(earliest > now) }
+            }
+            // What is left never times out, and goes with removeAll.
+            #expect(expected.values.allSatisfy { $0 == ReplyBox.noDeadline })
+            #expect(calls.removeDue(now: .max - 1).isEmpty)
+            #expect(Set(calls.removeAll().map(\.serial)) == Set(expected.keys))
+            #expect(calls.isEmpty)
+            #expect(calls.earliestDeadline == nil)
+        }
+    }
+}
+
+/// A small seeded generator (SplitMix64), so a failure repeats.
+private struct SplitMix {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
