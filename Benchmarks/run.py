@@ -942,6 +942,14 @@ def goals(ctx):
     if startup and startup["keepalive"]["poll"] is not None:
         ms = startup["keepalive"]["poll"] * 1000
         out.append(("start-up ≤ 100 ms (process start → first completed poll)", f"{ms:.0f} ms", ms <= 100))
+    dbus_rows = ctx.results.get("dbus", {}).get("rows", {})
+    on_thread = dbus_rows.get("Swift DBus, caller on its thread")
+    if on_thread:
+        out.append(("CPU per D-Bus call ≤ 1.2× the C libdbus client (the caller on the connection's thread, as BlueZTransport calls)",
+                    f"{on_thread[2]:.2f}× ({on_thread[1]:.1f} µs; median of paired rounds); "
+                    + ", ".join(f"{k.replace('Swift DBus, ', '')} {v[2]:.2f}×" for k, v in dbus_rows.items()
+                                if k.startswith("Swift") and v is not on_thread),
+                    on_thread[2] <= 1.2))
     return out
 
 

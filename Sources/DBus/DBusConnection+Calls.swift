@@ -72,7 +72,7 @@ extension DBusConnection {
                 if executor.isCurrent {
                     // A caller isolated to this connection, or preferring its executor, is already on its
                     // thread: send without a hop.
-                    self.onThread { $0.startCall(box, waiter) }
+                    self.startCallOnThread(box, waiter)
                 } else {
                     executor.async {
                         self.onThread { $0.startCall(box, waiter) }
@@ -94,6 +94,14 @@ extension DBusConnection {
         completion: @escaping @Sendable (isolated DBusConnection, Result<DBusMessage, any Error>) -> Void
     ) {
         startCall(ReplyBox(message: message, timeout: timeout), .callback(completion))
+    }
+
+    /// `startCall` from a caller already on the connection's thread, as `handleIncomingOnThread` does it (every
+    /// call takes this path).
+    nonisolated func startCallOnThread(_ box: ReplyBox, _ waiter: ReplyBox.Waiter) {
+        precondition(executor.isCurrent, "not on the D-Bus connection's thread")
+        let body: (isolated DBusConnection, ReplyBox, ReplyBox.Waiter) -> Void = { $0.startCall($1, $2) }
+        unsafeBitCast(body, to: ((DBusConnection, ReplyBox, ReplyBox.Waiter) -> Void).self)(self, box, waiter)
     }
 
     func startCall(_ box: ReplyBox, _ waiter: ReplyBox.Waiter) {
