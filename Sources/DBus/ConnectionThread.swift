@@ -1,4 +1,5 @@
 import CLinux
+import Dispatch
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -23,9 +24,10 @@ import Glibc
 /// thread.async { precondition(thread.isCurrent) }
 /// ```
 final class ConnectionThread: SerialExecutor, @unchecked Sendable {
-    // @unchecked Sendable: `pending`, `isSleeping`, `isStopping`, `isRunning`, `waitSet` and `taskRole` are
-    // touched only under `mutex` (`waitSet` is written on the thread only, which may read it without);
-    // `handlers` only on the thread (one at a time: a new one starts only after the last has left its loop).
+    // @unchecked Sendable: `pending`, `isSleeping`, `isStopping`, `isRunning`, `restartsToFailForTesting`,
+    // `waitSet` and `taskRole` are touched only under `mutex` (`waitSet` is written on the thread only, which may
+    // read it without); `handlers` only on the thread (one at a time: a new one starts only after the last has
+    // left its loop).
 
     fileprivate enum Work {
         /// A job of the actor (`DBusConnection`): isolated to this thread as its serial executor.
@@ -122,6 +124,8 @@ final class ConnectionThread: SerialExecutor, @unchecked Sendable {
     private var isStopping = false
     /// A thread runs the loop (false after it ended on ``stop()``; late work starts another).
     private var isRunning = false
+    /// How many of the next restarts act as if `pthread_create` failed (tests of running out of threads).
+    private var restartsToFailForTesting = 0
     private let name: String
     private var waitSet: WaitSet?
     private weak var taskRole: TaskRole?
@@ -304,13 +308,32 @@ final class ConnectionThread: SerialExecutor, @unchecked Sendable {
         isSleeping = false
         let restart = !isRunning
         isRunning = true
+        let failRestart = restart && restartsToFailForTesting > 0
+        if failRestart { restartsToFailForTesting -= 1 }
         pthread_mutex_unlock(mutex)
         waker?.signal()
         // Work for a stopped connection (a call failing "closed", a late cancellation) still runs, in order.
-        // Without a thread it would never run and its task would hang: out of threads, stop instead.
-        if restart {
-            let created = startThread()
-            precondition(created == 0, "cannot restart a D-Bus connection's thread: \(String(cString: strerror(created)))")
+        // Without a thread it would never run and its task would hang.
+        if restart, failRestart || startThread() != 0 { runOnBorrowedThread() }
+    }
+
+    /// Makes the next `count` restarts fail as if the process were out of threads.
+    func failRestartsForTesting(_ count: Int) {
+        pthread_mutex_lock(mutex)
+        restartsToFailForTesting = count
+        pthread_mutex_unlock(mutex)
+    }
+
+    /// Out of threads (pthread_create failed) when late work came for a stopped connection: runs the loop on one
+    /// of libdispatch's existing worker threads instead. The loop ends as soon as the queue is empty (the
+    /// connection is stopped: nothing is left to wait for), and it runs as this thread (``isCurrent`` holds), one
+    /// loop at a time like any restart.
+    private func runOnBorrowedThread() {
+        DispatchQueue.global().async { [self] in
+            let previous = pthread_getspecific(ConnectionThread.currentKey)
+            pthread_setspecific(ConnectionThread.currentKey, Unmanaged.passUnretained(self).toOpaque())
+            run()
+            pthread_setspecific(ConnectionThread.currentKey, previous)
         }
     }
 

@@ -245,6 +245,32 @@ extension DBusTests {
             }
         }
 
+        /// Catches: late work for a stopped connection lost, or the process trapped, when no thread can be
+        /// started for it (out of threads): it runs on a borrowed thread, as the connection's thread.
+        @Test func outOfThreadsLateWorkRunsOnABorrowedThread() async throws {
+            try await PrivateBus.with { bus in
+                _ = try await EchoService.start(on: bus)
+                let client = try await bus.connect()
+                let thread = client.executor
+                let first = try await Threads.id(of: thread)
+                await client.close()
+                try await waitUntil("the thread ends") { !Threads.exists(first) }
+                thread.failRestartsForTesting(3)
+                // A block, an actor job and a call: each restart fails, and each still runs, in order.
+                let isCurrent = try await bounded("late work runs") {
+                    await withCheckedContinuation { continuation in
+                        thread.async { continuation.resume(returning: thread.isCurrent) }
+                    }
+                }
+                #expect(isCurrent)
+                #expect(try await bounded("the actor answers") { await client.state } == .closed)
+                let error = try await bounded("a late call fails") {
+                    await #expect(throws: DBusError.self) { try await EchoService.call(client, "Echo", [.byte(1)]) }
+                }
+                #expect(error?.code == .disconnected)
+            }
+        }
+
         // MARK: The task executor
 
         /// Catches: jobs of a preferring task sent anywhere but the connection's thread, and a call made on the
