@@ -71,7 +71,9 @@ extension DBusConnection {
                 let waiter = ReplyBox.Waiter.continuation(continuation)
                 if executor.isCurrent {
                     // A caller isolated to this connection, or preferring its executor, is already on its
-                    // thread: send without a hop.
+                    // thread: send without a hop. A task cancelled already must not send (its cancellation
+                    // handler has run, but the `cancelCall` it queued comes after this).
+                    if Task.isCancelled { box.isCancelled = true }
                     self.startCallOnThread(box, waiter)
                 } else {
                     executor.async {
@@ -124,11 +126,14 @@ extension DBusConnection {
             return
         }
         box.serial = serial
+        statistics.callsSent += 1
         if let nanoseconds = timeoutNanoseconds(box.timeout) {
             let (deadline, overflow) = ConnectionThread.now().addingReportingOverflow(nanoseconds)
             box.deadline = overflow ? ReplyBox.noDeadline : deadline
         }
-        replies.insert(box)
+        if let displaced = replies.insert(box) {
+            displaced.finish(.failure(displaced.serialReusedError()), on: self)
+        }
         // Brought forward only: a later deadline left armed fires early and finds nothing due, which is cheaper
         // than arming again for every reply.
         if box.deadline != ReplyBox.noDeadline, replies.earliestDeadline == box.deadline {
@@ -255,14 +260,27 @@ final class ReplyBox: @unchecked Sendable {
         return try outcome.get()
     }
 
+    /// `.timeout` for a call still unanswered when its serial came round again: 2³² calls later, possible only
+    /// for a call without a timeout.
+    func serialReusedError() -> DBusError {
+        DBusError(
+            code: .timeout, name: DBusError.StandardName.noReply,
+            message: "no reply to \(callDescription) before its serial \(serial) came round again (2³² calls later)")
+    }
+
     /// `.timeout` with D-Bus's name for it, saying which call went unanswered.
     func timeoutError() -> DBusError {
+        DBusError(
+            code: .timeout, name: DBusError.StandardName.noReply,
+            message: "no reply to \(callDescription) within \(timeout)")
+    }
+
+    /// "org.bluez.Device1.Connect on /org/bluez/hci0/dev_… of org.bluez", for errors.
+    private var callDescription: String {
         let interface = message.interface.map { $0 + "." } ?? ""
         let member = message.member ?? "?"
         let path = message.path?.rawValue ?? "?"
         let destination = message.destination.map { " of \($0)" } ?? ""
-        return DBusError(
-            code: .timeout, name: DBusError.StandardName.noReply,
-            message: "no reply to \(interface)\(member) on \(path)\(destination) within \(timeout)")
+        return "\(interface)\(member) on \(path)\(destination)"
     }
 }

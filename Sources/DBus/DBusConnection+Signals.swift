@@ -98,7 +98,9 @@ extension DBusConnection {
         do {
             _ = try await sendWithReply(addMatch, timeout: .seconds(25))
         } catch {
-            removeSubscription(id, removeMatch: false)
+            // The AddMatch may have reached the bus (a cancelled or timed-out wait): take the rule back too (a
+            // RemoveMatch for a rule the bus refused costs nothing: it is sent without a reply).
+            removeSubscription(id, removeMatch: true)
             throw error
         }
     }

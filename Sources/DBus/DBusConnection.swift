@@ -81,6 +81,7 @@ public actor DBusConnection {
     struct Statistics {
         var signalsReceived = 0
         var methodCallsReceived = 0
+        var callsSent = 0
     }
 
     /// Connects to `bus` and registers (`Hello`) within `timeout`. Throws `DBusError.Code.connectFailed`, also

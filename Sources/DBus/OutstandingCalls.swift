@@ -26,13 +26,19 @@ struct OutstandingCalls {
     /// The earliest deadline (nanoseconds since boot, `ConnectionThread.now()`), nil without one.
     var earliestDeadline: Int64? { heap.first?.deadline }
 
-    /// Adds a sent call; one without a deadline (`ReplyBox.noDeadline`) never times out.
-    mutating func insert(_ box: ReplyBox) {
-        bySerial[box.serial] = box
-        guard box.deadline != ReplyBox.noDeadline else { return }
-        box.heapIndex = heap.count
-        heap.append(box)
-        siftUp(heap.count - 1)
+    /// Adds a sent call; one without a deadline (`ReplyBox.noDeadline`) never times out. Returns the call it
+    /// displaced: one still waiting with the same serial, sent 2³² calls before (libdbus's serials wrap), which
+    /// the caller must fail — its reply can no longer be told apart.
+    @discardableResult
+    mutating func insert(_ box: ReplyBox) -> ReplyBox? {
+        let displaced = bySerial.updateValue(box, forKey: box.serial)
+        if let displaced { removeFromHeap(displaced) }
+        if box.deadline != ReplyBox.noDeadline {
+            box.heapIndex = heap.count
+            heap.append(box)
+            siftUp(heap.count - 1)
+        }
+        return displaced
     }
 
     /// Removes and returns the call waiting for the reply to `serial`, if any.

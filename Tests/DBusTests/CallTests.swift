@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 @testable import DBus
+import Locking
 import DBusTesting
 
 extension DBusTests {
@@ -115,6 +116,97 @@ extension DBusTests {
             }
         }
 
+        /// Catches: a task cancelled before it calls still sending its call when it runs on the connection's
+        /// thread (the peer would run the method — a BlueZ Connect — for nobody), for each kind of caller.
+        @Test func aCallFromAnAlreadyCancelledTaskIsNeverSent() async throws {
+            try await PrivateBus.with { bus in
+                _ = try await EchoService.start(on: bus)
+                let client = try await bus.connect()
+                let before = await client.statistics.callsSent
+                let callers: [@Sendable () async throws -> [DBusValue]] = [
+                    { try await EchoService.call(client, "Echo", [.byte(1)]) },
+                    {
+                        try await withTaskExecutorPreference(client.taskExecutor) {
+                            try await EchoService.call(client, "Echo", [.byte(1)])
+                        }
+                    },
+                    { try await isolatedCall(client, "Echo", [.byte(1)]) },
+                ]
+                for caller in callers {
+                    let task = Task {
+                        withUnsafeCurrentTask { $0?.cancel() }
+                        return try await caller()
+                    }
+                    await #expect(throws: CancellationError.self) { try await task.value }
+                }
+                #expect(await client.statistics.callsSent == before)
+                #expect(await client.replies.isEmpty)
+                #expect(try await EchoService.call(client, "Echo", [.byte(2)]) == [.byte(2)])
+                #expect(await client.statistics.callsSent == before + 1)
+            }
+        }
+
+        /// Catches: a reply handed to the wrong call, a call never ended or ended twice, and a table not empty
+        /// afterwards, with many calls at once from every kind of caller (the pool, a task preferring the
+        /// connection's thread, code isolated to the connection) mixed with timeouts, late replies and
+        /// cancellations.
+        @Test func manyCallsAtOnceFromEveryKindOfCallerEachGetTheirOwnOutcome() async throws {
+            try await PrivateBus.with { bus in
+                _ = try await EchoService.start(on: bus)
+                let client = try await bus.connect()
+                let outcomes = Locked([String: Int]())
+                try await bounded("every call ends", .seconds(60 * sanitizerSlowdown)) {
+                    for round in UInt32(0)..<20 {
+                        await withTaskGroup(of: Void.self) { group in
+                            for id in (round * 50 + 1)...(round * 50 + 50) {
+                                group.addTask {
+                                    let outcome = await Self.outcome(ofCall: id, on: client)
+                                    outcomes.withLock { $0[outcome, default: 0] += 1 }
+                                }
+                            }
+                        }
+                    }
+                }
+                let counts = outcomes.withLock { $0 }
+                #expect(counts.values.reduce(0, +) == 1_000)
+                #expect(Set(counts.keys).isSubset(of: ["reply", "timeout", "cancelled"]), "\(counts)")
+                #expect((counts["reply"] ?? 0) > 500, "\(counts)")
+                #expect(await client.replies.isEmpty)
+            }
+        }
+
+        /// Call `id`: Echo, or Delayed for every fourth; a timeout of a few milliseconds for every fifth; the
+        /// caller kind by `id % 3`; cancelled (at once or after a yield) for every seventh. Returns "reply" for
+        /// its own reply, "timeout", "cancelled", or what else happened.
+        private static func outcome(ofCall id: UInt32, on client: DBusConnection) async -> String {
+            let method = id % 4 == 0 ? "Delayed" : "Echo"
+            let arguments: [DBusValue] = id % 4 == 0 ? [.uint32(id % 7)] : [.uint32(id), .string("call \(id)")]
+            let timeout: Duration = id % 5 == 0 ? .milliseconds(Int(id % 6)) : .seconds(20)
+            let task = Task {
+                switch id % 3 {
+                case 0: return try await EchoService.call(client, method, arguments, timeout: timeout)
+                case 1:
+                    return try await withTaskExecutorPreference(client.taskExecutor) {
+                        try await EchoService.call(client, method, arguments, timeout: timeout)
+                    }
+                default: return try await isolatedCall(client, method, arguments, timeout: timeout)
+                }
+            }
+            if id % 7 == 0 {
+                if id % 2 == 0 { await Task.yield() }
+                task.cancel()
+            }
+            do {
+                return try await task.value == arguments ? "reply" : "wrong reply"
+            } catch let error as DBusError where error.code == .timeout {
+                return "timeout"
+            } catch is CancellationError {
+                return "cancelled"
+            } catch {
+                return "\(error)"
+            }
+        }
+
         @Test func repliesMayComeBackOutOfOrder() async throws {
             try await PrivateBus.with { bus in
                 _ = try await EchoService.start(on: bus)
@@ -157,4 +249,11 @@ extension DBusTests {
 actor OrderRecorder {
     var values: [UInt32] = []
     func append(_ value: UInt32) { values.append(value) }
+}
+
+/// A call made from code isolated to the connection (how the simulator and `DBusConnection`'s own methods call).
+private func isolatedCall(
+    _ client: isolated DBusConnection, _ method: String, _ arguments: [DBusValue], timeout: Duration = .seconds(25)
+) async throws -> [DBusValue] {
+    try await EchoService.call(client, method, arguments, timeout: timeout)
 }

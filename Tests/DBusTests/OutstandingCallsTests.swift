@@ -47,6 +47,26 @@ extension DBusTests {
             #expect(calls.isEmpty)
             #expect(calls.earliestDeadline == nil)
         }
+
+        /// Catches: a call sent 2³² calls after one still waiting with the same serial (libdbus's serials wrap)
+        /// silently replacing it — the older call would never end, and its timeout would remove the newer one.
+        @Test func aReusedSerialDisplacesTheOlderCall() throws {
+            let message = try DBusMessage.methodCall(destination: nil, path: "/", interface: nil, member: "Ping")
+            var calls = OutstandingCalls()
+            let old = ReplyBox(message: message, timeout: .seconds(1))
+            old.serial = 5
+            old.deadline = 10
+            let new = ReplyBox(message: message, timeout: .seconds(1))
+            new.serial = 5
+            new.deadline = ReplyBox.noDeadline
+            #expect(calls.insert(old) == nil)
+            #expect(calls.insert(new) === old)
+            #expect(old.heapIndex == -1)
+            #expect(calls.earliestDeadline == nil)
+            #expect(calls.removeDue(now: 10).isEmpty)
+            #expect(calls.remove(serial: 5) === new)
+            #expect(calls.isEmpty)
+        }
     }
 }
 
