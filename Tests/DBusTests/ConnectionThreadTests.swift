@@ -4,9 +4,9 @@ import Testing
 import DBusTesting
 
 extension DBusTests {
-    /// The thread each connection runs on (`ConnectionThread`): its one deadline (libdbus's earliest timeout),
-    /// its queue, its task executor, and its end — with its `epoll` descriptor and `eventfd` — when the
-    /// connection is closed, released or loses its bus.
+    /// The thread each connection runs on (`ConnectionThread`): its deadlines (libdbus's earliest timeout and
+    /// the earliest call's), its queue, its task executor, and its end — with its `epoll` descriptor and
+    /// `eventfd` — when the connection is closed, released or loses its bus.
     ///
     /// Every wait here is bounded (`bounded(_:_:_:)` in Support/Threads.swift gives up even on a body that never
     /// finishes: work the thread loses leaves a continuation never resumed, which `withTimeout` would wait for).
