@@ -13,7 +13,7 @@ let package = Package(
         .library(name: "BlueZSimulator", targets: ["BlueZSimulator"]),
         .library(name: "KeepAliveDaemon", targets: ["KeepAliveDaemon"]),
         .executable(name: "bluez-sim", targets: ["bluez-sim"]),
-        .executable(name: "keepalive", targets: ["keepalive"]),
+        .executable(name: "keepalive", targets: ["KeepAliveCLI"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
@@ -127,7 +127,6 @@ let package = Package(
             name: "BlueZSimulator",
             dependencies: [
                 "DBus",
-                "KeepAliveTesting",
                 "Locking",
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -177,7 +176,7 @@ let package = Package(
         // The `keepalive` command: argument parsing and terminal rendering over KeepAliveDaemon; `simulate` and
         // `demo` bring the BlueZ simulator and a private dbus-daemon.
         .executableTarget(
-            name: "keepalive",
+            name: "KeepAliveCLI",
             dependencies: [
                 "KeepAliveDaemon",
                 "KeepAlive",

@@ -1,5 +1,4 @@
 public import DBus
-import KeepAliveTesting
 import Locking
 public import Logging
 
@@ -20,7 +19,7 @@ public import Logging
 /// ```
 public final class HostileBlueZ: Sendable {
     private let connection: DBusConnection
-    private let random: Locked<SeededRandomNumberGenerator>
+    private let random: Locked<SplitMix64>
     private let calls = Locked(0)
     private let signals: Locked<Task<Void, Never>?> = Locked(nil)
     private let devices: [ObjectPath]
@@ -61,7 +60,7 @@ public final class HostileBlueZ: Sendable {
     private init(connection: DBusConnection, devices: [ObjectPath], seed: UInt64) {
         self.connection = connection
         self.devices = devices
-        self.random = Locked(SeededRandomNumberGenerator(seed: seed))
+        self.random = Locked(SplitMix64(seed: seed))
     }
 
     /// Releases org.bluez and closes the connection.
@@ -168,14 +167,14 @@ public final class HostileBlueZ: Sendable {
     }
 
     /// A reply of another signature than BlueZ's to `method` (nothing, for ReadValue, is one of them).
-    static func wrongAnswer(to method: String, _ random: inout SeededRandomNumberGenerator) -> [DBusValue] {
+    static func wrongAnswer(to method: String, _ random: inout SplitMix64) -> [DBusValue] {
         let right = rightSignature(of: method)
         var answer = anyAnswer(&random)
         while answer.signature == right { answer = anyAnswer(&random) }
         return answer
     }
 
-    private static func anyAnswer(_ random: inout SeededRandomNumberGenerator) -> [DBusValue] {
+    private static func anyAnswer(_ random: inout SplitMix64) -> [DBusValue] {
         switch random.next() % 12 {
         case 0: return []
         case 1: return [.string("hostile")]

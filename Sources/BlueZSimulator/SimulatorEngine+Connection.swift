@@ -1,4 +1,5 @@
 import DBus
+import Locking
 
 // Device1.Connect / Disconnect and the link's life: GATT objects on the first connection, ServicesResolved,
 // the battery plugin, link loss.

@@ -1,4 +1,5 @@
 import DBus
+import Locking
 
 // Adapter behaviour: discovery sessions per client connection, filters, power and rfkill, RemoveDevice.
 

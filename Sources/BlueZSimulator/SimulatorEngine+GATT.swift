@@ -1,4 +1,5 @@
 import DBus
+import Locking
 
 // GattCharacteristic1 / GattDescriptor1 behaviour: shared reads, writes, notify sessions per client.
 

@@ -48,19 +48,16 @@ public final class MockPowerSource: PowerSource {
     }
 }
 
-/// A deterministic generator (SplitMix64) for jitter and property tests.
+/// A deterministic generator (SplitMix64) for jitter and property tests: the package's one seeded generator,
+/// ``SplitMix64``, under its public name.
 public struct SeededRandomNumberGenerator: RandomNumberGenerator, Sendable {
-    private var state: UInt64
+    private var generator: SplitMix64
 
     public init(seed: UInt64) {
-        state = seed
+        generator = SplitMix64(seed: seed)
     }
 
     public mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
+        generator.next()
     }
 }

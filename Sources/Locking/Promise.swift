@@ -1,8 +1,6 @@
-import Locking
-
 /// A result that arrives once and is awaited by any number of tasks: a pending Connect that Disconnect can
 /// cancel, one ReadValue answer shared by overlapping reads.
-final class Promise<Value: Sendable>: Sendable {
+package final class Promise<Value: Sendable>: Sendable {
     private struct State {
         var result: Result<Value, any Error>?
         var waiters: [CheckedContinuation<Value, any Error>] = []
@@ -10,8 +8,10 @@ final class Promise<Value: Sendable>: Sendable {
 
     private let state = Locked(State())
 
+    package init() {}
+
     /// Waits for the result (at once when it is already there).
-    func value() async throws -> Value {
+    package func value() async throws -> Value {
         try await withCheckedThrowingContinuation { continuation in
             let ready: Result<Value, any Error>? = state.withLock { state in
                 if let result = state.result { return result }
@@ -24,7 +24,7 @@ final class Promise<Value: Sendable>: Sendable {
 
     /// Sets the result; the first call wins, later ones are ignored. Returns whether this call won.
     @discardableResult
-    func complete(_ result: Result<Value, any Error>) -> Bool {
+    package func complete(_ result: Result<Value, any Error>) -> Bool {
         let waiters: [CheckedContinuation<Value, any Error>]? = state.withLock { state in
             guard state.result == nil else { return nil }
             state.result = result
@@ -36,9 +36,9 @@ final class Promise<Value: Sendable>: Sendable {
         return true
     }
 
-    var isCompleted: Bool { state.withLock { $0.result != nil } }
+    package var isCompleted: Bool { state.withLock { $0.result != nil } }
 }
 
 extension Promise where Value == Void {
-    func succeed() { complete(.success(())) }
+    package func succeed() { complete(.success(())) }
 }
