@@ -7,7 +7,13 @@ let package = Package(
     name: "keepalive",
     platforms: [.macOS(.v15)],
     products: [
+        // For app developers: the core, the real transport (BlueZ over D-Bus), the host's power, the test doubles.
+        // DBus is a product because BlueZ hands out its types (the bus, object paths, errors); HostPower because
+        // a scheduler that stretches on battery needs the host's real power state. README "Library".
         .library(name: "KeepAlive", targets: ["KeepAlive"]),
+        .library(name: "BlueZ", targets: ["BlueZ"]),
+        .library(name: "DBus", targets: ["DBus"]),
+        .library(name: "HostPower", targets: ["HostPower"]),
         .library(name: "KeepAliveTesting", targets: ["KeepAliveTesting"]),
         .library(name: "DBusTesting", targets: ["DBusTesting"]),
         .library(name: "BlueZSimulator", targets: ["BlueZSimulator"]),
@@ -104,6 +110,12 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             path: "Examples/KeepAliveExample"
+        ),
+        // The real-sensor example: BlueZ and the core only, as an app would use them (README "Library").
+        .executableTarget(
+            name: "BatteryMonitor",
+            dependencies: ["BlueZ", "DBus", "KeepAlive"],
+            path: "Examples/BatteryMonitor"
         ),
         // The soak (issue #9): `keepalive run` for minutes or hours against the simulator with random faults.
         .executableTarget(

@@ -32,7 +32,7 @@ if arguments.count >= 2, arguments[1] == "--sync" {
         let cpuStart = cpuMicroseconds()
         let start = ContinuousClock.now
         let cacheTask = Task { try await transport.run() }
-        try await transport.cache.waitUntilReady(timeout: .seconds(120))
+        try await transport.waitUntilReady(timeout: .seconds(120))
         let wall = ContinuousClock.now - start
         let cpu = cpuMicroseconds() - cpuStart
         let devices = transport.cache.devices().count
@@ -74,7 +74,7 @@ let counter = try BluetoothUUID("4b410002-6b65-6570-616c-697665000000")
 let connection = try await DBusConnection(bus: .system)
 let transport = BlueZTransport(connection: connection, logger: logger)
 let cacheTask = Task { try await transport.run() }
-try await transport.cache.waitUntilReady(timeout: .seconds(10))
+try await transport.waitUntilReady(timeout: .seconds(10))
 
 let peripherals = (1...count).map { number in
     Peripheral(address: "C0:FF:EE:00:" + hex(UInt8(number >> 8)) + ":" + hex(UInt8(number & 0xFF)), adapter: "hci0")

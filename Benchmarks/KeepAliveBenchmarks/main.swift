@@ -52,8 +52,8 @@ extension Duration {
 
 /// `keepOneOpen`: another window stays open throughout, as during a tick; otherwise every end empties the
 /// ledger, which stops its timer driver and the next begin starts it again (the worst case).
-func benchmarkLedger(pairs: Int, keepOneOpen: Bool) -> (perSecond: Double, cpuPerPair: Duration) {
-    let ledger = BackgroundTaskLedger(clock: ContinuousClock(), logger: logger)
+func benchmarkLedger(pairs: Int, keepOneOpen: Bool) throws -> (perSecond: Double, cpuPerPair: Duration) {
+    let ledger = try BackgroundTaskLedger(clock: ContinuousClock(), logger: logger)
     let held = keepOneOpen ? ledger.begin(name: "held", budget: .seconds(3_600)) : .invalid
     defer { ledger.end(held) }
     // Warm up (first begin starts the driver).
@@ -69,8 +69,8 @@ func benchmarkLedger(pairs: Int, keepOneOpen: Bool) -> (perSecond: Double, cpuPe
     return (Double(pairs) / elapsed.secondsDouble, cpu / pairs)
 }
 
-func benchmarkLedgerTwoThreads(pairsEach: Int) async -> Double {
-    let ledger = BackgroundTaskLedger(clock: ContinuousClock(), logger: logger)
+func benchmarkLedgerTwoThreads(pairsEach: Int) async throws -> Double {
+    let ledger = try BackgroundTaskLedger(clock: ContinuousClock(), logger: logger)
     let held = ledger.begin(name: "held", budget: .seconds(3_600))
     defer { ledger.end(held) }
     let start = ContinuousClock.now
@@ -119,7 +119,7 @@ final class Counter: Sendable {
 /// registration is a trivial callback.
 func benchmarkTicks(devices: Int, ticks: Int, withEngine: Bool) async throws -> (cpuPerDevice: Duration, wallPerTick: Duration) {
     let clock = TestClock()
-    let keepAlive = KeepAlive(configuration: .init(interval: .seconds(30)), clock: clock, logger: logger)
+    let keepAlive = try KeepAlive(configuration: .init(interval: .seconds(30)), clock: clock, logger: logger)
     let completed = Counter()
     var engine: PollEngine?
     var consumer: Task<Void, Never>?
@@ -136,7 +136,7 @@ func benchmarkTicks(devices: Int, ticks: Int, withEngine: Bool) async throws -> 
             transport.add(peripheral, characteristics: [battery: .counter { UInt8(truncatingIfNeeded: $0) }])
             specs.append(PeripheralSpec(name: "d\(index)", peripheral: peripheral, reads: [battery]))
         }
-        let pollEngine = PollEngine(
+        let pollEngine = try PollEngine(
             peripherals: specs,
             transport: transport,
             keepAlive: keepAlive,
@@ -150,7 +150,7 @@ func benchmarkTicks(devices: Int, ticks: Int, withEngine: Bool) async throws -> 
         engine = pollEngine
     } else {
         for index in 0..<devices {
-            keepAlive.register(name: "r\(index)", onReport: { _ in completed.increment() }) { _ in .noData }
+            try keepAlive.register(name: "r\(index)", onReport: { _ in completed.increment() }) { _ in .noData }
         }
     }
     _ = engine
@@ -180,12 +180,12 @@ func benchmarkTicks(devices: Int, ticks: Int, withEngine: Bool) async throws -> 
 /// Runs one registration for `ticks` ticks on the scheduler's default (real) clock; returns, in microseconds
 /// per tick after the first, how late the scheduler fired and how late the callback's window began, and how late
 /// tick 0 fired.
-func benchmarkLateness(interval: Duration, ticks: Int) async -> (fired: [Double], began: [Double], first: Double) {
-    let keepAlive = KeepAlive(configuration: .init(interval: interval), logger: logger)
+func benchmarkLateness(interval: Duration, ticks: Int) async throws -> (fired: [Double], began: [Double], first: Double) {
+    let keepAlive = try KeepAlive(configuration: .init(interval: interval), logger: logger)
     let started = Locked<[UInt64: KeepAliveInstant]>([:])
     let reports = Locked<[(tick: UInt64, scheduled: KeepAliveInstant, fired: KeepAliveInstant)]>([])
     let completed = Counter()
-    keepAlive.register(
+    try keepAlive.register(
         name: "lateness",
         options: .init(maxTicks: UInt64(ticks)),
         onReport: { report in
@@ -225,7 +225,7 @@ if let flag = CommandLine.arguments.firstIndex(of: "--lateness") {
     let arguments = CommandLine.arguments
     let intervalMilliseconds = flag + 1 < arguments.count ? Int(arguments[flag + 1]) ?? 1_000 : 1_000
     let ticks = flag + 2 < arguments.count ? Int(arguments[flag + 2]) ?? 600 : 600
-    let (fired, began, first) = await benchmarkLateness(interval: .milliseconds(intervalMilliseconds), ticks: ticks + 1)
+    let (fired, began, first) = try await benchmarkLateness(interval: .milliseconds(intervalMilliseconds), ticks: ticks + 1)
     var line = "lateness interval_ms=\(intervalMilliseconds) ticks=\(fired.count) first_us=\(format(first, 1))"
     for (name, values) in [("fired", fired), ("began", began)] {
         line += " \(name)_p50_us=\(format(percentile(values, 0.5), 1)) \(name)_p99_us=\(format(percentile(values, 0.99), 1))"
@@ -242,13 +242,13 @@ print(String(repeating: "-", count: 72))
 
 let pairs = quick ? 200_000 : 2_000_000
 for keepOneOpen in [true, false] {
-    let ledger = benchmarkLedger(pairs: pairs, keepOneOpen: keepOneOpen)
+    let ledger = try benchmarkLedger(pairs: pairs, keepOneOpen: keepOneOpen)
     print(
         "ledger begin/end, 1 thread, \(keepOneOpen ? "others open:    " : "from empty each:")  "
             + "\(format(ledger.perSecond / 1e6, 3)) M pairs/s   (\(format(microseconds(ledger.cpuPerPair) * 1_000, 0)) ns CPU per pair)"
     )
 }
-let twoThreads = await benchmarkLedgerTwoThreads(pairsEach: pairs / 2)
+let twoThreads = try await benchmarkLedgerTwoThreads(pairsEach: pairs / 2)
 print("ledger begin/end, 2 threads, others open:      \(format(twoThreads / 1e6, 3)) M pairs/s")
 
 let devices = quick ? 1_000 : 10_000

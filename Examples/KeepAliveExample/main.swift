@@ -60,8 +60,8 @@ transport.script(
     .fail(times: 2, with: TransportError(.connectionAborted, "le-connection-abort-by-local", dbusName: "org.bluez.Error.Failed"))
 )
 
-let keepAlive = KeepAlive(configuration: .init(interval: interval), logger: logger)
-let engine = PollEngine(peripherals: specs, transport: transport, keepAlive: keepAlive, configuration: .init(maxConnections: 3), logger: logger)
+let keepAlive = try KeepAlive(configuration: .init(interval: interval), logger: logger)
+let engine = try PollEngine(peripherals: specs, transport: transport, keepAlive: keepAlive, configuration: .init(maxConnections: 3), logger: logger)
 
 func hex(_ bytes: [UInt8]) -> String {
     bytes.map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined()

@@ -16,11 +16,16 @@ import Locking
 /// (`RemoveDevice`) so it is rediscovered — bounded by a cooldown, and logged.
 ///
 /// ```swift
-/// let connection = try await DBusConnection(bus: .system)
-/// let transport = BlueZTransport(connection: connection, logger: logger)
-/// // run() keeps the object cache current: put it in the ServiceGroup beside the KeepAlive scheduler.
-/// let engine = PollEngine(peripherals: specs, transport: transport, keepAlive: keepAlive)
+/// let transport = try await BlueZTransport(bus: .system)
+/// try await withThrowingDiscardingTaskGroup { group in
+///     group.addTask { try await transport.run() }       // keeps BlueZ's object tree current
+///     try await transport.waitUntilReady(timeout: .seconds(5))
+///     let battery = try await transport.read(BluetoothUUID(assigned: 0x2A19), from: sensor)
+///     group.cancelAll()
+/// }
 /// ```
+/// Put ``run()`` beside the scheduler (a task group, or a `ServiceGroup`); everything else is an operation of
+/// ``KeepAlive/PeripheralTransport``, so a ``KeepAlive/PollEngine`` drives it unchanged.
 public final class BlueZTransport: PeripheralTransport, Service {
     public struct Configuration: Sendable {
         /// D-Bus timeout for ReadValue/WriteValue/StartNotify: longer than BlueZ's own 30 s ATT timeout, so
@@ -37,6 +42,8 @@ public final class BlueZTransport: PeripheralTransport, Service {
         public init() {}
     }
 
+    /// BlueZ's object tree as this transport sees it: adapters, devices and their GATT objects, for diagnostics
+    /// and tools. Operations do not need it; ``run()`` keeps it current.
     public let cache: BlueZObjectCache
 
     /// The D-Bus connection's thread: every operation runs there (see ``KeepAlive/PeripheralTransport/preferredExecutor``).
@@ -77,11 +84,42 @@ public final class BlueZTransport: PeripheralTransport, Service {
         self.discovery = DiscoverySessions(connection: connection, logger: logger)
     }
 
-    /// Keeps the object cache current (signals, bluetoothd restarts) until cancelled or the bus is lost.
+    /// Connects to `bus` (the system bus, where bluetoothd lives, unless told otherwise) and makes a transport on
+    /// a connection of its own.
+    ///
+    /// - Throws: ``DBus/DBusError`` when the bus cannot be reached.
+    public convenience init(
+        bus: DBusConnection.Bus = .system,
+        configuration: Configuration = Configuration(),
+        clock: any Clock<Duration> = TimerFDClock(),
+        logger: Logger = Logger(label: "keepalive.bluez")
+    ) async throws {
+        let connection = try await DBusConnection(bus: bus)
+        self.init(connection: connection, configuration: configuration, clock: clock, logger: logger)
+    }
+
+    /// Keeps the object cache current (signals, bluetoothd restarts, adapters coming and going) until cancelled,
+    /// ended by a `ServiceGroup`'s graceful shutdown, or the bus is lost (then it throws). Operations need it
+    /// running: start it first, then ``waitUntilReady(timeout:)``.
     public func run() async throws {
         try await cancelWhenGracefulShutdown {
             try await self.cache.run()
         }
+    }
+
+    /// ``run()`` without the graceful-shutdown hook, for the daemon: its shutdown disconnects every link and
+    /// waits for BlueZ to confirm, which needs the tree current until the very end.
+    package func runUntilCancelled() async throws {
+        try await cache.run()
+    }
+
+    /// Waits until BlueZ's object tree has been fetched, i.e. org.bluez is on the bus and ``run()`` has caught
+    /// up with it. Returns at once when it already has.
+    ///
+    /// - Throws: ``KeepAlive/TransportError`` `.timeout` when org.bluez does not appear within `timeout`
+    ///   (bluetoothd is not running, or the bus is not the one it is on); `CancellationError` when cancelled.
+    public func waitUntilReady(timeout: Duration) async throws {
+        try await cache.waitUntilReady(timeout: timeout)
     }
 
     // MARK: Adapter

@@ -46,7 +46,8 @@ public enum HostPowerSources {
             parts.append("UPower (\(UPowerPowerSource.busName)\(how))")
         } else {
             let sysfs = SysfsPowerSource(
-                root: sysfsRoot, criticalPercentage: criticalPercentage, clock: clock, logger: logger)
+                root: sysfsRoot, criticalPercentage: criticalPercentage, validatedPollInterval: .seconds(30), clock: clock,
+                logger: logger)
             if let supplies = try? PowerSupply.list(root: sysfsRoot), !supplies.isEmpty {
                 sources.append(sysfs)
                 parts.append("sysfs \(sysfsRoot) (\(supplies.map(\.name).joined(separator: ", ")))")

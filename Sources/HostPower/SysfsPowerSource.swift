@@ -40,11 +40,19 @@ public final class SysfsPowerSource: PowerSource, Service {
     }
 
     /// Nothing is read here: ``run()`` (or ``refresh()``) does.
-    public init(
+    ///
+    /// - Throws: ``KeepAlive/ConfigurationValueError`` when `pollInterval` is not positive.
+    public convenience init(
         root: String = "/sys/class/power_supply", criticalPercentage: Double = 10,
         pollInterval: Duration = .seconds(30), clock: any Clock<Duration> = TimerFDClock(), logger: Logger
-    ) {
-        precondition(pollInterval > .zero, "pollInterval must be positive")
+    ) throws(ConfigurationValueError) {
+        guard pollInterval > .zero else {
+            throw ConfigurationValueError(field: "SysfsPowerSource.pollInterval", reason: "must be positive, not \(pollInterval)")
+        }
+        self.init(root: root, criticalPercentage: criticalPercentage, validatedPollInterval: pollInterval, clock: clock, logger: logger)
+    }
+
+    init(root: String, criticalPercentage: Double, validatedPollInterval pollInterval: Duration, clock: any Clock<Duration>, logger: Logger) {
         self.root = root
         self.criticalPercentage = criticalPercentage
         self.pollInterval = pollInterval

@@ -30,11 +30,22 @@ public final class BackgroundTaskLedger: Sendable {
         public var historyCapacity: Int = 1_024
 
         public init(gracePeriod: Duration = .seconds(2), warningLead: Duration? = nil, historyCapacity: Int = 1_024) {
-            precondition(gracePeriod >= .zero, "gracePeriod must not be negative")
-            precondition(historyCapacity > 0, "historyCapacity must be positive")
             self.gracePeriod = gracePeriod
             self.warningLead = warningLead
             self.historyCapacity = historyCapacity
+        }
+
+        /// The grace period not negative, the warning lead (when set) not negative, the history at least one entry.
+        public func validate(field: String = "BackgroundTaskLedger.Configuration") throws(ConfigurationValueError) {
+            guard gracePeriod >= .zero else {
+                throw ConfigurationValueError(field: "\(field).gracePeriod", reason: "must not be negative, not \(gracePeriod.formattedSeconds)")
+            }
+            if let warningLead, warningLead < .zero {
+                throw ConfigurationValueError(field: "\(field).warningLead", reason: "must not be negative, not \(warningLead.formattedSeconds)")
+            }
+            guard historyCapacity > 0 else {
+                throw ConfigurationValueError(field: "\(field).historyCapacity", reason: "must be at least 1, not \(historyCapacity)")
+            }
         }
 
         func warningLead(forBudget budget: Duration) -> Duration {
@@ -66,7 +77,8 @@ public final class BackgroundTaskLedger: Sendable {
         configuration: Configuration = Configuration(),
         clock: any Clock<Duration> = TimerFDClock(),
         logger: Logger = Logger(label: "keepalive.ledger")
-    ) {
+    ) throws(ConfigurationValueError) {
+        try configuration.validate()
         self.init(configuration: configuration, time: TimeBase(clock), logger: logger)
     }
 
@@ -103,7 +115,9 @@ public final class BackgroundTaskLedger: Sendable {
         expirationHandler: (@Sendable () -> Void)?,
         hooks: Hooks
     ) -> BackgroundTaskID {
-        precondition(budget > .zero, "a background task needs a positive budget")
+        // A window with no time at all is not a programmer's error to trap on: like iOS with no background time
+        // left, it begins already at its deadline, so its expiration handler runs at once and it is recorded.
+        let budget = max(budget, .nanoseconds(1))
         let now = time.now
         let lead = configuration.warningLead(forBudget: budget)
         let result: LedgerState.BeginResult = state.withLock { state in

@@ -43,13 +43,43 @@ extension KeepAlive {
             windowBudget ?? min(.seconds(20), interval * 2 / 3)
         }
 
-        func checkPreconditions() {
-            precondition(interval > .zero, "KeepAlive interval must be positive")
-            precondition(jitter >= .zero, "KeepAlive jitter must not be negative")
-            precondition(maxFailureBackoffMultiplier >= 1, "maxFailureBackoffMultiplier must be at least 1")
+        /// Checks every value: the interval and budget positive, the budget shorter than the interval, the
+        /// jitter not negative and shorter than the interval, the back-off multiplier at least 1, and the low-power
+        /// policy and the ledger's settings (see their own `validate()`).
+        public func validate() throws(ConfigurationValueError) {
+            let field = "KeepAlive.Configuration"
+            guard interval > .zero else {
+                throw ConfigurationValueError(field: "\(field).interval", reason: "must be positive, not \(interval.formattedSeconds)")
+            }
+            guard jitter >= .zero, jitter < interval else {
+                throw ConfigurationValueError(
+                    field: "\(field).jitter",
+                    reason: "must be at least 0 and shorter than the interval (\(interval.formattedSeconds)), not \(jitter.formattedSeconds)"
+                )
+            }
+            guard maxFailureBackoffMultiplier >= 1 else {
+                throw ConfigurationValueError(
+                    field: "\(field).maxFailureBackoffMultiplier", reason: "must be at least 1, not \(maxFailureBackoffMultiplier)"
+                )
+            }
             if let windowBudget {
-                precondition(windowBudget > .zero, "KeepAlive window budget must be positive")
-                precondition(windowBudget < interval, "KeepAlive window budget must be shorter than the interval")
+                try Self.validate(budget: windowBudget, interval: interval, field: "\(field).windowBudget")
+            }
+            try lowPower.validate(field: "\(field).lowPower")
+            try ledger.validate(field: "\(field).ledger")
+        }
+
+        /// A window budget must be positive and shorter than its interval, so a tick's windows close before the
+        /// next tick.
+        static func validate(budget: Duration, interval: Duration, field: String) throws(ConfigurationValueError) {
+            guard budget > .zero else {
+                throw ConfigurationValueError(field: field, reason: "must be positive, not \(budget.formattedSeconds)")
+            }
+            guard budget < interval else {
+                throw ConfigurationValueError(
+                    field: field,
+                    reason: "\(budget.formattedSeconds) must be shorter than the interval (\(interval.formattedSeconds))"
+                )
             }
         }
     }
@@ -65,11 +95,21 @@ extension KeepAlive {
         public var maxTicks: UInt64?
 
         public init(interval: Duration? = nil, budget: Duration? = nil, maxTicks: UInt64? = nil) {
-            precondition(interval.map { $0 > .zero } ?? true, "a registration interval must be positive")
-            precondition(budget.map { $0 > .zero } ?? true, "a registration budget must be positive")
             self.interval = interval
             self.budget = budget
             self.maxTicks = maxTicks
+        }
+
+        /// The interval positive; the budget positive and shorter than the interval the registration ticks at
+        /// (its own, else `configuration`'s).
+        public func validate(against configuration: Configuration) throws(ConfigurationValueError) {
+            let field = "KeepAlive.RegistrationOptions"
+            if let interval, interval <= .zero {
+                throw ConfigurationValueError(field: "\(field).interval", reason: "must be positive, not \(interval.formattedSeconds)")
+            }
+            if let budget {
+                try Configuration.validate(budget: budget, interval: interval ?? configuration.interval, field: "\(field).budget")
+            }
         }
     }
 }

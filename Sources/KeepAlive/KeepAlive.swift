@@ -23,7 +23,7 @@ import Locking
 /// ```
 public final class KeepAlive: Service, Sendable {
     /// The instance app code can share, as with the seed's singleton. The library itself never uses it.
-    public static let shared = KeepAlive()
+    public static let shared = KeepAlive(validated: Configuration())
 
     public let configuration: Configuration
     /// The ledger every window of this scheduler is kept in.
@@ -35,14 +35,31 @@ public final class KeepAlive: Service, Sendable {
     let alarm: Alarm
     let broadcast = Broadcast<KeepAliveEvent>()
 
-    public init(
+    /// A scheduler; nothing fires until ``run()`` or ``start()``.
+    ///
+    /// - Throws: ``ConfigurationValueError`` naming the field when `configuration` cannot work (see
+    ///   ``Configuration/validate()``).
+    public convenience init(
         configuration: Configuration = Configuration(),
         clock: any Clock<Duration> = TimerFDClock(),
         powerSource: any PowerSource = FixedPowerSource(),
         randomNumberGenerator: any RandomNumberGenerator & Sendable = SystemRandomNumberGenerator(),
         logger: Logger = Logger(label: "keepalive")
+    ) throws(ConfigurationValueError) {
+        try configuration.validate()
+        self.init(
+            validated: configuration, clock: clock, powerSource: powerSource, randomNumberGenerator: randomNumberGenerator,
+            logger: logger
+        )
+    }
+
+    private init(
+        validated configuration: Configuration,
+        clock: any Clock<Duration> = TimerFDClock(),
+        powerSource: any PowerSource = FixedPowerSource(),
+        randomNumberGenerator: any RandomNumberGenerator & Sendable = SystemRandomNumberGenerator(),
+        logger: Logger = Logger(label: "keepalive")
     ) {
-        configuration.checkPreconditions()
         self.configuration = configuration
         self.time = TimeBase(clock)
         self.powerSource = powerSource
@@ -64,11 +81,25 @@ public final class KeepAlive: Service, Sendable {
     /// registration backs off exponentially (capped, reset by a success). A registration added while the
     /// scheduler runs fires at once, then on its own grid. `onReport` is called once per tick with what
     /// happened, including skipped ticks.
+    ///
+    /// - Throws: ``ConfigurationValueError`` when `options` cannot work: a non-positive interval or budget, or a
+    ///   budget not shorter than the interval the registration ticks at.
     @discardableResult
     public func register(
         name: String,
         options: RegistrationOptions = RegistrationOptions(),
         onReport: (@Sendable (TickReport) -> Void)? = nil,
+        handler: @escaping @Sendable (PollWindow) async -> PollResult
+    ) throws(ConfigurationValueError) -> RegistrationToken {
+        try options.validate(against: configuration)
+        return add(name: name, options: options, onReport: onReport, handler: handler)
+    }
+
+    /// ``register(name:options:onReport:handler:)`` for options already checked.
+    private func add(
+        name: String,
+        options: RegistrationOptions,
+        onReport: (@Sendable (TickReport) -> Void)?,
         handler: @escaping @Sendable (PollWindow) async -> PollResult
     ) -> RegistrationToken {
         let now = time.now
@@ -120,7 +151,8 @@ public final class KeepAlive: Service, Sendable {
             }
             if let old { unregister(old) }
             guard let callback = newValue else { return }
-            let token = register(name: "onKeepAliveCallback") { _ in
+            // The default options: valid by construction.
+            let token = add(name: "onKeepAliveCallback", options: RegistrationOptions(), onReport: nil) { _ in
                 await callback()
                 return .newData
             }
@@ -154,6 +186,11 @@ public final class KeepAlive: Service, Sendable {
     /// When the next tick of any registration fires, if one is scheduled.
     public var nextDeadline: KeepAliveInstant? {
         state.withLock { state in state.registrations.values.lazy.filter { !$0.isFinished }.compactMap { $0.schedule?.nextFire }.min() }
+    }
+
+    /// How many callbacks are registered (finished ones included, until unregistered).
+    public var registrationCount: Int {
+        state.withLock { $0.registrations.count }
     }
 
     public var isRunning: Bool {

@@ -33,12 +33,28 @@ public final class PollEngine: Sendable {
             disconnectTimeout: Duration = .seconds(3),
             maxTicks: UInt64? = nil
         ) {
-            precondition(maxConnections >= 1, "maxConnections must be at least 1")
             self.maxConnections = maxConnections
             self.retry = retry
             self.connectTimeout = connectTimeout
             self.disconnectTimeout = disconnectTimeout
             self.maxTicks = maxTicks
+        }
+
+        /// At least one connection per adapter, positive timeouts, a valid retry policy.
+        public func validate() throws(ConfigurationValueError) {
+            let field = "PollEngine.Configuration"
+            guard maxConnections >= 1 else {
+                throw ConfigurationValueError(field: "\(field).maxConnections", reason: "must be at least 1, not \(maxConnections)")
+            }
+            guard connectTimeout > .zero else {
+                throw ConfigurationValueError(field: "\(field).connectTimeout", reason: "must be positive, not \(connectTimeout.formattedSeconds)")
+            }
+            guard disconnectTimeout > .zero else {
+                throw ConfigurationValueError(
+                    field: "\(field).disconnectTimeout", reason: "must be positive, not \(disconnectTimeout.formattedSeconds)"
+                )
+            }
+            try retry.validate(field: "\(field).retry")
         }
     }
 
@@ -70,10 +86,21 @@ public final class PollEngine: Sendable {
         configuration: Configuration = Configuration(),
         logger: Logger = Logger(label: "keepalive.poll"),
         onRecord: (@Sendable (PollRecord) -> Void)? = nil
-    ) {
+    ) throws(ConfigurationValueError) {
+        try configuration.validate()
+        var firstIndex: [String: Int] = [:]
+        for (index, spec) in peripherals.enumerated() {
+            if let first = firstIndex[spec.name] {
+                throw ConfigurationValueError(
+                    field: "PollEngine.peripherals[\(index)].name",
+                    reason: "'\(spec.name)' is already the name of peripherals[\(first)]: names identify records and must be unique"
+                )
+            }
+            firstIndex[spec.name] = index
+            try KeepAlive.RegistrationOptions(interval: spec.interval, budget: spec.budget)
+                .validate(against: keepAlive.configuration)
+        }
         self.onRecord = onRecord
-        let names = peripherals.map(\.name)
-        precondition(Set(names).count == names.count, "peripheral names must be unique")
         self.configuration = configuration
         self.peripherals = peripherals
         self.transport = transport
@@ -86,7 +113,7 @@ public final class PollEngine: Sendable {
         for spec in peripherals {
             let scratch = self.scratch[spec.name]!
             tokens.append(
-                keepAlive.register(
+                try keepAlive.register(
                     name: spec.name,
                     options: KeepAlive.RegistrationOptions(
                         interval: spec.interval,

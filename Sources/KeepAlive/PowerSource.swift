@@ -70,12 +70,22 @@ public struct LowPowerPolicy: Sendable, Hashable {
     public var critical: Critical
 
     public init(lowPowerMultiplier: Double = 2, critical: Critical = .pause) {
-        precondition(lowPowerMultiplier >= 1, "lowPowerMultiplier must be at least 1")
-        if case .stretch(let factor) = critical {
-            precondition(factor >= 1, "the critical multiplier must be at least 1")
-        }
         self.lowPowerMultiplier = lowPowerMultiplier
         self.critical = critical
+    }
+
+    /// Both factors at least 1 (a low-power mode never polls more often) and finite.
+    public func validate(field: String = "LowPowerPolicy") throws(ConfigurationValueError) {
+        guard lowPowerMultiplier >= 1, lowPowerMultiplier.isFinite else {
+            throw ConfigurationValueError(
+                field: "\(field).lowPowerMultiplier", reason: "must be a finite number of at least 1, not \(lowPowerMultiplier)"
+            )
+        }
+        if case .stretch(let factor) = critical, !(factor >= 1 && factor.isFinite) {
+            throw ConfigurationValueError(
+                field: "\(field).critical", reason: "the stretch factor must be a finite number of at least 1, not \(factor)"
+            )
+        }
     }
 
     /// The interval for `state`, or `nil` when polling pauses.

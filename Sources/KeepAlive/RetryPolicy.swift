@@ -14,11 +14,22 @@ public struct RetryPolicy: Sendable, Hashable {
         maxAttempts: Int = 6,
         minimumAttemptTime: Duration = .seconds(1)
     ) {
-        precondition(!delays.isEmpty && delays.allSatisfy { $0 > .zero }, "retry delays must be positive")
-        precondition(maxAttempts >= 1, "maxAttempts must be at least 1")
         self.delays = delays
         self.maxAttempts = maxAttempts
         self.minimumAttemptTime = minimumAttemptTime
+    }
+
+    /// At least one delay, every delay positive, at least one attempt.
+    public func validate(field: String = "RetryPolicy") throws(ConfigurationValueError) {
+        guard !delays.isEmpty else {
+            throw ConfigurationValueError(field: "\(field).delays", reason: "needs at least one delay")
+        }
+        if let index = delays.firstIndex(where: { $0 <= .zero }) {
+            throw ConfigurationValueError(field: "\(field).delays[\(index)]", reason: "must be positive, not \(delays[index].formattedSeconds)")
+        }
+        guard maxAttempts >= 1 else {
+            throw ConfigurationValueError(field: "\(field).maxAttempts", reason: "must be at least 1, not \(maxAttempts)")
+        }
     }
 
     /// The delay before attempt `attempt + 1`, or `nil` when no further attempt is allowed.

@@ -2,6 +2,7 @@ import ArgumentParser
 import BlueZ
 import DBus
 import KeepAlive
+import KeepAliveDaemon
 import Logging
 
 /// For the one-shot commands (`read`, `scan`): a connection to the bus, BlueZ's object tree kept current while
@@ -20,10 +21,10 @@ func withBlueZ<T: Sendable>(
     }
     let transport = BlueZTransport(connection: connection, logger: logger)
     let result: Result<T, any Error> = await withTaskGroup(of: Void.self) { group in
-        group.addTask { try? await transport.cache.run() }
+        group.addTask { try? await transport.run() }
         defer { group.cancelAll() }
         do {
-            try await transport.cache.waitUntilReady(timeout: .seconds(5))
+            try await transport.waitUntilReady(timeout: .seconds(5))
         } catch is CancellationError {
             return .failure(CancellationError())
         } catch {
@@ -56,8 +57,7 @@ struct CommandFailure: Error, CustomStringConvertible {
 
 /// `hci0`, `hci1`…
 func validateAdapter(_ adapter: String) throws {
-    let digits = adapter.dropFirst(3)
-    guard adapter.hasPrefix("hci"), !digits.isEmpty, digits.allSatisfy(\.isNumber) else {
+    guard HostBluetooth.isValidAdapter(adapter) else {
         throw ValidationError("--adapter '\(adapter)' is not an adapter name like hci0")
     }
 }

@@ -475,10 +475,7 @@ extension ConfigurationLoader.Document {
     /// An adapter name `hciN`, as BlueZ names them under `/org/bluez`.
     func adapter(_ node: Node, _ field: String) throws(ConfigurationError) -> String {
         let written = try text(node, field, expected: "an adapter name like hci0")
-        let number = written.dropFirst(3)
-        guard written.hasPrefix("hci"), !number.isEmpty, number.utf8.count <= 5,
-            number.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") })
-        else {
+        guard HostBluetooth.isValidAdapter(written) else {
             throw error(.invalidValue, at: node, field, "\"\(shown(written))\" is not an adapter name like hci0")
         }
         return written

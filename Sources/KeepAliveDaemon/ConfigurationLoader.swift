@@ -96,8 +96,8 @@ public enum ConfigurationLoader {
         }
         _ = try fields.required("devices")
 
-        // Cross-field checks, once every value is known: the core would trap on these (see
-        // `KeepAlive.Configuration.checkPreconditions`), so they must be caught here.
+        // Cross-field checks, once every value is known, at the place of the value that breaks them; the same
+        // rules as `DaemonConfiguration.validate()` (and the core's `validate()`), said with lines and columns.
         let interval = configuration.interval
         let intervalNote = fields["interval"].map { " (line \(document.location($0).line))" } ?? " (the default)"
         if let node = fields["jitter"], configuration.jitter >= interval {
@@ -116,6 +116,9 @@ public enum ConfigurationLoader {
         }
         try check(entries, against: configuration, in: document)
         configuration.devices = entries.map(\.device)
+        // The checks a configuration built in code gets: the ones above have already given their precise
+        // places, so this only catches what they would miss (and keeps the two from drifting apart).
+        try configuration.validate()
         return configuration
     }
 

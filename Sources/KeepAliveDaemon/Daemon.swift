@@ -101,13 +101,15 @@ public final class Daemon: Service {
         }?.cancel()
     }
 
-    /// Opens the output (so a bad path fails before anything starts).
+    /// Checks the configuration (``DaemonConfiguration/validate()``) and opens the output, so a bad value or
+    /// path fails before anything starts.
     public init(configuration: DaemonConfiguration, options: Options = Options(), logger: Logger) throws {
+        try configuration.validate()
         self.configuration = configuration
         self.options = options
         self.logger = logger
         self.progress = Locked(Progress())
-        self.keepAlive = KeepAlive(
+        self.keepAlive = try KeepAlive(
             configuration: configuration.keepAliveConfiguration,
             powerSource: options.powerSource ?? powerRelay,
             logger: logger
@@ -135,7 +137,7 @@ public final class Daemon: Service {
         var engineConfiguration = configuration.pollEngineConfiguration
         engineConfiguration.maxTicks = options.maxTicks
         let specs = configuration.peripheralSpecs()
-        let engine = PollEngine(
+        let engine = try PollEngine(
             peripherals: specs,
             transport: transport,
             keepAlive: keepAlive,
@@ -234,7 +236,7 @@ public final class Daemon: Service {
     /// record says why it failed), so a gateway whose adapter comes later recovers by itself.
     private func checkBlueZ(_ transport: BlueZTransport) async {
         do {
-            try await transport.cache.waitUntilReady(timeout: options.bluezTimeout)
+            try await transport.waitUntilReady(timeout: options.bluezTimeout)
         } catch is CancellationError {
             return  // shutting down
         } catch {
@@ -343,7 +345,7 @@ public final class Daemon: Service {
             }
             group.addTask {
                 do {
-                    try await transport.cache.run()
+                    try await transport.runUntilCancelled()
                     return nil
                 } catch is CancellationError {
                     return nil

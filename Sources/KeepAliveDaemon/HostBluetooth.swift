@@ -13,6 +13,13 @@ public enum HostBluetooth {
         address.utf8.count == 17 && !address.utf8.contains(0) && bachk(address) == 0
     }
 
+    /// Whether `name` is an adapter name as BlueZ spells them under `/org/bluez`: `hci` and a number (`hci0`).
+    public static func isValidAdapter(_ name: String) -> Bool {
+        let number = name.utf8.dropFirst(3)
+        return name.hasPrefix("hci") && !number.isEmpty && number.count <= 5
+            && number.allSatisfy { $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }
+    }
+
     /// The Bluetooth SIG company name for a manufacturer id (`bt_compidtostr`), or `nil` when libbluetooth does
     /// not know it.
     public static func companyName(_ identifier: UInt16) -> String? {

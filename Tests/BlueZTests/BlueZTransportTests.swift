@@ -19,7 +19,7 @@ struct BlueZTransportTests {
                     reads: [H.counter, H.battery]
                 )
             }
-            let (keepAlive, engine) = h.engine(specs)
+            let (keepAlive, engine) = try h.engine(specs)
             let records = Collector(engine.records())
             try await running(keepAlive) {
                 for tick in 0..<3 {
@@ -66,7 +66,7 @@ struct BlueZTransportTests {
     ) async throws {
         try await H.with(configuration) { h in
             try await inject(h)
-            let (keepAlive, engine) = h.engine(connectTimeout: connectTimeout)
+            let (keepAlive, engine) = try h.engine(connectTimeout: connectTimeout)
             let records = Collector(engine.records())
             try await running(keepAlive) {
                 let failed = try await records.next(timeout: .seconds(30)) { $0.tick == 0 }
@@ -185,7 +185,7 @@ struct BlueZTransportTests {
             inject: { await $0.simulator.crash() },
             clear: { h in
                 try await h.simulator.restart()
-                try await h.transport.cache.waitUntilReady(timeout: .seconds(10))
+                try await h.transport.waitUntilReady(timeout: .seconds(10))
             },
             expect: { #expect(["serviceUnavailable", "serviceRestarted"].contains($0.failure?.code ?? ""), "\(String(describing: $0.failure))") }
         )
@@ -199,7 +199,7 @@ struct BlueZTransportTests {
             try await h.transport.connect(H.sensor, options: ConnectOptions(timeout: .seconds(5), characteristics: [H.counter]))
             await h.simulator.crash()
             try await h.simulator.restart()
-            try await h.transport.cache.waitUntilReady(timeout: .seconds(10))
+            try await h.transport.waitUntilReady(timeout: .seconds(10))
             let started = ContinuousClock.now
             await #expect {
                 try await h.transport.connect(H.sensor, options: ConnectOptions(timeout: .seconds(10), characteristics: [H.counter]))
@@ -229,7 +229,7 @@ struct BlueZTransportTests {
             }
             #expect(ContinuousClock.now - started < .seconds(5), "failed at once, not after a D-Bus timeout")
             try await h.simulator.restart()
-            try await h.transport.cache.waitUntilReady(timeout: .seconds(10))
+            try await h.transport.waitUntilReady(timeout: .seconds(10))
             try h.simulator.clearFault("read-hang", device: H.sensor.address)
             await h.transport.disconnect(H.sensor, timeout: .seconds(5))
         }
@@ -249,7 +249,7 @@ struct BlueZTransportTests {
     @Test(arguments: BlueZSimulator.Quirk.allCases)
     func realBlueZQuirksAreSurvived(_ quirk: BlueZSimulator.Quirk) async throws {
         try await H.with(H.configuration { $0.quirks = [quirk] }) { h in
-            let (keepAlive, engine) = h.engine()
+            let (keepAlive, engine) = try h.engine()
             let records = Collector(engine.records())
             try await running(keepAlive) {
                 let record = try await records.next(timeout: .seconds(30)) { $0.tick == 0 }

@@ -23,7 +23,7 @@ struct HostileBlueZTests {
             let connection = try await bus.connect()
             let transport = BlueZTransport(connection: connection, logger: testLogger)
             let cache = Task { try await transport.run() }
-            try await transport.cache.waitUntilReady(timeout: .seconds(10))
+            try await transport.waitUntilReady(timeout: .seconds(10))
             var codes: [String: Int] = [:]
             func attempt(_ what: String, _ body: () async throws -> Void) async {
                 do {
@@ -54,8 +54,8 @@ struct HostileBlueZTests {
             }
             // The poll engine on top: one typed failure record per device per tick.
             let clock = TestClock()
-            let keepAlive = KeepAlive(configuration: .init(interval: .seconds(30)), clock: clock, logger: testLogger)
-            let engine = PollEngine(
+            let keepAlive = try KeepAlive(configuration: .init(interval: .seconds(30)), clock: clock, logger: testLogger)
+            let engine = try PollEngine(
                 peripherals: Self.devices.map { PeripheralSpec(name: $0.address, peripheral: $0, reads: [Self.counter]) },
                 transport: transport, keepAlive: keepAlive, configuration: .init(retry: .never, connectTimeout: .milliseconds(300)),
                 logger: testLogger)

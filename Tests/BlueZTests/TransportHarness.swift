@@ -45,7 +45,7 @@ struct TransportHarness: Sendable {
             let harness = TransportHarness(bus: bus, simulator: simulator, transport: transport, clock: TestClock())
             let result: Result<Void, any Error>
             do {
-                try await transport.cache.waitUntilReady(timeout: .seconds(10))
+                try await transport.waitUntilReady(timeout: .seconds(10))
                 result = .success(try await body(harness))
             } catch {
                 result = .failure(error)
@@ -65,9 +65,9 @@ struct TransportHarness: Sendable {
         _ specs: [PeripheralSpec] = [PeripheralSpec(name: "sensor", peripheral: sensor, reads: [counter, battery])],
         retry: RetryPolicy = .never,
         connectTimeout: Duration = .seconds(5)
-    ) -> (KeepAlive, PollEngine) {
-        let keepAlive = KeepAlive(configuration: .init(interval: .seconds(30)), clock: clock, logger: testLogger)
-        let engine = PollEngine(
+    ) throws -> (KeepAlive, PollEngine) {
+        let keepAlive = try KeepAlive(configuration: .init(interval: .seconds(30)), clock: clock, logger: testLogger)
+        let engine = try PollEngine(
             peripherals: specs,
             transport: transport,
             keepAlive: keepAlive,

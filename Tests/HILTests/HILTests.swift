@@ -152,7 +152,7 @@ struct HILTests {
             let ending = try await session.end(of: stream, after: "bluetoothd restarted")
             #expect(ending != nil, "the stream finished without a typed error")
             HILReport.line("restart: in-flight ended after \(HILReport.milliseconds(since: started)) (\(ending.map { "\($0.code): \($0.message)" } ?? "no error"))")
-            try await session.transport.cache.waitUntilReady(timeout: .seconds(60))
+            try await session.transport.waitUntilReady(timeout: .seconds(60))
             let ready = HILReport.milliseconds(since: started)
             await session.transport.disconnect(environment.peripheral, timeout: .seconds(10))
             let attempts = try await session.readEventually(within: .seconds(90))
@@ -214,7 +214,7 @@ struct HILSession: Sendable {
         let session = HILSession(environment: environment, transport: transport)
         let result: Result<Void, any Error>
         do {
-            try await transport.cache.waitUntilReady(timeout: .seconds(30))
+            try await transport.waitUntilReady(timeout: .seconds(30))
             _ = try transport.checkAdapter(environment.adapter)
             result = .success(try await body(session))
         } catch {

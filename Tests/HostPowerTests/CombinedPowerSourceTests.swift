@@ -101,7 +101,7 @@ func quietLogger() -> Logger {
         try fixture.battery(capacity: 50, status: "Charging")
         let clock = TestClock()
         let (logger, _) = CapturingLogHandler.logger()
-        let sysfs = SysfsPowerSource(root: fixture.root, clock: clock, logger: logger)
+        let sysfs = try SysfsPowerSource(root: fixture.root, clock: clock, logger: logger)
         let combined = CombinedPowerSource([sysfs, MockPowerSource(.normal)], logger: logger)
         try await running({ try await combined.run() }) {
             let updates = PowerUpdates(combined.updates())

@@ -5,16 +5,16 @@ import KeepAliveTesting
 import Testing
 
 @Suite struct SysfsPowerSourceTests {
-    func source(_ fixture: SysfsFixture, criticalPercentage: Double = 10, clock: TestClock = TestClock()) -> (SysfsPowerSource, CapturingLogHandler.Store) {
+    func source(_ fixture: SysfsFixture, criticalPercentage: Double = 10, clock: TestClock = TestClock()) throws -> (SysfsPowerSource, CapturingLogHandler.Store) {
         let (logger, logs) = CapturingLogHandler.logger()
-        return (SysfsPowerSource(root: fixture.root, criticalPercentage: criticalPercentage, clock: clock, logger: logger), logs)
+        return (try SysfsPowerSource(root: fixture.root, criticalPercentage: criticalPercentage, clock: clock, logger: logger), logs)
     }
 
     @Test func mainsOnlineIsNormal() throws {
         let fixture = try SysfsFixture()
         try fixture.mains(online: true)
         try fixture.battery(capacity: 80, status: "Charging")
-        let (sysfs, _) = source(fixture)
+        let (sysfs, _) = try source(fixture)
         #expect(sysfs.refresh() == .normal)
         #expect(sysfs.summary == "sysfs: AC online, BAT0 80% Charging")
     }
@@ -23,14 +23,14 @@ import Testing
         let fixture = try SysfsFixture()
         try fixture.mains(online: false)
         try fixture.battery(capacity: 50, status: "Discharging")
-        let (sysfs, _) = source(fixture)
+        let (sysfs, _) = try source(fixture)
         #expect(sysfs.refresh() == .lowPower)
     }
 
     @Test func batteryDischargingWithNoMainsSupplyAtAllIsLowPower() throws {
         let fixture = try SysfsFixture()
         try fixture.battery(capacity: 50, status: "Discharging")
-        let (sysfs, _) = source(fixture)
+        let (sysfs, _) = try source(fixture)
         #expect(sysfs.refresh() == .lowPower)
     }
 
@@ -38,7 +38,7 @@ import Testing
         let fixture = try SysfsFixture()
         try fixture.supply("usb", ["type": "USB", "online": "1"])
         try fixture.battery(capacity: 50, status: "Discharging")
-        let (sysfs, _) = source(fixture)
+        let (sysfs, _) = try source(fixture)
         #expect(sysfs.refresh() == .normal)
     }
 
@@ -46,7 +46,7 @@ import Testing
         let fixture = try SysfsFixture()
         try fixture.mains(online: false)
         try fixture.battery(capacity: 5, status: "Discharging")
-        let (sysfs, _) = source(fixture)
+        let (sysfs, _) = try source(fixture)
         #expect(sysfs.refresh() == .critical)
         try fixture.battery(capacity: 10, status: "Discharging")
         #expect(sysfs.refresh() == .critical)
@@ -59,7 +59,7 @@ import Testing
     @Test func aPeripheralsBatteryIsLeftOut() throws {
         let fixture = try SysfsFixture()
         try fixture.battery("hid_mouse_battery", capacity: 3, status: "Discharging", scope: "Device")
-        let (sysfs, _) = source(fixture)
+        let (sysfs, _) = try source(fixture)
         #expect(sysfs.refresh() == .normal)
         #expect(sysfs.summary.contains("no mains supply or battery"), "\(sysfs.summary)")
     }
@@ -67,7 +67,7 @@ import Testing
     @Test func aMissingRootIsNormalWithOneLogLine() throws {
         let fixture = try SysfsFixture()
         let (logger, logs) = CapturingLogHandler.logger()
-        let sysfs = SysfsPowerSource(root: fixture.root + "/absent", clock: TestClock(), logger: logger)
+        let sysfs = try SysfsPowerSource(root: fixture.root + "/absent", clock: TestClock(), logger: logger)
         #expect(sysfs.refresh() == .normal)
         #expect(sysfs.refresh() == .normal)
         #expect(sysfs.refresh() == .normal)
@@ -80,7 +80,7 @@ import Testing
         // A file where the directory should be: opendir fails (ENOTDIR) even for root, unlike chmod 000.
         try fixture.supply("x", ["type": "Battery"])
         let (logger, logs) = CapturingLogHandler.logger()
-        let sysfs = SysfsPowerSource(root: fixture.root + "/x/type", clock: TestClock(), logger: logger)
+        let sysfs = try SysfsPowerSource(root: fixture.root + "/x/type", clock: TestClock(), logger: logger)
         #expect(sysfs.refresh() == .normal)
         #expect(logs.count(containing: "no power supplies readable") == 1, "\(logs.messages)")
         #expect(sysfs.summary.contains("Not a directory"), "\(sysfs.summary)")
@@ -91,7 +91,7 @@ import Testing
         try fixture.mains(online: true)
         try fixture.battery(capacity: 50, status: "Charging")
         let clock = TestClock()
-        let (sysfs, _) = source(fixture, clock: clock)
+        let (sysfs, _) = try source(fixture, clock: clock)
         try await running({ try await sysfs.run() }) {
             try await waitUntil("the first reading, then idle") { sysfs.readCount >= 1 && sysfs.isIdle }
             #expect(clock.pendingDeadlines.isEmpty)
@@ -123,13 +123,24 @@ import Testing
         try fixture.battery(capacity: 50, status: "Charging")
         let clock = TestClock()
         let (logger, _) = CapturingLogHandler.logger()
-        let sysfs = SysfsPowerSource(root: fixture.root, pollInterval: .seconds(5), clock: clock, logger: logger)
+        let sysfs = try SysfsPowerSource(root: fixture.root, pollInterval: .seconds(5), clock: clock, logger: logger)
         try await running({ try await sysfs.run() }) {
             let updates = PowerUpdates(sysfs.updates())
             try await clock.waitForSleeper(until: clock.now.advanced(by: .seconds(5)))
             try fixture.battery(capacity: 50, status: "Discharging")
             clock.advance(by: .seconds(5))
             #expect(try await updates.waitFor(count: 1) == [.lowPower])
+        }
+    }
+}
+
+@Suite struct SysfsPowerSourceConfigurationTests {
+    @Test func aPollIntervalThatIsNotPositiveIsRefusedNamingTheField() {
+        let (logger, _) = CapturingLogHandler.logger()
+        #expect {
+            _ = try SysfsPowerSource(root: "/nonexistent", pollInterval: .zero, logger: logger)
+        } throws: { error in
+            (error as? ConfigurationValueError)?.field == "SysfsPowerSource.pollInterval"
         }
     }
 }

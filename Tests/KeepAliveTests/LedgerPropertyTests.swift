@@ -8,13 +8,13 @@ struct LedgerPropertyTests {
     /// the ledger's timers are processed and the invariants checked: no window is open past its deadline plus
     /// the grace, every window begun is either open or in the history exactly once, and outcomes match what
     /// happened to the window.
-    @Test func randomSequencesNeverLeaveAWindowOpenPastDeadlinePlusGrace() {
+    @Test func randomSequencesNeverLeaveAWindowOpenPastDeadlinePlusGrace() throws {
         var random = SeededRandomNumberGenerator(seed: 0x5EED)
         let grace = Duration.seconds(2)
         var totalSteps = 0
         for sequence in 0..<10_000 {
             let clock = TestClock()
-            let ledger = BackgroundTaskLedger(
+            let ledger = try BackgroundTaskLedger(
                 configuration: .init(gracePeriod: grace, historyCapacity: 10_000),
                 clock: clock,
                 logger: quietLogger

@@ -10,8 +10,8 @@ let quietLogger = Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler()
 struct LedgerTests {
     let clock = TestClock()
 
-    func makeLedger(grace: Duration = .seconds(2), lead: Duration? = nil, history: Int = 1_024) -> BackgroundTaskLedger {
-        BackgroundTaskLedger(
+    func makeLedger(grace: Duration = .seconds(2), lead: Duration? = nil, history: Int = 1_024) throws -> BackgroundTaskLedger {
+        try BackgroundTaskLedger(
             configuration: .init(gracePeriod: grace, warningLead: lead, historyCapacity: history),
             clock: clock,
             logger: quietLogger
@@ -19,7 +19,7 @@ struct LedgerTests {
     }
 
     @Test func warningThenExpirationThenForcedEndAtTheRightInstants() async throws {
-        let ledger = makeLedger()
+        let ledger = try makeLedger()
         let events = Collector(ledger.events())
         let expirations = Atomic(0)
         let id = ledger.begin(name: "sensor", budget: .seconds(30)) { expirations.add(1, ordering: .relaxed) }
@@ -54,7 +54,7 @@ struct LedgerTests {
     }
 
     @Test func endWithinGraceAfterExpiryIsRecordedAsExpired() async throws {
-        let ledger = makeLedger()
+        let ledger = try makeLedger()
         let id = ledger.begin(name: "slow", budget: .seconds(6))
         clock.advance(to: clock.instant(.seconds(7)))
         ledger.processDueTimers()
@@ -63,8 +63,8 @@ struct LedgerTests {
         #expect(record.outcome == .expired)
     }
 
-    @Test func invalidAfterCloseAndValidAfterReopen() {
-        let ledger = makeLedger()
+    @Test func invalidAfterCloseAndValidAfterReopen() throws {
+        let ledger = try makeLedger()
         ledger.close()
         let refused = ledger.begin(name: "late", budget: .seconds(10))
         #expect(refused == .invalid)
@@ -77,7 +77,7 @@ struct LedgerTests {
     }
 
     @Test func historyRecordsEachOutcomeAndAnswersByName() async throws {
-        let ledger = makeLedger(grace: .seconds(1))
+        let ledger = try makeLedger(grace: .seconds(1))
         let done = ledger.begin(name: "a", budget: .seconds(10))
         ledger.end(done)
         ledger.end(done)  // idempotent
@@ -104,16 +104,16 @@ struct LedgerTests {
         #expect(ledger.openCount == 0)
     }
 
-    @Test func historyIsBounded() {
-        let ledger = makeLedger(history: 8)
+    @Test func historyIsBounded() throws {
+        let ledger = try makeLedger(history: 8)
         for index in 0..<20 {
             ledger.end(ledger.begin(name: "n\(index)", budget: .seconds(1)))
         }
         #expect(ledger.history().map(\.name) == (12..<20).map { "n\($0)" })
     }
 
-    @Test func backgroundTimeRemainingIsTheLeastOfTheOpenWindows() {
-        let ledger = makeLedger()
+    @Test func backgroundTimeRemainingIsTheLeastOfTheOpenWindows() throws {
+        let ledger = try makeLedger()
         #expect(ledger.backgroundTimeRemaining == nil)
         let long = ledger.begin(name: "long", budget: .seconds(30))
         clock.advance(by: .seconds(5))
@@ -126,13 +126,13 @@ struct LedgerTests {
         #expect(ledger.openEntries.isEmpty)
     }
 
-    @Test func unknownIdIsLoggedNotFatal() {
-        let ledger = makeLedger()
+    @Test func unknownIdIsLoggedNotFatal() throws {
+        let ledger = try makeLedger()
         #expect(ledger.end(BackgroundTaskID(rawValue: 999)) == nil)
     }
 
     @Test func withBackgroundTaskEndsOnEveryPath() async throws {
-        let ledger = makeLedger()
+        let ledger = try makeLedger()
         let value = try await ledger.withBackgroundTask(name: "ok", budget: .seconds(10)) { window in
             #expect(window.timeRemaining == .seconds(10))
             return 42
@@ -153,7 +153,7 @@ struct LedgerTests {
     }
 
     @Test func withBackgroundTaskCancelsTheBodyAtTheDeadline() async throws {
-        let ledger = makeLedger()
+        let ledger = try makeLedger()
         let task = Task {
             try await ledger.withBackgroundTask(name: "sleepy", budget: .seconds(5)) { window in
                 try await window.sleepForTest(.seconds(60))
@@ -167,7 +167,7 @@ struct LedgerTests {
     }
 
     @Test func withBackgroundTaskReturnsAtForcedEndWhenTheBodyIgnoresCancellation() async throws {
-        let ledger = makeLedger(grace: .seconds(2))
+        let ledger = try makeLedger(grace: .seconds(2))
         let events = Collector(ledger.events())
         let gate = Gate()
         defer { gate.open() }
@@ -186,7 +186,7 @@ struct LedgerTests {
     }
 
     @Test func cancellingTheCallerCancelsTheBody() async throws {
-        let ledger = makeLedger()
+        let ledger = try makeLedger()
         let task = Task {
             try await ledger.withBackgroundTask(name: "cancel-me", budget: .seconds(30)) { window in
                 try await window.sleepForTest(.seconds(60))

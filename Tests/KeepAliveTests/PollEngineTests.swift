@@ -16,8 +16,8 @@ struct PollEngineTests {
         Peripheral(address: "AA:BB:CC:00:00:" + (index < 16 ? "0" : "") + String(index, radix: 16, uppercase: true), adapter: adapter)
     }
 
-    func makeKeepAlive(_ configuration: KeepAlive.Configuration = .init(interval: .seconds(30))) -> KeepAlive {
-        KeepAlive(configuration: configuration, clock: clock, logger: quietLogger)
+    func makeKeepAlive(_ configuration: KeepAlive.Configuration = .init(interval: .seconds(30))) throws -> KeepAlive {
+        try KeepAlive(configuration: configuration, clock: clock, logger: quietLogger)
     }
 
     func spec(_ index: Int, adapter: String = "hci0") -> PeripheralSpec {
@@ -72,8 +72,8 @@ struct PollEngineTests {
     @Test func neverExceedsMaxConnectionsAndServesEveryDevice() async throws {
         let transport = MockTransport(clock: clock, latency: .init(connect: .seconds(1)))
         addSensors(transport, 0..<10)
-        let keepAlive = makeKeepAlive()
-        let engine = PollEngine(
+        let keepAlive = try makeKeepAlive()
+        let engine = try PollEngine(
             peripherals: (0..<10).map { spec($0) },
             transport: transport,
             keepAlive: keepAlive,
@@ -101,10 +101,10 @@ struct PollEngineTests {
         let transport = MockTransport(clock: clock, latency: .init(connect: .seconds(1)))
         addSensors(transport, 0..<4, adapter: "hci0")
         addSensors(transport, 0..<4, adapter: "hci1")
-        let keepAlive = makeKeepAlive()
+        let keepAlive = try makeKeepAlive()
         let specs = (0..<4).map { spec($0, adapter: "hci0") }
             + (0..<4).map { PeripheralSpec(name: "b\($0)", peripheral: sensor($0, adapter: "hci1"), reads: [battery]) }
-        let engine = PollEngine(peripherals: specs, transport: transport, keepAlive: keepAlive, configuration: .init(maxConnections: 2), logger: quietLogger)
+        let engine = try PollEngine(peripherals: specs, transport: transport, keepAlive: keepAlive, configuration: .init(maxConnections: 2), logger: quietLogger)
         let records = Collector(engine.records())
         try await withRunning(keepAlive) {
             for round in 1...2 {
@@ -125,8 +125,8 @@ struct PollEngineTests {
         transport.script(.read(battery), on: sensor(1), .alwaysFail(TransportError(.notPermitted, "Read not permitted")))
         transport.script(.connect, on: sensor(2), .fail(times: 1, with: TransportError(.connectionAborted, "le-connection-abort-by-local")))
         transport.vanish(sensor(3))
-        let keepAlive = makeKeepAlive()
-        let engine = PollEngine(peripherals: (0..<5).map { spec($0) }, transport: transport, keepAlive: keepAlive, logger: quietLogger)
+        let keepAlive = try makeKeepAlive()
+        let engine = try PollEngine(peripherals: (0..<5).map { spec($0) }, transport: transport, keepAlive: keepAlive, logger: quietLogger)
         let records = Collector(engine.records())
         let ticks = 10
         try await withRunning(keepAlive) {
@@ -160,10 +160,10 @@ struct PollEngineTests {
     @Test func onRecordSeesEveryRecordBeforeTheStreamsAndMaxTicksEndsEachDevice() async throws {
         let transport = MockTransport(clock: clock)
         addSensors(transport, 0..<3)
-        let keepAlive = makeKeepAlive()
+        let keepAlive = try makeKeepAlive()
         let hooked = Locked<[PollRecord]>([])
         let records = Locked<Collector<PollRecord>?>(nil)
-        let engine = PollEngine(
+        let engine = try PollEngine(
             peripherals: (0..<3).map { spec($0) },
             transport: transport,
             keepAlive: keepAlive,
@@ -209,8 +209,8 @@ struct PollEngineTests {
         // A read longer than the window, and a disconnect (4 s, like BlueZ's ~2 s) longer than the ledger's 2-s grace.
         let transport = MockTransport(clock: clock, latency: .init(read: .seconds(5), disconnect: .seconds(4)))
         addSensors(transport, 0..<1)
-        let keepAlive = makeKeepAlive(.init(interval: .seconds(30), windowBudget: .seconds(1)))
-        let engine = PollEngine(peripherals: [spec(0)], transport: transport, keepAlive: keepAlive, logger: quietLogger)
+        let keepAlive = try makeKeepAlive(.init(interval: .seconds(30), windowBudget: .seconds(1)))
+        let engine = try PollEngine(peripherals: [spec(0)], transport: transport, keepAlive: keepAlive, logger: quietLogger)
         let records = Collector(engine.records())
         try await withRunning(keepAlive) {
             // The read has started (it sleeps until 5 s); let the 1-s window expire under it.
@@ -237,8 +237,8 @@ struct PollEngineTests {
         addSensors(transport, 0..<1)
         let aborted = TransportError(.connectionAborted, "le-connection-abort-by-local", dbusName: "org.bluez.Error.Failed")
         transport.script(.connect, on: sensor(0), .fail(times: 4, with: aborted))
-        let keepAlive = makeKeepAlive()
-        let engine = PollEngine(peripherals: [spec(0)], transport: transport, keepAlive: keepAlive, logger: quietLogger)
+        let keepAlive = try makeKeepAlive()
+        let engine = try PollEngine(peripherals: [spec(0)], transport: transport, keepAlive: keepAlive, logger: quietLogger)
         let records = Collector(engine.records())
         try await withRunning(keepAlive) {
             try await step(through: [100, 350, 850, 1_850])
@@ -256,8 +256,8 @@ struct PollEngineTests {
         let transport = MockTransport(clock: clock)
         addSensors(transport, 0..<1)
         transport.script(.connect, on: sensor(0), .alwaysFail(TransportError(.doesNotExist, "Does Not Exist", dbusName: "org.bluez.Error.DoesNotExist")))
-        let keepAlive = makeKeepAlive()
-        let engine = PollEngine(peripherals: [spec(0)], transport: transport, keepAlive: keepAlive, logger: quietLogger)
+        let keepAlive = try makeKeepAlive()
+        let engine = try PollEngine(peripherals: [spec(0)], transport: transport, keepAlive: keepAlive, logger: quietLogger)
         let records = Collector(engine.records())
         try await withRunning(keepAlive) {
             let record = try await records.next()
@@ -274,8 +274,8 @@ struct PollEngineTests {
         let transport = MockTransport(clock: clock)
         addSensors(transport, 0..<1)
         transport.script(.connect, on: sensor(0), .alwaysFail(TransportError(.inProgress, "Operation already in progress")))
-        let keepAlive = makeKeepAlive(.init(interval: .seconds(30), windowBudget: .seconds(3)))
-        let engine = PollEngine(peripherals: [spec(0)], transport: transport, keepAlive: keepAlive, logger: quietLogger)
+        let keepAlive = try makeKeepAlive(.init(interval: .seconds(30), windowBudget: .seconds(3)))
+        let engine = try PollEngine(peripherals: [spec(0)], transport: transport, keepAlive: keepAlive, logger: quietLogger)
         let records = Collector(engine.records())
         try await withRunning(keepAlive) {
             // 3 s budget: retries at 0.1, 0.35, 0.85 and 1.85 s; the next (2 s later, +1 s minimum) would not fit.
@@ -292,8 +292,8 @@ struct PollEngineTests {
         let transport = MockTransport(clock: clock)
         addSensors(transport, 0..<1)
         transport.script(.read(battery), on: sensor(0), .hang)
-        let keepAlive = makeKeepAlive(.init(interval: .seconds(30), windowBudget: .seconds(10)))
-        let engine = PollEngine(peripherals: [spec(0)], transport: transport, keepAlive: keepAlive, logger: quietLogger)
+        let keepAlive = try makeKeepAlive(.init(interval: .seconds(30), windowBudget: .seconds(10)))
+        let engine = try PollEngine(peripherals: [spec(0)], transport: transport, keepAlive: keepAlive, logger: quietLogger)
         let records = Collector(engine.records())
         try await withRunning(keepAlive) {
             // The ledger sleeps until its warning (10 s / 3 before the deadline); the read hangs.
@@ -314,8 +314,8 @@ struct PollEngineTests {
         addSensors(transport, 0..<2)
         transport.script(.read(battery), on: sensor(0), .hang)
         transport.script(.read(battery), on: sensor(1), .hang)
-        let keepAlive = makeKeepAlive()
-        let engine = PollEngine(peripherals: [spec(0), spec(1)], transport: transport, keepAlive: keepAlive, logger: quietLogger)
+        let keepAlive = try makeKeepAlive()
+        let engine = try PollEngine(peripherals: [spec(0), spec(1)], transport: transport, keepAlive: keepAlive, logger: quietLogger)
         let records = Collector(engine.records())
         let run = Task { try await keepAlive.run() }
         while transport.calls.filter({ $0.operation == .read(battery) }).count < 2 { await Task.yield() }
@@ -333,8 +333,8 @@ struct PollEngineTests {
         let transport = MockTransport(clock: clock)
         addSensors(transport, 0..<1)
         transport.script(.read(battery), on: sensor(0), .hang)
-        let keepAlive = makeKeepAlive(.init(interval: .seconds(30), windowBudget: .seconds(3)))
-        let engine = PollEngine(peripherals: [spec(0)], transport: transport, keepAlive: keepAlive, logger: quietLogger)
+        let keepAlive = try makeKeepAlive(.init(interval: .seconds(30), windowBudget: .seconds(3)))
+        let engine = try PollEngine(peripherals: [spec(0)], transport: transport, keepAlive: keepAlive, logger: quietLogger)
         let records = Collector(engine.records())
         try await withRunning(keepAlive) {
             while transport.calls(.read(battery), on: sensor(0)).isEmpty { await Task.yield() }
@@ -355,7 +355,7 @@ struct PollEngineTests {
         let transport = MockTransport(clock: clock)
         let peripheral = sensor(0)
         transport.add(peripheral, characteristics: [battery: .fixed([77]), temperature: .counter(every: .seconds(1)) { UInt8($0) }, control: .fixed([])])
-        let keepAlive = makeKeepAlive()
+        let keepAlive = try makeKeepAlive()
         let withNotify = PeripheralSpec(
             name: "full",
             peripheral: peripheral,
@@ -363,7 +363,7 @@ struct PollEngineTests {
             reads: [battery],
             notifications: [.init(characteristic: temperature, duration: .milliseconds(3_500))]
         )
-        let engine = PollEngine(peripherals: [withNotify], transport: transport, keepAlive: keepAlive, logger: quietLogger)
+        let engine = try PollEngine(peripherals: [withNotify], transport: transport, keepAlive: keepAlive, logger: quietLogger)
         let records = Collector(engine.records())
         try await withRunning(keepAlive) {
             for second in 1...4 {  // notifications at 1, 2, 3 s; the listening ends at 3.5 s
@@ -386,8 +386,8 @@ struct PollEngineTests {
         let clock2 = TestClock()
         let transport2 = MockTransport(clock: clock2)
         transport2.add(peripheral, characteristics: [battery: .fixed([5])])
-        let keepAlive2 = KeepAlive(configuration: .init(interval: .seconds(30)), clock: clock2, logger: quietLogger)
-        let engine2 = PollEngine(peripherals: [PeripheralSpec(name: "r", peripheral: peripheral, reads: [battery])], transport: transport2, keepAlive: keepAlive2, logger: quietLogger)
+        let keepAlive2 = try KeepAlive(configuration: .init(interval: .seconds(30)), clock: clock2, logger: quietLogger)
+        let engine2 = try PollEngine(peripherals: [PeripheralSpec(name: "r", peripheral: peripheral, reads: [battery])], transport: transport2, keepAlive: keepAlive2, logger: quietLogger)
         let records2 = Collector(engine2.records())
         try await withRunning(keepAlive2) {
             #expect(try await records2.next().result == .newData)
@@ -400,8 +400,8 @@ struct PollEngineTests {
     @Test func unknownCharacteristicIsAPermanentFailure() async throws {
         let transport = MockTransport(clock: clock)
         transport.add(sensor(0), characteristics: [battery: .fixed([1])])
-        let keepAlive = makeKeepAlive()
-        let engine = PollEngine(
+        let keepAlive = try makeKeepAlive()
+        let engine = try PollEngine(
             peripherals: [PeripheralSpec(name: "x", peripheral: sensor(0), reads: [BluetoothUUID(assigned: 0xFFFF)])],
             transport: transport,
             keepAlive: keepAlive,
@@ -488,11 +488,11 @@ extension PollEngineTests {
         // A failing poll must disconnect on the executor too.
         mock.script(.read(battery), on: sensor(1), .alwaysFail(TransportError(.notPermitted, "Read not permitted")))
         let transport = ExecutorBoundTransport(mock)
-        let keepAlive = makeKeepAlive()
+        let keepAlive = try makeKeepAlive()
         let specs = (0..<3).map {
             PeripheralSpec(name: "sensor-\($0)", peripheral: sensor($0), writes: [.init(characteristic: control, value: [1])], reads: [battery])
         }
-        let engine = PollEngine(peripherals: specs, transport: transport, keepAlive: keepAlive, logger: quietLogger)
+        let engine = try PollEngine(peripherals: specs, transport: transport, keepAlive: keepAlive, logger: quietLogger)
         let records = Collector(engine.records())
         try await withRunning(keepAlive) {
             for _ in 0..<3 { _ = try await records.next() }

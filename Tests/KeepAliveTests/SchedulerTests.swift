@@ -13,8 +13,8 @@ struct SchedulerTests {
         _ configuration: KeepAlive.Configuration = .init(),
         power: any PowerSource = FixedPowerSource(),
         seed: UInt64 = 1
-    ) -> KeepAlive {
-        KeepAlive(
+    ) throws -> KeepAlive {
+        try KeepAlive(
             configuration: configuration,
             clock: clock,
             powerSource: power,
@@ -24,9 +24,9 @@ struct SchedulerTests {
     }
 
     @Test func firstTickFiresAtStart() async throws {
-        let keepAlive = makeKeepAlive()
+        let keepAlive = try makeKeepAlive()
         let reports = Collector(keepAlive.events())
-        keepAlive.register(name: "sensor") { _ in .newData }
+        try keepAlive.register(name: "sensor") { _ in .newData }
         try await withRunning(keepAlive) {
             let event = try await reports.next { if case .report = $0 { true } else { false } }
             guard case .report(let report) = event else { return }
@@ -38,10 +38,10 @@ struct SchedulerTests {
     }
 
     @Test func thousandTicksLandExactlyOnTheGrid() async throws {
-        let keepAlive = makeKeepAlive()
+        let keepAlive = try makeKeepAlive()
         let fired = Locked<[KeepAliveInstant]>([])
         let events = Collector(keepAlive.events())
-        keepAlive.register(name: "sensor", onReport: { report in fired.withLock { $0.append(report.fired) } }) { _ in
+        try keepAlive.register(name: "sensor", onReport: { report in fired.withLock { $0.append(report.fired) } }) { _ in
             .noData
         }
         try await withRunning(keepAlive) {
@@ -63,9 +63,9 @@ struct SchedulerTests {
 
     @Test func lowPowerStretchesFromTheNextDeadlineAndNormalRestores() async throws {
         let power = MockPowerSource()
-        let keepAlive = makeKeepAlive(power: power)
+        let keepAlive = try makeKeepAlive(power: power)
         let events = Collector(keepAlive.events())
-        keepAlive.register(name: "sensor") { _ in .noData }
+        try keepAlive.register(name: "sensor") { _ in .noData }
         try await withRunning(keepAlive) {
             try await power.waitForSubscriber()
             try await clock.waitForSleeper(until: clock.instant(.seconds(30)))
@@ -103,10 +103,10 @@ struct SchedulerTests {
 
     @Test func criticalPausesAndResumes() async throws {
         let power = MockPowerSource()
-        let keepAlive = makeKeepAlive(power: power)
+        let keepAlive = try makeKeepAlive(power: power)
         let events = Collector(keepAlive.events())
         let reports = Locked<[TickReport]>([])
-        keepAlive.register(name: "sensor", onReport: { r in reports.withLock { $0.append(r) } }) { _ in .noData }
+        try keepAlive.register(name: "sensor", onReport: { r in reports.withLock { $0.append(r) } }) { _ in .noData }
         try await withRunning(keepAlive) {
             try await power.waitForSubscriber()
             _ = try await events.next { if case .report = $0 { true } else { false } }
@@ -133,9 +133,9 @@ struct SchedulerTests {
 
     @Test func criticalCanStretchInsteadOfPausing() async throws {
         let power = MockPowerSource(.critical)
-        let keepAlive = makeKeepAlive(.init(lowPower: LowPowerPolicy(critical: .stretch(10))), power: power)
+        let keepAlive = try makeKeepAlive(.init(lowPower: LowPowerPolicy(critical: .stretch(10))), power: power)
         let events = Collector(keepAlive.events())
-        keepAlive.register(name: "sensor") { _ in .noData }
+        try keepAlive.register(name: "sensor") { _ in .noData }
         try await withRunning(keepAlive) {
             _ = try await events.next { if case .report = $0 { true } else { false } }
             try await clock.waitForSleeper(until: clock.instant(.seconds(300)))
@@ -150,10 +150,10 @@ struct SchedulerTests {
 
     @Test func jitterStaysInBoundsAndNeverAccumulates() async throws {
         let jitter = Duration.seconds(5)
-        let keepAlive = makeKeepAlive(.init(jitter: jitter), seed: 42)
+        let keepAlive = try makeKeepAlive(.init(jitter: jitter), seed: 42)
         let events = Collector(keepAlive.events())
         let reports = Locked<[TickReport]>([])
-        keepAlive.register(name: "sensor", onReport: { r in reports.withLock { $0.append(r) } }) { _ in .noData }
+        try keepAlive.register(name: "sensor", onReport: { r in reports.withLock { $0.append(r) } }) { _ in .noData }
         try await withRunning(keepAlive) {
             _ = try await events.next { if case .report = $0 { true } else { false } }
             for k in 1...200 {
@@ -176,11 +176,11 @@ struct SchedulerTests {
     }
 
     @Test func overlappingTickIsSkippedAndCountedNeverStacked() async throws {
-        let keepAlive = makeKeepAlive(.init(interval: .seconds(30), windowBudget: .seconds(20)))
+        let keepAlive = try makeKeepAlive(.init(interval: .seconds(30), windowBudget: .seconds(20)))
         let events = Collector(keepAlive.events())
         let gate = Gate()
         let calls = Atomic(0)
-        keepAlive.register(name: "stuck") { _ in
+        try keepAlive.register(name: "stuck") { _ in
             if calls.wrappingAdd(1, ordering: .relaxed).oldValue == 0 {
                 await gate.wait()  // ignores the window's cancellation
             }
@@ -219,10 +219,10 @@ struct SchedulerTests {
     }
 
     @Test func tenMinuteClockJumpGivesExactlyOneCatchUpTick() async throws {
-        let keepAlive = makeKeepAlive()
+        let keepAlive = try makeKeepAlive()
         let events = Collector(keepAlive.events())
         let reports = Locked<[TickReport]>([])
-        keepAlive.register(name: "sensor", onReport: { r in reports.withLock { $0.append(r) } }) { _ in .noData }
+        try keepAlive.register(name: "sensor", onReport: { r in reports.withLock { $0.append(r) } }) { _ in .noData }
         try await withRunning(keepAlive) {
             _ = try await events.next { if case .report = $0 { true } else { false } }
             try await clock.waitForSleeper(until: clock.instant(.seconds(30)))
@@ -246,12 +246,12 @@ struct SchedulerTests {
     }
 
     @Test func failureBackoffDoublesCapsAndResets() async throws {
-        let keepAlive = makeKeepAlive(.init(maxFailureBackoffMultiplier: 4))
+        let keepAlive = try makeKeepAlive(.init(maxFailureBackoffMultiplier: 4))
         let events = Collector(keepAlive.events())
         let failing = Atomic(true)
         let ran = Locked<[KeepAliveInstant]>([])
         struct Broken: Error {}
-        keepAlive.register(name: "flaky") { window in
+        try keepAlive.register(name: "flaky") { window in
             ran.withLock { $0.append(window.began) }
             return failing.load(ordering: .relaxed) ? .failed(Broken()) : .newData
         }
@@ -272,12 +272,12 @@ struct SchedulerTests {
     }
 
     @Test func severalRegistrationsRunConcurrentlyEachInItsOwnWindow() async throws {
-        let keepAlive = makeKeepAlive()
+        let keepAlive = try makeKeepAlive()
         let events = Collector(keepAlive.events())
         let gate = Gate()
         let inside = Atomic(0)
         for name in ["a", "b", "c"] {
-            keepAlive.register(name: name) { _ in
+            try keepAlive.register(name: name) { _ in
                 if inside.wrappingAdd(1, ordering: .relaxed).newValue == 3 { gate.open() }
                 await gate.wait()  // only opens once all three are inside at the same time
                 return .newData
@@ -294,14 +294,14 @@ struct SchedulerTests {
     }
 
     @Test func unregisterStopsFutureTicks() async throws {
-        let keepAlive = makeKeepAlive()
+        let keepAlive = try makeKeepAlive()
         let events = Collector(keepAlive.events())
         let count = Atomic(0)
-        let token = keepAlive.register(name: "once") { _ in
+        let token = try keepAlive.register(name: "once") { _ in
             count.add(1, ordering: .relaxed)
             return .noData
         }
-        keepAlive.register(name: "other") { _ in .noData }
+        try keepAlive.register(name: "other") { _ in .noData }
         try await withRunning(keepAlive) {
             _ = try await events.next { if case .report(let r) = $0 { r.name == "once" } else { false } }
             keepAlive.unregister(token)
@@ -313,13 +313,13 @@ struct SchedulerTests {
     }
 
     @Test func registrationWhileRunningFiresAtOnceThenOnItsGrid() async throws {
-        let keepAlive = makeKeepAlive()
+        let keepAlive = try makeKeepAlive()
         let events = Collector(keepAlive.events())
-        keepAlive.register(name: "first") { _ in .noData }
+        try keepAlive.register(name: "first") { _ in .noData }
         try await withRunning(keepAlive) {
             _ = try await events.next { if case .report = $0 { true } else { false } }
             clock.advance(to: clock.instant(.seconds(7)))
-            keepAlive.register(name: "late", options: .init(interval: .seconds(10))) { _ in .noData }
+            try keepAlive.register(name: "late", options: .init(interval: .seconds(10))) { _ in .noData }
             let first = try await events.next { if case .report(let r) = $0 { r.name == "late" } else { false } }
             if case .report(let report) = first { #expect(report.fired == .at(.seconds(7))) }
             try await clock.waitForSleeper(until: clock.instant(.seconds(17)))
@@ -327,7 +327,7 @@ struct SchedulerTests {
     }
 
     @Test func seedParityCallbackAndStop() async throws {
-        let keepAlive = makeKeepAlive()
+        let keepAlive = try makeKeepAlive()
         let events = Collector(keepAlive.events())
         let calls = Atomic(0)
         keepAlive.onKeepAliveCallback = { calls.add(1, ordering: .relaxed) }
@@ -346,15 +346,15 @@ struct SchedulerTests {
     }
 
     @Test func stopExpiresOpenWindowsAndWaitsAtMostTheGrace() async throws {
-        let keepAlive = makeKeepAlive(.init(ledger: .init(gracePeriod: .seconds(2))))
+        let keepAlive = try makeKeepAlive(.init(ledger: .init(gracePeriod: .seconds(2))))
         let events = Collector(keepAlive.events())
         let ledgerEvents = Collector(keepAlive.ledger.events())
         let gate = Gate()
-        keepAlive.register(name: "cooperative") { _ in
+        try keepAlive.register(name: "cooperative") { _ in
             try? await Task.sleep(for: .seconds(3_600))  // ends as soon as it is cancelled
             return .noData
         }
-        keepAlive.register(name: "stubborn") { _ in
+        try keepAlive.register(name: "stubborn") { _ in
             await gate.wait()
             return .noData
         }
@@ -377,7 +377,7 @@ struct SchedulerTests {
     }
 
     @Test func runningTwiceIsRefused() async throws {
-        let keepAlive = makeKeepAlive()
+        let keepAlive = try makeKeepAlive()
         let events = Collector(keepAlive.events())
         try await withRunning(keepAlive) {
             _ = try await events.next { if case .started = $0 { true } else { false } }
@@ -386,16 +386,16 @@ struct SchedulerTests {
     }
 
     @Test func aRegistrationWithMaxTicksFiresExactlyThatManyThenGoesQuiet() async throws {
-        let keepAlive = makeKeepAlive()
+        let keepAlive = try makeKeepAlive()
         let events = Collector(keepAlive.events())
         let limitedTicks = Locked<[UInt64]>([])
         let unlimitedTicks = Locked<[UInt64]>([])
-        keepAlive.register(
+        try keepAlive.register(
             name: "limited",
             options: .init(maxTicks: 3),
             onReport: { report in limitedTicks.withLock { $0.append(report.tick) } }
         ) { _ in .noData }
-        keepAlive.register(name: "unlimited", onReport: { report in unlimitedTicks.withLock { $0.append(report.tick) } }) { _ in
+        try keepAlive.register(name: "unlimited", onReport: { report in unlimitedTicks.withLock { $0.append(report.tick) } }) { _ in
             .noData
         }
         try await withRunning(keepAlive) {
@@ -411,9 +411,9 @@ struct SchedulerTests {
     }
 
     @Test func aSchedulerWhoseRegistrationsAreAllFinishedSetsNoTimer() async throws {
-        let keepAlive = makeKeepAlive()
+        let keepAlive = try makeKeepAlive()
         let events = Collector(keepAlive.events())
-        keepAlive.register(name: "once", options: .init(maxTicks: 1)) { _ in .noData }
+        try keepAlive.register(name: "once", options: .init(maxTicks: 1)) { _ in .noData }
         try await withRunning(keepAlive) {
             _ = try await events.next { if case .report(let r) = $0 { r.tick == 0 } else { false } }
             // Nothing left to fire, so no deadline to wake for.
@@ -422,11 +422,11 @@ struct SchedulerTests {
     }
 
     @Test func runReturnsOnlyAfterEveryOpenWindowHasBeenReported() async throws {
-        let keepAlive = makeKeepAlive()
+        let keepAlive = try makeKeepAlive()
         let ledgerEvents = Collector(keepAlive.ledger.events())
         let reported = Locked<[String]>([])
         for name in ["a", "b", "c"] {
-            keepAlive.register(name: name, onReport: { report in reported.withLock { $0.append(report.name) } }) { window in
+            try keepAlive.register(name: name, onReport: { report in reported.withLock { $0.append(report.name) } }) { window in
                 // Runs until the stop cancels it.
                 while !Task.isCancelled { await Task.yield() }
                 return .noData
@@ -441,10 +441,10 @@ struct SchedulerTests {
     }
 
     @Test func sleepClosesTheLedgerEndsOpenWindowsAndResumeFiresOnceOnANewGrid() async throws {
-        let keepAlive = makeKeepAlive()
+        let keepAlive = try makeKeepAlive()
         let events = Collector(keepAlive.events())
         let ledgerEvents = Collector(keepAlive.ledger.events())
-        keepAlive.register(name: "sensor") { _ in
+        try keepAlive.register(name: "sensor") { _ in
             // Runs until the window ends.
             while !Task.isCancelled { await Task.yield() }
             return .noData

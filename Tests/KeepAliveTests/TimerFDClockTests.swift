@@ -94,9 +94,9 @@ struct TimerFDClockTests {
 
     @Test func theSchedulerTicksOnIt() async throws {
         let clock = TimerFDClock.isolated()
-        let keepAlive = KeepAlive(configuration: .init(interval: .milliseconds(40)), clock: clock, logger: quietLogger)
+        let keepAlive = try KeepAlive(configuration: .init(interval: .milliseconds(40)), clock: clock, logger: quietLogger)
         let (ticks, tick) = AsyncStream<Void>.makeStream()
-        _ = keepAlive.register(name: "tick") { _ in
+        _ = try keepAlive.register(name: "tick") { _ in
             tick.yield()
             return .noData
         }
