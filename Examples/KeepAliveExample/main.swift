@@ -8,7 +8,6 @@ import KeepAlive
 import KeepAliveTesting
 import Logging
 import ServiceLifecycle
-import Synchronization
 
 #if canImport(Glibc)
 import Glibc

@@ -1,7 +1,5 @@
 public import DBus
 import KeepAlive
-import Locking
-import Logging
 
 extension BlueZObjectCache {
     /// Keeps the cache current until the task is cancelled or the bus connection is lost (then it throws,

@@ -1,7 +1,5 @@
 import DBus
 public import KeepAlive
-import Logging
-import Synchronization
 
 extension BlueZTransport {
     // MARK: Connect
@@ -41,7 +39,7 @@ extension BlueZTransport {
                 try await self.call(path, BlueZ.deviceInterface, "Connect", timeout: remaining(), context: "Connect \(address)")
             }
         } catch let error as TransportError where error.code == .timeout && error.dbusName == BlueZErrors.Name.noReply {
-            throw TransportError(.timeout, "Connect \(address) did not complete within \(options.timeout.formattedSeconds)", dbusName: error.dbusName)
+            throw TransportError(.timeout, "Connect \(address) did not complete within \(options.timeout.compact)", dbusName: error.dbusName)
         }
         // bluetoothd sends Connected=true before the Connect reply, and signals are applied on the connection's
         // queue before the reply is handed over: if the signal came, the cache has it now. Quirk 2: sometimes

@@ -86,8 +86,6 @@ final class ConnectionHandle: @unchecked Sendable {
         return Int32(clamping: milliseconds.partialValue + (attoseconds + 999_999_999_999_999) / 1_000_000_000_000_000)
     }
 
-    var isConnected: Bool { !isClosed && libdbus_connection_get_is_connected(pointer) }
-
     /// Clears the dispatch-status function (a queued drain must not run into a closed connection) and closes.
     func close() {
         guard !isClosed else { return }

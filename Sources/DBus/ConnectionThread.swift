@@ -39,8 +39,8 @@ final class ConnectionThread: SerialExecutor, @unchecked Sendable {
 
     /// The task-executor face of the thread, an object of its own so that its jobs run *nonisolated*: were a
     /// preferring task's jobs run as isolated to the actor's executor, every step between nonisolated functions
-    /// would count as an executor switch and be queued again (measured: five trips through the queue per D-Bus
-    /// call instead of one).
+    /// would count as an executor switch and be queued again (several trips through the queue per D-Bus call
+    /// instead of one, as strace showed).
     final class TaskRole: TaskExecutor, Sendable {
         /// Strong: a task may hold its preferred executor after everyone else has let go of the connection (a
         /// poll started before a reconnection), and its jobs must still find a thread.

@@ -49,7 +49,7 @@ extension DBusConnection {
         if isolation != nil, executor.isCurrent {
             // A caller isolated to this connection (or to an actor on its executor) waits as a task preferring
             // its thread: otherwise the reply resumes the task on the global executor, which then hops back to
-            // this thread (two thread wake-ups per call; measured 2.2× the C client's CPU per call, not 1.2×).
+            // this thread (two thread wake-ups per call, which nearly doubled its CPU: Benchmarks/NOTES.md).
             return try await withTaskExecutorPreference(taskRole) {
                 try await self.waitForReplyOnThread(message, timeout: timeout)
             }
@@ -142,7 +142,7 @@ extension DBusConnection {
     }
 
     /// `ReplyBox.nanoseconds(timeout)`, remembering the last answer: nearly every call has the same timeout,
-    /// and taking a `Duration` apart costs 128-bit arithmetic (measured: 1 % of a call's instructions).
+    /// and taking a `Duration` apart costs 128-bit arithmetic (visible in a call's profile).
     private func timeoutNanoseconds(_ timeout: Duration) -> Int64? {
         if let last = lastTimeout, last.timeout == timeout { return last.nanoseconds }
         let nanoseconds = ReplyBox.nanoseconds(timeout)

@@ -144,7 +144,7 @@ public actor DBusConnection {
 
     /// `assumeIsolated` for code on the connection's thread (libdbus callbacks, blocks queued with `async`),
     /// without the runtime's generic checks, which also ask on every call whether this is the main actor's
-    /// executor (measured: 7 % of a method call's CPU). The precondition keeps it honest.
+    /// executor (a measurable share of a method call's CPU: Benchmarks/NOTES.md). The precondition keeps it honest.
     nonisolated func onThread<T>(_ body: (isolated DBusConnection) -> T) -> T {
         precondition(executor.isCurrent, "not on the D-Bus connection's thread")
         return withoutActuallyEscaping(body) { body in

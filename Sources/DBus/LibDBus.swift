@@ -68,14 +68,6 @@ func libdbus_threads_init_default() {
     _ = dbus_threads_init_default()
 }
 
-/// `dbus_try_get_local_machine_id`
-func libdbus_try_get_local_machine_id() -> String? {
-    let (pointer, failure) = withCError { dbus_try_get_local_machine_id($0) }
-    guard failure == nil, let pointer else { return nil }
-    defer { dbus_free(pointer) }
-    return String(cString: pointer)
-}
-
 // MARK: - Validation (each of these is safe on any input that has no NUL byte)
 
 /// `dbus_validate_path`
@@ -137,11 +129,6 @@ func libdbus_connection_send_with_reply_and_block(
 /// `dbus_bus_set_unique_name`: records the name `Hello` returned, as `dbus_bus_register` would.
 func libdbus_bus_set_unique_name(_ connection: RawConnection, _ name: String) -> Bool {
     name.withCString { dbus_bus_set_unique_name(connection, $0) != 0 }
-}
-
-/// `dbus_bus_get_unique_name`
-func libdbus_bus_get_unique_name(_ connection: RawConnection) -> String? {
-    optionalString(dbus_bus_get_unique_name(connection))
 }
 
 /// `dbus_connection_set_exit_on_disconnect`

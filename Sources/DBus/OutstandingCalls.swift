@@ -1,8 +1,8 @@
 /// The method calls a connection has sent and waits for, by serial, with their deadlines in a binary heap.
 ///
 /// Why not libdbus's pending calls (`dbus_connection_send_with_reply`, the first design): libdbus builds the
-/// `NoReply` error for a timeout *when the call is sent*, for every call, in case it is needed — measured with
-/// callgrind, that is half of libdbus's work per round trip (27 k of 47 k instructions). Here a call is sent
+/// `NoReply` error for a timeout *when the call is sent*, for every call, in case it is needed — by callgrind, about
+/// half of libdbus's work per round trip (Benchmarks/NOTES.md has the figures). Here a call is sent
 /// with `dbus_connection_send`, its reply comes through the connection's message filter and is found by its
 /// reply serial, and a timeout is a deadline on the connection's thread; the error is built only for a call
 /// that does time out.

@@ -163,9 +163,3 @@ public final class SleepInhibitor: Service {
     }
 }
 
-extension Duration {
-    /// Whole milliseconds, for log lines.
-    var milliseconds: Int64 {
-        components.seconds * 1_000 + components.attoseconds / 1_000_000_000_000_000
-    }
-}

@@ -49,14 +49,14 @@ extension BackgroundTaskLedger {
             case .warn(let entry, let remaining):
                 logger.notice(
                     "background task running out of time",
-                    metadata: ["task": "\(entry.name)", "id": "\(entry.id)", "remaining": "\(remaining.formattedSeconds)"]
+                    metadata: ["task": "\(entry.name)", "id": "\(entry.id)", "remaining": "\(remaining.compact)"]
                 )
                 broadcast.publish(.warning(id: entry.id, name: entry.name, timeRemaining: remaining, at: now))
             case .expire(let entry, let handler, let cancel):
                 let early = now < entry.deadline
                 logger.warning(
                     early ? "background task expired early (ledger closing)" : "background task expired",
-                    metadata: ["task": "\(entry.name)", "id": "\(entry.id)", "budget": "\(entry.budget.formattedSeconds)"]
+                    metadata: ["task": "\(entry.name)", "id": "\(entry.id)", "budget": "\(entry.budget.compact)"]
                 )
                 broadcast.publish(.expired(id: entry.id, name: entry.name, at: now, early: early))
                 handler?()
@@ -66,7 +66,7 @@ extension BackgroundTaskLedger {
                     "background task force-ended: not ended within the grace period after expiring",
                     metadata: [
                         "task": "\(record.name)", "id": "\(record.id)",
-                        "grace": "\(configuration.gracePeriod.formattedSeconds)",
+                        "grace": "\(configuration.gracePeriod.compact)",
                     ]
                 )
                 broadcast.publish(.ended(record))

@@ -74,8 +74,8 @@ public struct BluetoothUUID: Hashable, Comparable, Sendable, CustomStringConvert
 
     /// Lower-case 8-4-4-4-12, the form BlueZ uses in its `UUID` properties.
     public var description: String {
-        // Formatted as ASCII bytes: it is on every poll's path (record keys, error contexts), and building a
-        // String per byte cost 12 % of a poll's instructions (Benchmarks/NOTES.md).
+        // Formatted as ASCII bytes: it is on every poll's path (record keys, error contexts), and a String per
+        // byte was one of the largest items of a poll's profile (Benchmarks/NOTES.md).
         var text: [UInt8] = []
         text.reserveCapacity(36)
         for (index, byte) in bytes.enumerated() {

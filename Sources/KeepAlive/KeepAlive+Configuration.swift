@@ -49,12 +49,12 @@ extension KeepAlive {
         public func validate() throws(ConfigurationValueError) {
             let field = "KeepAlive.Configuration"
             guard interval > .zero else {
-                throw ConfigurationValueError(field: "\(field).interval", reason: "must be positive, not \(interval.formattedSeconds)")
+                throw ConfigurationValueError(field: "\(field).interval", reason: "must be positive, not \(interval.compact)")
             }
             guard jitter >= .zero, jitter < interval else {
                 throw ConfigurationValueError(
                     field: "\(field).jitter",
-                    reason: "must be at least 0 and shorter than the interval (\(interval.formattedSeconds)), not \(jitter.formattedSeconds)"
+                    reason: "must be at least 0 and shorter than the interval (\(interval.compact)), not \(jitter.compact)"
                 )
             }
             guard maxFailureBackoffMultiplier >= 1 else {
@@ -73,12 +73,12 @@ extension KeepAlive {
         /// next tick.
         static func validate(budget: Duration, interval: Duration, field: String) throws(ConfigurationValueError) {
             guard budget > .zero else {
-                throw ConfigurationValueError(field: field, reason: "must be positive, not \(budget.formattedSeconds)")
+                throw ConfigurationValueError(field: field, reason: "must be positive, not \(budget.compact)")
             }
             guard budget < interval else {
                 throw ConfigurationValueError(
                     field: field,
-                    reason: "\(budget.formattedSeconds) must be shorter than the interval (\(interval.formattedSeconds))"
+                    reason: "\(budget.compact) must be shorter than the interval (\(interval.compact))"
                 )
             }
         }
@@ -105,7 +105,7 @@ extension KeepAlive {
         public func validate(against configuration: Configuration) throws(ConfigurationValueError) {
             let field = "KeepAlive.RegistrationOptions"
             if let interval, interval <= .zero {
-                throw ConfigurationValueError(field: "\(field).interval", reason: "must be positive, not \(interval.formattedSeconds)")
+                throw ConfigurationValueError(field: "\(field).interval", reason: "must be positive, not \(interval.compact)")
             }
             if let budget {
                 try Configuration.validate(budget: budget, interval: interval ?? configuration.interval, field: "\(field).budget")

@@ -29,7 +29,7 @@ extension KeepAlive {
         logger.info(
             "keep-alive scheduler started",
             metadata: [
-                "interval": "\(configuration.interval.formattedSeconds)", "power": "\(power.rawValue)",
+                "interval": "\(configuration.interval.compact)", "power": "\(power.rawValue)",
             ]
         )
         broadcast.publish(.started(at: now, power: power))
@@ -241,7 +241,7 @@ extension KeepAlive {
                 forcedEnd: { record in
                     let error = KeepAliveError(
                         code: .forcedEnd,
-                        message: "callback did not return within the grace after its window (budget \(launch.budget.formattedSeconds)) expired or was cancelled"
+                        message: "callback did not return within the grace after its window (budget \(launch.budget.compact)) expired or was cancelled"
                     )
                     self.complete(launch, result: .failed(error), window: record, finished: false)
                 }
@@ -345,7 +345,7 @@ extension KeepAlive {
             "power state changed",
             metadata: [
                 "from": "\(previous.rawValue)", "to": "\(power.rawValue)",
-                "interval": "\(interval.map(\.formattedSeconds) ?? "paused")",
+                "interval": "\(interval.map(\.compact) ?? "paused")",
             ]
         )
         broadcast.publish(.powerChanged(from: previous, to: power, at: now))

@@ -37,7 +37,7 @@ public struct KeepAliveInstant: Comparable, Hashable, Sendable, CustomStringConv
     }
 
     public var description: String {
-        "t+\(offset.formattedSeconds)"
+        "t+\(offset.compact)"
     }
 }
 
@@ -88,17 +88,28 @@ private struct ClockTimeSource<C: Clock<Duration>>: TimeSource {
 }
 
 extension Duration {
-    /// `1.5s`, `250ms`, `12µs`: short and unambiguous, for logs and descriptions.
-    package var formattedSeconds: String {
+    /// `2m`, `30s`, `3.33s`, `250ms`, `1.5ms`, `12µs`: the package's one way to write a duration for people (logs,
+    /// messages, the terminal), in the configuration file's units so a value can be pasted back. Whole minutes
+    /// and seconds exactly; otherwise at most two decimals, trailing zeros dropped.
+    package var compact: String {
         let (seconds, attoseconds) = components
-        let totalMicros = seconds * 1_000_000 + attoseconds / 1_000_000_000_000
-        if totalMicros % 1_000_000 == 0 { return "\(totalMicros / 1_000_000)s" }
-        if abs(totalMicros) >= 1_000_000 {
-            return "\(Double(totalMicros) / 1_000_000)s"
-        }
-        if totalMicros % 1_000 == 0 { return "\(totalMicros / 1_000)ms" }
-        if abs(totalMicros) >= 1_000 { return "\(Double(totalMicros) / 1_000)ms" }
-        return "\(totalMicros)µs"
+        let negative = seconds < 0 || attoseconds < 0
+        let micros = abs(seconds * 1_000_000 + attoseconds / 1_000_000_000_000)
+        let sign = negative && micros != 0 ? "-" : ""
+        if micros >= 60_000_000, micros % 60_000_000 == 0 { return "\(sign)\(micros / 60_000_000)m" }
+        if micros >= 1_000_000 || micros == 0 { return sign + Self.twoDecimals(micros, per: 1_000_000) + "s" }
+        if micros >= 1_000 { return sign + Self.twoDecimals(micros, per: 1_000) + "ms" }
+        return "\(sign)\(micros)µs"
+    }
+
+    /// `value / unit` rounded to two decimals, without trailing zeros: 3_333_333 per 1_000_000 → `3.33`.
+    private static func twoDecimals(_ value: Int64, per unit: Int64) -> String {
+        let hundredths = (value * 100 + unit / 2) / unit
+        let whole = hundredths / 100
+        let fraction = hundredths % 100
+        if fraction == 0 { return "\(whole)" }
+        if fraction % 10 == 0 { return "\(whole).\(fraction / 10)" }
+        return "\(whole).\(fraction < 10 ? "0" : "")\(fraction)"
     }
 
     /// The duration in milliseconds, rounded down.

@@ -47,11 +47,11 @@ public final class PollEngine: Sendable {
                 throw ConfigurationValueError(field: "\(field).maxConnections", reason: "must be at least 1, not \(maxConnections)")
             }
             guard connectTimeout > .zero else {
-                throw ConfigurationValueError(field: "\(field).connectTimeout", reason: "must be positive, not \(connectTimeout.formattedSeconds)")
+                throw ConfigurationValueError(field: "\(field).connectTimeout", reason: "must be positive, not \(connectTimeout.compact)")
             }
             guard disconnectTimeout > .zero else {
                 throw ConfigurationValueError(
-                    field: "\(field).disconnectTimeout", reason: "must be positive, not \(disconnectTimeout.formattedSeconds)"
+                    field: "\(field).disconnectTimeout", reason: "must be positive, not \(disconnectTimeout.compact)"
                 )
             }
             try retry.validate(field: "\(field).retry")
@@ -204,7 +204,7 @@ public final class PollEngine: Sendable {
                     logger.warning("poll failed; no attempt left in this window", metadata: context)
                     return .failed(failure)
                 }
-                logger.info("poll failed; retrying", metadata: context.merging(["delay": "\(delay.formattedSeconds)"]) { $1 })
+                logger.info("poll failed; retrying", metadata: context.merging(["delay": "\(delay.compact)"]) { $1 })
                 do {
                     try await window.time.sleep(for: delay)
                 } catch {

@@ -34,7 +34,7 @@ public struct TimerFDClock: Clock, Sendable {
             lhs.sinceBoot < rhs.sinceBoot
         }
 
-        public var description: String { "boot+\(sinceBoot.formattedSeconds)" }
+        public var description: String { "boot+\(sinceBoot.compact)" }
     }
 
     private let thread: TimerThread

@@ -17,7 +17,7 @@ func withBlueZ<T: Sendable>(
     do {
         connection = try await DBusConnection(bus: bus)
     } catch {
-        throw CommandFailure("cannot connect to \(describe(bus)): \(error) (see `keepalive doctor`)")
+        throw CommandFailure("cannot connect to \(bus): \(error) (see `keepalive doctor`)")
     }
     let transport = BlueZTransport(connection: connection, logger: logger)
     let result: Result<T, any Error> = await withTaskGroup(of: Void.self) { group in
@@ -28,7 +28,7 @@ func withBlueZ<T: Sendable>(
         } catch is CancellationError {
             return .failure(CancellationError())
         } catch {
-            return .failure(CommandFailure("org.bluez is not on \(describe(bus)): is bluetoothd running? (see `keepalive doctor`)"))
+            return .failure(CommandFailure("org.bluez is not on \(bus): is bluetoothd running? (see `keepalive doctor`)"))
         }
         do {
             _ = try transport.checkAdapter(adapter)
@@ -39,14 +39,6 @@ func withBlueZ<T: Sendable>(
     }
     await connection.close()
     return try result.get()
-}
-
-func describe(_ bus: DBusConnection.Bus) -> String {
-    switch bus {
-    case .system: "the system bus"
-    case .session: "the session bus"
-    case .address(let address): "the bus at \(address)"
-    }
 }
 
 /// A failure a command reports in one line and exits 1 for.

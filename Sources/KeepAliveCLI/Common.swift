@@ -72,23 +72,7 @@ struct DurationArgument: ExpressibleByArgument, Sendable {
         self.duration = duration
     }
 
-    var defaultValueDescription: String { duration.formatted }
-}
-
-extension Duration {
-    /// `10s`, `500ms`, `2m`: the way the configuration file spells it.
-    var formatted: String {
-        let milliseconds = components.seconds * 1_000 + components.attoseconds / 1_000_000_000_000_000
-        if milliseconds % 60_000 == 0, milliseconds >= 60_000 { return "\(milliseconds / 60_000)m" }
-        if milliseconds % 1_000 == 0 { return "\(milliseconds / 1_000)s" }
-        if milliseconds < 1_000 { return "\(milliseconds)ms" }
-        // 3.33s, 2.1s: two decimals at most, trailing zeros dropped.
-        let hundredths = (milliseconds + 5) / 10
-        let fraction = hundredths % 100
-        if fraction == 0 { return "\(hundredths / 100)s" }
-        let decimals = fraction % 10 == 0 ? "\(fraction / 10)" : (fraction < 10 ? "0\(fraction)" : "\(fraction)")
-        return "\(hundredths / 100).\(decimals)s"
-    }
+    var defaultValueDescription: String { duration.compact }
 }
 
 /// Writes to a descriptor directly: progress lines must not sit in a stdio buffer.
@@ -105,8 +89,8 @@ func ignoreBrokenPipes() {
 }
 
 /// At most two malloc arenas: without a limit glibc keeps up to eight per core, and the daemon's RSS crept up by
-/// fragmentation (+1,088 KiB over an hour's soak, +564 KiB in its first 12 minutes; with two, +328 KiB in 12
-/// minutes, flattening). Called first thing in `run`: arenas that exist already stay, no new ones are made.
+/// fragmentation over an hour's soak, and with two it flattens (Benchmarks/NOTES.md and BENCHMARKS.md have the
+/// soak's figures). Called first thing in `run`: arenas that exist already stay, no new ones are made.
 func limitMallocArenas() {
     _ = clinux_limit_malloc_arenas(2)
 }

@@ -23,7 +23,7 @@ final class DemoView: Sendable {
         return """
             \(bold("KeepAlive demo")): \(configuration.devices.count) simulated sensors, no hardware, no root (Ctrl-C to stop)
               bus        \(busAddress) (a private dbus-daemon; a simulated bluetoothd 5.66 owns org.bluez)
-              config     the embedded example keepalive.yaml, intervals scaled: every \(configuration.interval.formatted), windows of \(budget.formatted), at most \(configuration.maxConnections) links per adapter
+              config     the embedded example keepalive.yaml, intervals scaled: every \(configuration.interval.compact), windows of \(budget.compact), at most \(configuration.maxConnections) links per adapter
               try        DBUS_SYSTEM_BUS_ADDRESS=\(busAddress) keepalive scan   (in another terminal)
 
             """
@@ -57,10 +57,10 @@ final class DemoView: Sendable {
             }
         }
         if let window = record.window {
-            line += dim("  window #\(window.id.rawValue) \(window.used.formatted)/\(window.budget.formatted) \(window.outcome.rawValue)")
+            line += dim("  window #\(window.id.rawValue) \(window.used.compact)/\(window.budget.compact) \(window.outcome.rawValue)")
         }
         if record.interval != configuration.interval, record.window != nil {
-            line += dim(" every \(record.interval.formatted)")
+            line += dim(" every \(record.interval.compact)")
         }
         return text + line + "\n"
     }

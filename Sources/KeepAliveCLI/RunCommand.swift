@@ -63,7 +63,7 @@ struct RunCommand: AsyncParsableCommand {
             "starting",
             metadata: [
                 "config": "\(config)", "devices": "\(configuration.devices.count)",
-                "interval": "\(configuration.interval.formatted)", "output": "\(configuration.output)",
+                "interval": "\(configuration.interval.compact)", "output": "\(configuration.output)",
             ]
         )
         let group = ServiceGroup(
@@ -84,8 +84,8 @@ struct RunCommand: AsyncParsableCommand {
     func summary(_ configuration: DaemonConfiguration) -> String {
         var lines = ["\(config): valid, \(configuration.devices.count) device\(configuration.devices.count == 1 ? "" : "s")"]
         lines.append(
-            "  interval \(configuration.interval.formatted), jitter \(configuration.jitter.formatted), "
-                + "window budget \(configuration.keepAliveConfiguration.budget(forInterval: configuration.interval).formatted), "
+            "  interval \(configuration.interval.compact), jitter \(configuration.jitter.compact), "
+                + "window budget \(configuration.keepAliveConfiguration.budget(forInterval: configuration.interval).compact), "
                 + "max \(configuration.maxConnections) connections per adapter, output \(configuration.output)"
         )
         for spec in configuration.peripheralSpecs() {
@@ -93,9 +93,9 @@ struct RunCommand: AsyncParsableCommand {
             if !spec.reads.isEmpty { parts.append("read " + spec.reads.map(\.shortDescription).joined(separator: ",")) }
             if !spec.writes.isEmpty { parts.append("write " + spec.writes.map(\.characteristic.shortDescription).joined(separator: ",")) }
             if !spec.notifications.isEmpty {
-                parts.append("notify " + spec.notifications.map { "\($0.characteristic.shortDescription) for \($0.duration.formatted)" }.joined(separator: ","))
+                parts.append("notify " + spec.notifications.map { "\($0.characteristic.shortDescription) for \($0.duration.compact)" }.joined(separator: ","))
             }
-            let interval = spec.interval.map { " every \($0.formatted)" } ?? ""
+            let interval = spec.interval.map { " every \($0.compact)" } ?? ""
             lines.append("  \(spec.name) \(spec.peripheral.address) on \(spec.peripheral.adapter)\(interval): \(parts.joined(separator: "; "))")
         }
         return lines.joined(separator: "\n")

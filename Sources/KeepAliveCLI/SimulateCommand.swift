@@ -97,7 +97,7 @@ struct SimulateCommand: AsyncParsableCommand {
         do {
             simulator = try await BlueZSimulator.start(on: target, configuration: configuration, logger: logger)
         } catch {
-            throw CommandFailure("cannot own org.bluez on \(describe(target)): \(error)")
+            throw CommandFailure("cannot own org.bluez on \(target): \(error)")
         }
         for text in fault {
             let (fault, address) = try Self.parseFault(text)

@@ -103,14 +103,14 @@ public enum ConfigurationLoader {
         if let node = fields["jitter"], configuration.jitter >= interval {
             throw document.error(
                 .invalidValue, at: node, "jitter",
-                "jitter \(format(configuration.jitter)) must be shorter than "
-                    + "interval \(format(interval))\(intervalNote)"
+                "jitter \(configuration.jitter.compact) must be shorter than "
+                    + "interval \(interval.compact)\(intervalNote)"
             )
         }
         if let node = fields["window_budget"], let budget = configuration.windowBudget, budget >= interval {
             throw document.error(
                 .invalidValue, at: node, "window_budget",
-                "window_budget \(format(budget)) must be shorter than interval \(format(interval))\(intervalNote), "
+                "window_budget \(budget.compact) must be shorter than interval \(interval.compact)\(intervalNote), "
                     + "so that each tick's windows close before the next tick"
             )
         }
@@ -344,7 +344,7 @@ public enum ConfigurationLoader {
             if let intervalNode = entry.intervalNode, configuration.jitter >= interval {
                 throw document.error(
                     .invalidValue, at: intervalNode, "\(entry.path).interval",
-                    "interval \(format(interval)) must be longer than jitter \(format(configuration.jitter))"
+                    "interval \(interval.compact) must be longer than jitter \(configuration.jitter.compact)"
                 )
             }
             // Only an explicit budget (the device's, or window_budget) can reach the interval: the derived one is
@@ -353,7 +353,7 @@ public enum ConfigurationLoader {
             if let budgetNode = entry.budgetNode, budget >= interval {
                 throw document.error(
                     .invalidValue, at: budgetNode, "\(entry.path).budget",
-                    "budget \(format(budget)) must be shorter than the device's interval \(format(interval))"
+                    "budget \(budget.compact) must be shorter than the device's interval \(interval.compact)"
                 )
             }
             if device.budget == nil, let intervalNode = entry.intervalNode,
@@ -361,7 +361,7 @@ public enum ConfigurationLoader {
             {
                 throw document.error(
                     .invalidValue, at: intervalNode, "\(entry.path).interval",
-                    "interval \(format(interval)) is not longer than window_budget \(format(windowBudget)): "
+                    "interval \(interval.compact) is not longer than window_budget \(windowBudget.compact): "
                         + "give this device a shorter `budget` or a longer interval"
                 )
             }
@@ -369,22 +369,11 @@ public enum ConfigurationLoader {
             for listening in entry.listenings where listening.duration >= budget {
                 throw document.error(
                     .invalidValue, at: listening.node, listening.field,
-                    "listening \(format(listening.duration)) must be shorter than the device's window budget "
-                        + format(budget)
+                    "listening \(listening.duration.compact) must be shorter than the device's window budget "
+                        + budget.compact
                 )
             }
         }
-    }
-
-    /// A duration as the file writes them: `30s`, `1500ms` (every parsed duration is whole nanoseconds).
-    static func format(_ duration: Duration) -> String {
-        let (seconds, attoseconds) = duration.components
-        if attoseconds == 0 { return "\(seconds)s" }
-        let attosecondsPerMillisecond: Int64 = 1_000_000_000_000_000
-        if attoseconds % attosecondsPerMillisecond == 0 {
-            return "\(seconds * 1000 + attoseconds / attosecondsPerMillisecond)ms"
-        }
-        return "\(duration)"
     }
 
     // MARK: - Reading the file

@@ -131,7 +131,7 @@ public final class Daemon: Service {
         do {
             connection = try await DBusConnection(bus: options.bus, timeout: .seconds(5))
         } catch {
-            throw DaemonError(description: "cannot connect to \(Self.describe(options.bus)): \(error)")
+            throw DaemonError(description: "cannot connect to \(options.bus): \(error)")
         }
         let transport = ReconnectingTransport()
         var engineConfiguration = configuration.pollEngineConfiguration
@@ -179,7 +179,7 @@ public final class Daemon: Service {
                 await self.checkBlueZ(firstSession)
             }
             options.notifier?.notify(
-                "READY=1\nSTATUS=polling \(specs.count) device\(specs.count == 1 ? "" : "s") every \(configuration.interval.formattedSeconds)"
+                "READY=1\nSTATUS=polling \(specs.count) device\(specs.count == 1 ? "" : "s") every \(configuration.interval.compact)"
             )
             if let notifier = options.notifier, let interval = notifier.watchdogInterval {
                 group.addTask {
@@ -241,7 +241,7 @@ public final class Daemon: Service {
             return  // shutting down
         } catch {
             logger.error(
-                "org.bluez is not on \(Self.describe(options.bus)) after \(options.bluezTimeout.formattedSeconds): polls fail until bluetoothd runs (try `systemctl start bluetooth`, `keepalive doctor`)"
+                "org.bluez is not on \(options.bus) after \(options.bluezTimeout.compact): polls fail until bluetoothd runs (try `systemctl start bluetooth`, `keepalive doctor`)"
             )
             return
         }
@@ -288,7 +288,7 @@ public final class Daemon: Service {
                 }
             }
             session = BlueZTransport(connection: connection, logger: logger)
-            logger.notice("reconnected to \(Self.describe(options.bus))")
+            logger.notice("reconnected to \(options.bus)")
             let check = session
             Task { await self.checkBlueZ(check) }
         }
@@ -406,14 +406,6 @@ public final class Daemon: Service {
             }
         } onCancel: {
             stopSignals()
-        }
-    }
-
-    static func describe(_ bus: DBusConnection.Bus) -> String {
-        switch bus {
-        case .system: "the system bus"
-        case .session: "the session bus"
-        case .address(let address): "the bus at \(address)"
         }
     }
 }

@@ -61,7 +61,7 @@ extension DaemonConfiguration {
             if jitter >= interval {
                 throw ConfigurationError(
                     .invalidValue, at: location, field: "\(field).interval",
-                    "interval \(interval.formattedSeconds) must be longer than jitter \(jitter.formattedSeconds)"
+                    "interval \(interval.compact) must be longer than jitter \(jitter.compact)"
                 )
             }
             do {
@@ -74,13 +74,13 @@ extension DaemonConfiguration {
             if budget >= interval {
                 throw ConfigurationError(
                     .invalidValue, at: location, field: "\(field).interval",
-                    "interval \(interval.formattedSeconds) is not longer than the window budget \(budget.formattedSeconds)"
+                    "interval \(interval.compact) is not longer than the window budget \(budget.compact)"
                 )
             }
             for (position, subscription) in device.notifications.enumerated() where subscription.duration >= budget {
                 throw ConfigurationError(
                     .invalidValue, at: location, field: "\(field).notify[\(position)].for",
-                    "listening \(subscription.duration.formattedSeconds) must be shorter than the device's window budget \(budget.formattedSeconds)"
+                    "listening \(subscription.duration.compact) must be shorter than the device's window budget \(budget.compact)"
                 )
             }
             if device.reads.isEmpty, device.writes.isEmpty, device.notifications.isEmpty {

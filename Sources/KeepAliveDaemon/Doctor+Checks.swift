@@ -191,7 +191,7 @@ extension Doctor {
             let adapters = configuration.adapters.joined(separator: ", ")
             return DoctorCheck(
                 Name.configuration, .ok,
-                "\(source)\(devices) on \(adapters), interval \(Self.seconds(configuration.interval))")
+                "\(source)\(devices) on \(adapters), interval \(configuration.interval.compact)")
         }
     }
 
@@ -210,7 +210,7 @@ extension Doctor {
         }
         switch await BoundedProcess.output(of: path, arguments: ["--version"], timeout: options.versionTimeout) {
         case .timedOut:
-            return .unknown("`\(path) --version` did not answer within \(Self.seconds(options.versionTimeout))")
+            return .unknown("`\(path) --version` did not answer within \(options.versionTimeout.compact)")
         case .spawnFailed(let code):
             return .unknown("`\(path) --version` could not be started: \(String(cString: strerror(code)))")
         case .exited(let output):

@@ -97,7 +97,7 @@ public struct Doctor: Sendable {
             versionTimeout: Duration = .seconds(2)
         ) {
             self.bus = bus
-            self.busDescription = busDescription ?? Self.describe(bus)
+            self.busDescription = busDescription ?? bus.resolvedDescription
             self.configuration = configuration
             self.adapter = adapter
             self.rfkillDirectory = rfkillDirectory
@@ -106,19 +106,6 @@ public struct Doctor: Sendable {
             self.bluetoothdPaths = bluetoothdPaths
             self.timeout = timeout
             self.versionTimeout = versionTimeout
-        }
-
-        /// The address libdbus will use for `bus`, as the operator would look for it.
-        static func describe(_ bus: DBusConnection.Bus) -> String {
-            switch bus {
-            case .system:
-                if let address = getenv("DBUS_SYSTEM_BUS_ADDRESS") {
-                    return "the system bus (DBUS_SYSTEM_BUS_ADDRESS=\(String(cString: address)))"
-                }
-                return "the system bus (unix:path=/var/run/dbus/system_bus_socket)"
-            case .session: return "the session bus"
-            case .address(let address): return "the bus at \(address)"
-            }
         }
     }
 
@@ -188,7 +175,7 @@ public struct Doctor: Sendable {
             return (
                 DoctorCheck(
                     Name.systemBus, .failed,
-                    "no answer from \(location) within \(Self.seconds(options.timeout)): the socket accepts "
+                    "no answer from \(location) within \(options.timeout.compact): the socket accepts "
                         + "connections but the bus does not authenticate",
                     fix: "restart the bus: `systemctl restart dbus`"), nil
             )
@@ -274,7 +261,7 @@ public struct Doctor: Sendable {
             return (
                 DoctorCheck(
                     Name.permission, .failed,
-                    "org.bluez did not answer GetManagedObjects within \(Self.seconds(options.timeout)): "
+                    "org.bluez did not answer GetManagedObjects within \(options.timeout.compact): "
                         + "bluetoothd is stuck", fix: "`systemctl restart bluetooth`"), nil
             )
         } catch {
@@ -389,13 +376,6 @@ public struct Doctor: Sendable {
             if let end = error.message.range(of: ": ") { return String(error.message[end.upperBound...]) }
         }
         return error.message
-    }
-
-    /// "3 s", "1.5 s".
-    static func seconds(_ duration: Duration) -> String {
-        let (seconds, attoseconds) = duration.components
-        let milliseconds = attoseconds / 1_000_000_000_000_000
-        return milliseconds == 0 ? "\(seconds) s" : "\(Double(seconds) + Double(milliseconds) / 1000) s"
     }
 
     /// "user alice (uid 1000)".

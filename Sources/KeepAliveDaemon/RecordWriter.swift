@@ -142,26 +142,20 @@ public final class RecordWriter: Sendable {
         if let window = record.window {
             line.object("window") { object in
                 object.integer("id", window.id.rawValue)
-                object.integer("budget_ms", window.budget.wholeMilliseconds)
-                object.integer("used_ms", window.used.wholeMilliseconds)
+                object.integer("budget_ms", window.budget.milliseconds)
+                object.integer("used_ms", window.used.milliseconds)
                 object.string("outcome", window.outcome.rawValue)
             }
         } else {
             line.null("window")
         }
         line.integer("attempts", record.attempts)
-        line.integer("interval_ms", record.interval.wholeMilliseconds)
+        line.integer("interval_ms", record.interval.milliseconds)
         line.string("power", record.power.rawValue)
         return line.finished
     }
 }
 
-extension Duration {
-    /// Whole milliseconds, rounded toward zero.
-    var wholeMilliseconds: Int64 {
-        components.seconds * 1_000 + components.attoseconds / 1_000_000_000_000_000
-    }
-}
 
 /// The wall clock, for timestamps people and log tools read (never for scheduling).
 enum WallClock {

@@ -138,7 +138,7 @@ extension MockTransport {
             if script?.hang == true {
                 if let hangLimit {
                     try await self.time.sleep(for: hangLimit)
-                    throw TransportError(.timeout, "\(operation) timed out after \(hangLimit.formattedSeconds)")
+                    throw TransportError(.timeout, "\(operation) timed out after \(hangLimit.compact)")
                 }
                 try await self.time.sleep(until: KeepAliveInstant(offset: .seconds(Int64.max / 4)))
             }

@@ -36,7 +36,6 @@ package final class Promise<Value: Sendable>: Sendable {
         return true
     }
 
-    package var isCompleted: Bool { state.withLock { $0.result != nil } }
 }
 
 extension Promise where Value == Void {

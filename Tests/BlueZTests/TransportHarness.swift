@@ -5,7 +5,6 @@ import DBusTesting
 import KeepAlive
 import KeepAliveTesting
 import Logging
-import Synchronization
 import Testing
 
 let testLogger = Logger(label: "bluez-test", factory: { _ in SwiftLogNoOpLogHandler() })

@@ -1,4 +1,3 @@
-import DBusTesting
 import KeepAliveTesting
 import Testing
 @testable import DBus

@@ -1,6 +1,5 @@
 import Testing
 @testable import DBus
-import DBusTesting
 
 extension DBusTests {
     @Suite struct Values {

@@ -2,7 +2,6 @@ import DBus
 import DBusTesting
 import HostPower
 import Locking
-import Logging
 import Testing
 
 /// logind's names, spelled here independently of the module under test.

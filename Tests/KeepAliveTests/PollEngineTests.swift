@@ -2,7 +2,6 @@ import Dispatch
 import KeepAlive
 import KeepAliveTesting
 import Locking
-import Synchronization
 import Testing
 
 @Suite("Poll engine")
