@@ -7,7 +7,7 @@ import Locking
 /// Polls real Bluetooth hardware through BlueZ over D-Bus: the production ``PeripheralTransport``.
 ///
 /// It keeps one ``BlueZObjectCache`` of BlueZ's tree and meets the transport contract against everything real
-/// bluetoothd 5.66 does (../shared/BLUEZ-NOTES.md): the adapter is always named and its power/rfkill state
+/// bluetoothd 5.66 does (docs/BLUEZ.md): the adapter is always named and its power/rfkill state
 /// checked; a device object already present counts as found, otherwise discovery runs until it appears;
 /// `Connect` runs under its own deadline and is cancelled by `Disconnect`; after it returns, `Connected` is
 /// read rather than awaited (the signal may never come); then `ServicesResolved`, then the wanted
