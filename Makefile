@@ -70,6 +70,7 @@ install: deps
 	install -D -m644 udev/keepalive.service $(DESTDIR)/etc/systemd/system/keepalive.service
 	install -D -m644 udev/70-keepalive.rules $(DESTDIR)/etc/udev/rules.d/70-keepalive.rules
 	install -D -m644 README.md $(DESTDIR)$(PREFIX)/share/doc/keepalive/README.md
+	install -D -m644 LICENSE $(DESTDIR)$(PREFIX)/share/doc/keepalive/LICENSE
 	test -e $(DESTDIR)/etc/keepalive/keepalive.yaml || install -D -m644 Examples/keepalive.yaml $(DESTDIR)/etc/keepalive/keepalive.yaml
 	@if [ -z "$(DESTDIR)" ]; then \
 	  systemd-sysusers && systemctl reload dbus && systemctl daemon-reload \
