@@ -14,6 +14,8 @@
 #                  Debian image into ~/.cache/keepalive-lab the first time, about 2 minutes)
 #   make soak      an hour of the daemon against 50 simulated sensors with random faults (SOAK_MINUTES)
 #   make install   the release binary, the example configuration and udev/ in place (PREFIX, DESTDIR; root)
+#   make docs      the DocC catalogs of KeepAlive and BlueZ, warnings as errors, into .build/docs/
+#   make doc-samples  compiles every Swift sample of the catalogs and of the README's library example
 #
 # Apt packages and why:
 #   libdbus-1-dev    the CDBus system library (pkg-config dbus-1)
@@ -33,7 +35,7 @@ APT_PACKAGES := libdbus-1-dev libbluetooth-dev dbus-daemon systemd libglib2.0-bi
 PREFIX ?= /usr/local
 DESTDIR ?=
 
-.PHONY: deps build test demo bench tsan fidelity hil lab soak asan install clean
+.PHONY: deps build test demo bench tsan fidelity hil lab soak asan install clean docs doc-samples
 
 deps:
 	@missing=""; for p in $(APT_PACKAGES); do \
@@ -59,6 +61,22 @@ test: build
 
 demo: deps
 	$(SWIFT) run keepalive demo
+
+# API documentation with swift-docc-plugin: one archive per module, in .build/docs/<Module>.doccarchive. A broken
+# symbol link, in a catalog or in a public doc comment, is an error. `swift package --disable-sandbox
+# preview-documentation --target KeepAlive` serves one locally.
+DOCS_DIR ?= .build/docs
+docs: deps
+	@mkdir -p $(DOCS_DIR)
+	@for target in KeepAlive BlueZ; do \
+	  echo "== DocC: $$target"; \
+	  $(SWIFT) package --disable-sandbox --allow-writing-to-directory $(DOCS_DIR) generate-documentation \
+	    --target $$target --warnings-as-errors --output-path $(DOCS_DIR)/$$target.doccarchive || exit 1; \
+	done
+
+# The documentation's Swift samples, each compiled as a program of its own against this package's products.
+doc-samples: deps
+	.ci/check-doc-samples.sh
 
 # Installs the daemon as a service; see README.md ("Installing as a service") for what each file does. The
 # user comes first: dbus-daemon resolves the policy's user= when it loads it.

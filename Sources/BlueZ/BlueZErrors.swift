@@ -1,7 +1,7 @@
 public import DBus
 public import KeepAlive
 
-/// Maps what BlueZ (and the bus in front of it) answer into the core's ``TransportError`` taxonomy, keeping the
+/// Maps what BlueZ (and the bus in front of it) answer into the core's `TransportError` taxonomy, keeping the
 /// D-Bus error name and message.
 ///
 /// The mapping follows what bluetoothd 5.66 actually sends (see docs/BLUEZ.md): the name decides

@@ -4,7 +4,7 @@ public import Logging
 public import ServiceLifecycle
 import Locking
 
-/// Polls real Bluetooth hardware through BlueZ over D-Bus: the production ``PeripheralTransport``.
+/// Polls real Bluetooth hardware through BlueZ over D-Bus: the production `PeripheralTransport` (from `KeepAlive`).
 ///
 /// It keeps one ``BlueZObjectCache`` of BlueZ's tree and meets the transport contract against everything real
 /// bluetoothd 5.66 does (docs/BLUEZ.md): the adapter is always named and its power/rfkill state
@@ -46,7 +46,7 @@ public final class BlueZTransport: PeripheralTransport, Service {
     /// and tools. Operations do not need it; ``run()`` keeps it current.
     public let cache: BlueZObjectCache
 
-    /// The D-Bus connection's thread: every operation runs there (see ``KeepAlive/PeripheralTransport/preferredExecutor``).
+    /// The D-Bus connection's thread: every operation runs there (see `PeripheralTransport.preferredExecutor`).
     public var preferredExecutor: (any TaskExecutor)? { connection.taskExecutor }
     public let configuration: Configuration
     let connection: DBusConnection
