@@ -16,6 +16,7 @@
 #   make install   the release binary, the example configuration and udev/ in place (PREFIX, DESTDIR; root)
 #   make docs      the DocC catalogs of KeepAlive and BlueZ, warnings as errors, into .build/docs/
 #   make doc-samples  compiles every Swift sample of the catalogs and of the README's library example
+#   make format-check  swift-format's linter with .swift-format's rules (.ci/format-check.sh says what it enforces)
 #
 # Apt packages and why:
 #   libdbus-1-dev    the CDBus system library (pkg-config dbus-1)
@@ -35,7 +36,7 @@ APT_PACKAGES := libdbus-1-dev libbluetooth-dev dbus-daemon systemd libglib2.0-bi
 PREFIX ?= /usr/local
 DESTDIR ?=
 
-.PHONY: deps build test demo bench tsan fidelity hil lab soak asan install clean docs doc-samples
+.PHONY: deps build test demo bench tsan fidelity hil lab soak asan install clean docs doc-samples format-check
 
 deps:
 	@missing=""; for p in $(APT_PACKAGES); do \
@@ -73,6 +74,10 @@ docs: deps
 	  $(SWIFT) package --disable-sandbox --allow-writing-to-directory $(DOCS_DIR) generate-documentation \
 	    --target $$target --warnings-as-errors --output-path $(DOCS_DIR)/$$target.doccarchive || exit 1; \
 	done
+
+# swift-format lint, the rules in .swift-format; no build needed, a few seconds.
+format-check:
+	.ci/format-check.sh
 
 # The documentation's Swift samples, each compiled as a program of its own against this package's products.
 doc-samples: deps
