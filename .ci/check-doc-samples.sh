@@ -141,10 +141,16 @@ with open(os.path.join(work, "samples.json"), "w") as f:
     json.dump(samples, f)
 PY
 
-# 2. Build them all (the library's own targets are built once, in this scratch path).
+# 2. Build them all (the library's own targets are built once, in this scratch path). SwiftPM stops at the
+# first target that fails, so on a failure every sample is built again on its own, to report each broken one.
 log="$work/build-log.txt"
 status=0
 timeout 900 swift build --package-path "$work/package" --scratch-path "$work/build" >"$log" 2>&1 || status=$?
+if ((status != 0 && status != 124)); then
+    for target in $(python3 -c 'import json, sys; print(" ".join(s["target"] for s in json.load(open(sys.argv[1]))))' "$work/samples.json"); do
+        timeout 300 swift build --package-path "$work/package" --scratch-path "$work/build" --target "$target" >>"$log" 2>&1 || true
+    done
+fi
 
 # 3. Report, per sample, with the document's line numbers.
 python3 - "$work" "$status" <<'PY'
@@ -158,7 +164,9 @@ for line in log:
     if m and m.group(2) in samples:
         sample = samples[m.group(2)]
         doc_line = sample["line"] + int(m.group(3)) - 1
-        failed.setdefault(m.group(2), []).append(f'{sample["file"]}:{doc_line}:{m.group(4)}: {m.group(5)}: {m.group(6)}')
+        message = f'{sample["file"]}:{doc_line}:{m.group(4)}: {m.group(5)}: {m.group(6)}'
+        if message not in failed.get(m.group(2), []):
+            failed.setdefault(m.group(2), []).append(message)
 if status == 124:
     print("doc samples: the build did not finish within 900 s", file=sys.stderr)
 for target, messages in sorted(failed.items()):

@@ -25,7 +25,7 @@ import Locking
 /// }
 /// ```
 /// Put ``run()`` beside the scheduler (a task group, or a `ServiceGroup`); everything else is an operation of
-/// ``KeepAlive/PeripheralTransport``, so a ``KeepAlive/PollEngine`` drives it unchanged.
+/// `PeripheralTransport`, so a `PollEngine` drives it unchanged.
 public final class BlueZTransport: PeripheralTransport, Service {
     public struct Configuration: Sendable {
         /// D-Bus timeout for ReadValue/WriteValue/StartNotify: longer than BlueZ's own 30 s ATT timeout, so
@@ -87,7 +87,7 @@ public final class BlueZTransport: PeripheralTransport, Service {
     /// Connects to `bus` (the system bus, where bluetoothd lives, unless told otherwise) and makes a transport on
     /// a connection of its own.
     ///
-    /// - Throws: ``DBus/DBusError`` when the bus cannot be reached.
+    /// - Throws: `DBusError` when the bus cannot be reached.
     public convenience init(
         bus: DBusConnection.Bus = .system,
         configuration: Configuration = Configuration(),
@@ -116,7 +116,7 @@ public final class BlueZTransport: PeripheralTransport, Service {
     /// Waits until BlueZ's object tree has been fetched, i.e. org.bluez is on the bus and ``run()`` has caught
     /// up with it. Returns at once when it already has.
     ///
-    /// - Throws: ``KeepAlive/TransportError`` `.timeout` when org.bluez does not appear within `timeout`
+    /// - Throws: `TransportError` `.timeout` when org.bluez does not appear within `timeout`
     ///   (bluetoothd is not running, or the bus is not the one it is on); `CancellationError` when cancelled.
     public func waitUntilReady(timeout: Duration) async throws {
         try await cache.waitUntilReady(timeout: timeout)
