@@ -14,6 +14,9 @@
 #                  Debian image into ~/.cache/keepalive-lab the first time, about 2 minutes)
 #   make soak      an hour of the daemon against 50 simulated sensors with random faults (SOAK_MINUTES)
 #   make install   the release binary, the example configuration and udev/ in place (PREFIX, DESTDIR; root)
+#   make docs      the DocC catalogs of KeepAlive and BlueZ, warnings as errors, into .build/docs/
+#   make doc-samples  compiles every Swift sample of the catalogs and of the README's library example
+#   make format-check  swift-format's linter with .swift-format's rules (.ci/format-check.sh says what it enforces)
 #
 # Apt packages and why:
 #   libdbus-1-dev    the CDBus system library (pkg-config dbus-1)
@@ -33,7 +36,7 @@ APT_PACKAGES := libdbus-1-dev libbluetooth-dev dbus-daemon systemd libglib2.0-bi
 PREFIX ?= /usr/local
 DESTDIR ?=
 
-.PHONY: deps build test demo bench tsan fidelity hil lab soak asan install clean
+.PHONY: deps build test demo bench tsan fidelity hil lab soak asan install clean docs doc-samples format-check
 
 deps:
 	@missing=""; for p in $(APT_PACKAGES); do \
@@ -60,6 +63,26 @@ test: build
 demo: deps
 	$(SWIFT) run keepalive demo
 
+# API documentation with swift-docc-plugin: one archive per module, in .build/docs/<Module>.doccarchive. A broken
+# symbol link, in a catalog or in a public doc comment, is an error. `swift package --disable-sandbox
+# preview-documentation --target KeepAlive` serves one locally.
+DOCS_DIR ?= .build/docs
+docs: deps
+	@mkdir -p $(DOCS_DIR)
+	@for target in KeepAlive BlueZ; do \
+	  echo "== DocC: $$target"; \
+	  $(SWIFT) package --disable-sandbox --allow-writing-to-directory $(DOCS_DIR) generate-documentation \
+	    --target $$target --warnings-as-errors --output-path $(DOCS_DIR)/$$target.doccarchive || exit 1; \
+	done
+
+# swift-format lint, the rules in .swift-format; no build needed, a few seconds.
+format-check:
+	.ci/format-check.sh
+
+# The documentation's Swift samples, each compiled as a program of its own against this package's products.
+doc-samples: deps
+	.ci/check-doc-samples.sh
+
 # Installs the daemon as a service; see README.md ("Installing as a service") for what each file does. The
 # user comes first: dbus-daemon resolves the policy's user= when it loads it.
 install: deps
@@ -70,6 +93,7 @@ install: deps
 	install -D -m644 udev/keepalive.service $(DESTDIR)/etc/systemd/system/keepalive.service
 	install -D -m644 udev/70-keepalive.rules $(DESTDIR)/etc/udev/rules.d/70-keepalive.rules
 	install -D -m644 README.md $(DESTDIR)$(PREFIX)/share/doc/keepalive/README.md
+	install -D -m644 LICENSE $(DESTDIR)$(PREFIX)/share/doc/keepalive/LICENSE
 	test -e $(DESTDIR)/etc/keepalive/keepalive.yaml || install -D -m644 Examples/keepalive.yaml $(DESTDIR)/etc/keepalive/keepalive.yaml
 	@if [ -z "$(DESTDIR)" ]; then \
 	  systemd-sysusers && systemctl reload dbus && systemctl daemon-reload \

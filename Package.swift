@@ -2,7 +2,7 @@
 import PackageDescription
 
 // The arrows point one way: everything depends on KeepAlive, and KeepAlive imports nothing Bluetooth or
-// D-Bus. See README.md ("Architecture") and ../shared/STYLE.md.
+// D-Bus. See README.md ("Architecture") and docs/ARCHITECTURE.md.
 let package = Package(
     name: "keepalive",
     platforms: [.macOS(.v15)],
@@ -26,6 +26,8 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/jpsim/Yams", from: "6.2.2"),
+        // `swift package generate-documentation` (make docs): the DocC catalogs of KeepAlive and BlueZ.
+        .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
     ],
     targets: [
         .target(
@@ -153,7 +155,7 @@ let package = Package(
             ]
         ),
         // The host's power and sleep, over D-Bus and sysfs: UPower, power-profiles-daemon, /sys/class/power_supply,
-        // a manual switch, and logind's sleep inhibitor. Beside BlueZ, never in the core (../shared/STYLE.md).
+        // a manual switch, and logind's sleep inhibitor. Beside BlueZ, never in the core (docs/ARCHITECTURE.md).
         .target(
             name: "HostPower",
             dependencies: [
@@ -169,8 +171,8 @@ let package = Package(
             dependencies: ["HostPower", "DBus", "DBusTesting", "KeepAlive", "KeepAliveTesting", "Locking"]
         ),
         // The daemon as a library: configuration file, JSON Lines output, wiring, doctor, systemd notify. A library
-        // rather than code inside the `keepalive` executable (../shared/STYLE.md puts it there) so the tests and
-        // anyone embedding the daemon reach it with a plain import, not `@testable` into an executable.
+        // rather than code inside the `keepalive` executable (the plain layout puts it there; docs/ARCHITECTURE.md)
+        // so the tests and anyone embedding the daemon reach it with a plain import, not `@testable`.
         .target(
             name: "KeepAliveDaemon",
             dependencies: [

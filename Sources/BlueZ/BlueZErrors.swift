@@ -1,10 +1,10 @@
 public import DBus
 public import KeepAlive
 
-/// Maps what BlueZ (and the bus in front of it) answer into the core's ``TransportError`` taxonomy, keeping the
+/// Maps what BlueZ (and the bus in front of it) answer into the core's `TransportError` taxonomy, keeping the
 /// D-Bus error name and message.
 ///
-/// The mapping follows what bluetoothd 5.66 actually sends (see ../shared/BLUEZ-NOTES.md): the name decides
+/// The mapping follows what bluetoothd 5.66 actually sends (see docs/BLUEZ.md): the name decides
 /// first (`InProgress`, `NotReady`, `NotPermitted`…); for the catch-all `org.bluez.Error.Failed` the message
 /// decides (`le-connection-abort-by-local`, `br-connection-canceled`, `Not connected`, ATT errors…).
 ///

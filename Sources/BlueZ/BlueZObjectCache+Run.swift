@@ -3,7 +3,7 @@ import KeepAlive
 
 extension BlueZObjectCache {
     /// Keeps the cache current until the task is cancelled or the bus connection is lost (then it throws,
-    /// after failing every waiter with ``TransportError/Code/serviceUnavailable``).
+    /// after failing every waiter with `TransportError/Code/serviceUnavailable`).
     ///
     /// Signals from org.bluez are applied on the connection's thread as they arrive (no task hop per signal);
     /// while the whole tree is being fetched they are buffered and replayed, in order, on top of the snapshot —

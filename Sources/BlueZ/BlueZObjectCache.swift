@@ -8,7 +8,7 @@ import Locking
 ///
 /// When org.bluez leaves the bus (bluetoothd restarting or crashing — a crash sends no `InterfacesRemoved`) the
 /// cache empties at once and every waiter and guarded operation fails with
-/// ``TransportError/Code/serviceRestarted``; when it comes back the tree is fetched again.
+/// `TransportError/Code/serviceRestarted`; when it comes back the tree is fetched again.
 ///
 /// ```swift
 /// let cache = BlueZObjectCache(connection: connection, logger: logger)
@@ -197,7 +197,7 @@ public final class BlueZObjectCache: Sendable {
     }
 
     /// Waits until `check` says the tree is right, re-checking on every change; fails when `check` fails, when
-    /// org.bluez leaves the bus, or at `deadline` (``TransportError/Code/timeout`` naming `what`).
+    /// org.bluez leaves the bus, or at `deadline` (`TransportError/Code/timeout` naming `what`).
     public func wait(
         until deadline: KeepAliveInstant,
         for what: String,
@@ -240,7 +240,7 @@ public final class BlueZObjectCache: Sendable {
         }
     }
 
-    /// Runs `body`, throwing ``TransportError/Code/timeout`` if `deadline` passes first.
+    /// Runs `body`, throwing `TransportError/Code/timeout` if `deadline` passes first.
     func withDeadline<T: Sendable>(
         _ deadline: KeepAliveInstant,
         what: String,
@@ -262,8 +262,8 @@ public final class BlueZObjectCache: Sendable {
     }
 
     /// Runs a D-Bus operation on `device` so that it fails at once — not after a 25 s D-Bus timeout — when the
-    /// device object disappears (``TransportError/Code/deviceVanished``), when the link drops and
-    /// `requireConnected` is set (``TransportError/Code/notConnected``), or when org.bluez leaves the bus.
+    /// device object disappears (`TransportError/Code/deviceVanished`), when the link drops and
+    /// `requireConnected` is set (`TransportError/Code/notConnected`), or when org.bluez leaves the bus.
     public func guarded<T: Sendable>(
         device: ObjectPath,
         requireConnected: Bool,

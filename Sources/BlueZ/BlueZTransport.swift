@@ -4,10 +4,10 @@ public import Logging
 public import ServiceLifecycle
 import Locking
 
-/// Polls real Bluetooth hardware through BlueZ over D-Bus: the production ``PeripheralTransport``.
+/// Polls real Bluetooth hardware through BlueZ over D-Bus: the production `PeripheralTransport` (from `KeepAlive`).
 ///
 /// It keeps one ``BlueZObjectCache`` of BlueZ's tree and meets the transport contract against everything real
-/// bluetoothd 5.66 does (../shared/BLUEZ-NOTES.md): the adapter is always named and its power/rfkill state
+/// bluetoothd 5.66 does (docs/BLUEZ.md): the adapter is always named and its power/rfkill state
 /// checked; a device object already present counts as found, otherwise discovery runs until it appears;
 /// `Connect` runs under its own deadline and is cancelled by `Disconnect`; after it returns, `Connected` is
 /// read rather than awaited (the signal may never come); then `ServicesResolved`, then the wanted
@@ -25,7 +25,7 @@ import Locking
 /// }
 /// ```
 /// Put ``run()`` beside the scheduler (a task group, or a `ServiceGroup`); everything else is an operation of
-/// ``KeepAlive/PeripheralTransport``, so a ``KeepAlive/PollEngine`` drives it unchanged.
+/// `PeripheralTransport`, so a `PollEngine` drives it unchanged.
 public final class BlueZTransport: PeripheralTransport, Service {
     public struct Configuration: Sendable {
         /// D-Bus timeout for ReadValue/WriteValue/StartNotify: longer than BlueZ's own 30 s ATT timeout, so
@@ -46,7 +46,7 @@ public final class BlueZTransport: PeripheralTransport, Service {
     /// and tools. Operations do not need it; ``run()`` keeps it current.
     public let cache: BlueZObjectCache
 
-    /// The D-Bus connection's thread: every operation runs there (see ``KeepAlive/PeripheralTransport/preferredExecutor``).
+    /// The D-Bus connection's thread: every operation runs there (see `PeripheralTransport.preferredExecutor`).
     public var preferredExecutor: (any TaskExecutor)? { connection.taskExecutor }
     public let configuration: Configuration
     let connection: DBusConnection
@@ -87,7 +87,7 @@ public final class BlueZTransport: PeripheralTransport, Service {
     /// Connects to `bus` (the system bus, where bluetoothd lives, unless told otherwise) and makes a transport on
     /// a connection of its own.
     ///
-    /// - Throws: ``DBus/DBusError`` when the bus cannot be reached.
+    /// - Throws: `DBusError` when the bus cannot be reached.
     public convenience init(
         bus: DBusConnection.Bus = .system,
         configuration: Configuration = Configuration(),
@@ -116,7 +116,7 @@ public final class BlueZTransport: PeripheralTransport, Service {
     /// Waits until BlueZ's object tree has been fetched, i.e. org.bluez is on the bus and ``run()`` has caught
     /// up with it. Returns at once when it already has.
     ///
-    /// - Throws: ``KeepAlive/TransportError`` `.timeout` when org.bluez does not appear within `timeout`
+    /// - Throws: `TransportError` `.timeout` when org.bluez does not appear within `timeout`
     ///   (bluetoothd is not running, or the bus is not the one it is on); `CancellationError` when cancelled.
     public func waitUntilReady(timeout: Duration) async throws {
         try await cache.waitUntilReady(timeout: timeout)

@@ -1,7 +1,7 @@
 public import DBus
 
 /// The error replies bluetoothd 5.66 sends, names and texts exactly as a client sees them
-/// (BlueZ's src/error.c and the texts measured in BLUEZ-NOTES.md).
+/// (BlueZ's src/error.c and the texts measured in docs/BLUEZ.md).
 ///
 /// ```swift
 /// throw BlueZError.failed("le-connection-abort-by-local")

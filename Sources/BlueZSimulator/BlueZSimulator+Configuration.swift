@@ -38,7 +38,7 @@ extension BlueZSimulator {
         }
     }
 
-    /// How long things take on real hardware (BLUEZ-NOTES.md), before `Configuration.timeScale`.
+    /// How long things take on real hardware (docs/BLUEZ.md), before `Configuration.timeScale`.
     public struct Latencies: Sendable {
         /// Connect → Connected=true (70–160 ms seen).
         public var connect: Duration = .milliseconds(100)

@@ -103,7 +103,7 @@ final class SimulatorEngine: Sendable {
                     devicePath: path, handle: declaration, descriptorPath: descriptorPath))
             }
             // bluetoothd 5.66's battery plugin adds Battery1 but leaves the Battery Service's GATT objects
-            // exported (seen in the qemu lab; BLUEZ-NOTES said hidden): nothing is claimed away.
+            // exported (seen in the qemu lab; older notes said hidden): nothing is claimed away.
             let claimed = false
             services.append(ServiceLayout(
                 path: servicePath, uuid: service.uuid, primary: service.primary, handle: serviceHandle,

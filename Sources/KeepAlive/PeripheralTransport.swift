@@ -71,7 +71,8 @@ public struct Advertisement: Hashable, Sendable {
     }
 }
 
-/// The poll engine's only way to a Bluetooth stack: BlueZ over D-Bus in production, ``MockTransport`` in tests.
+/// The poll engine's only way to a Bluetooth stack: BlueZ over D-Bus in production, `MockTransport` (from
+/// KeepAliveTesting) in tests.
 ///
 /// The contract every implementation must meet:
 /// - **Typed failures.** Every error thrown is a ``TransportError`` whose code says transient or permanent,
