@@ -294,6 +294,19 @@ public enum SimulatedUUID {
     public static let setting = "4b410003-6b65-6570-616c-697665000000"
     public static let command = "4b410004-6b65-6570-616c-697665000000"
 
+    /// Mi Flora (HHCCJCY01): the data service 0x1204 and its mode, real-time data and firmware/battery
+    /// characteristics (16-bit UUIDs on the Bluetooth base, though not SIG-assigned).
+    public static let miFloraDataService = full("1204")
+    public static let miFloraMode = full("1a00")
+    public static let miFloraRealTimeData = full("1a01")
+    public static let miFloraFirmwareAndBattery = full("1a02")
+    /// LYWSD03MMC (stock firmware): the data service and the temperature/humidity/voltage reading.
+    public static let lywsd03mmcService = "ebe0ccb0-7a0a-4b0c-8a1a-6ff2997da3a6"
+    public static let lywsd03mmcReading = "ebe0ccc1-7a0a-4b0c-8a1a-6ff2997da3a6"
+    /// The simulator's own vendor service whose temperature decodes only through its 0x2904 descriptor.
+    public static let probeService = "4b410101-6b65-6570-616c-697665000000"
+    public static let probeTemperature = "4b410102-6b65-6570-616c-697665000000"
+
     /// A 16- or 32-bit UUID on the Bluetooth base, or a 128-bit one lower-cased.
     public static func full(_ uuid: String) -> String {
         let lower = uuid.lowercased()
