@@ -166,14 +166,47 @@ public struct SimulatedCharacteristic: Sendable {
     /// `read`, `write`, `write-without-response`, `notify`, `indicate`… (GattCharacteristic1.Flags).
     public var flags: [String]
     public var value: ValueGenerator
-    /// Period of notifications while a notify session exists and the device is connected.
+    /// Period of notifications while a notify session exists and the device is connected. Not multiplied by
+    /// `Configuration.timeScale`: it is the peripheral's own pace, which a test picks directly.
     public var notifyInterval: Duration
+    /// Descriptors after the CCCD (0x2902), which the simulator adds by itself to a notify/indicate
+    /// characteristic: a Characteristic Presentation Format (0x2904), a User Description (0x2901)…
+    public var descriptors: [SimulatedDescriptor]
+    /// Whether the peripheral forgets a written value when the link drops (a mode switch such as the Mi Flora's
+    /// 0x1a00): reads on the next connection answer the configured value again.
+    public var forgetsWritesOnDisconnect: Bool
+    /// Reads answer `RequiredWrite.placeholder` until a client wrote the required bytes to another
+    /// characteristic of the device (on this connection, if that one forgets writes on disconnect).
+    public var requiredWrite: RequiredWrite?
 
-    public init(uuid: String, flags: [String], value: ValueGenerator, notifyInterval: Duration = .seconds(1)) {
+    public init(
+        uuid: String, flags: [String], value: ValueGenerator, notifyInterval: Duration = .seconds(1),
+        descriptors: [SimulatedDescriptor] = [], forgetsWritesOnDisconnect: Bool = false,
+        requiredWrite: RequiredWrite? = nil
+    ) {
         self.uuid = SimulatedUUID.full(uuid)
         self.flags = flags
         self.value = value
         self.notifyInterval = notifyInterval
+        self.descriptors = descriptors
+        self.forgetsWritesOnDisconnect = forgetsWritesOnDisconnect
+        self.requiredWrite = requiredWrite
+    }
+
+    /// A peripheral that serves real values only after a command: until `bytes` were written to the
+    /// characteristic `characteristic` of the same device, reads get `placeholder` (and the value generator's
+    /// sequence does not advance, so the first real value is the generator's value 0).
+    public struct RequiredWrite: Sendable {
+        /// 16-bit or 128-bit UUID of the characteristic to write.
+        public var characteristic: String
+        public var bytes: [UInt8]
+        public var placeholder: [UInt8]
+
+        public init(characteristic: String, bytes: [UInt8], placeholder: [UInt8]) {
+            self.characteristic = SimulatedUUID.full(characteristic)
+            self.bytes = bytes
+            self.placeholder = placeholder
+        }
     }
 
     var canNotify: Bool { flags.contains("notify") || flags.contains("indicate") }
@@ -260,6 +293,19 @@ public enum SimulatedUUID {
     public static let counter = "4b410002-6b65-6570-616c-697665000000"
     public static let setting = "4b410003-6b65-6570-616c-697665000000"
     public static let command = "4b410004-6b65-6570-616c-697665000000"
+
+    /// Mi Flora (HHCCJCY01): the data service 0x1204 and its mode, real-time data and firmware/battery
+    /// characteristics (16-bit UUIDs on the Bluetooth base, though not SIG-assigned).
+    public static let miFloraDataService = full("1204")
+    public static let miFloraMode = full("1a00")
+    public static let miFloraRealTimeData = full("1a01")
+    public static let miFloraFirmwareAndBattery = full("1a02")
+    /// LYWSD03MMC (stock firmware): the data service and the temperature/humidity/voltage reading.
+    public static let lywsd03mmcService = "ebe0ccb0-7a0a-4b0c-8a1a-6ff2997da3a6"
+    public static let lywsd03mmcReading = "ebe0ccc1-7a0a-4b0c-8a1a-6ff2997da3a6"
+    /// The simulator's own vendor service whose temperature decodes only through its 0x2904 descriptor.
+    public static let probeService = "4b410101-6b65-6570-616c-697665000000"
+    public static let probeTemperature = "4b410102-6b65-6570-616c-697665000000"
 
     /// A 16- or 32-bit UUID on the Bluetooth base, or a 128-bit one lower-cased.
     public static func full(_ uuid: String) -> String {

@@ -125,7 +125,7 @@ extension SimulatorEngine {
                 for service in device.services where !service.claimed {
                     for characteristicPath in service.characteristics.reversed() {
                         guard var characteristic = model.characteristics[characteristicPath] else { continue }
-                        if let descriptor = characteristic.descriptorPath { objects.append(descriptor) }
+                        objects.append(contentsOf: characteristic.descriptorPaths.reversed())
                         objects.append(characteristicPath)
                         if let read = characteristic.pendingRead { reads.append(read.promise) }
                         characteristic.pendingRead = nil

@@ -69,8 +69,16 @@ extension SimulatorEngine {
                 characteristic.pendingRead?.promise === promise
             else { return nil }
             characteristic.pendingRead = nil
-            let full = characteristic.written ?? characteristic.configuration.value.value(characteristic.readSequence)
-            characteristic.readSequence += 1
+            let link = model.devices[characteristic.devicePath]?.link ?? 0
+            let full: [UInt8]
+            if let required = characteristic.configuration.requiredWrite,
+                !model.requiredWriteDone(required, device: characteristic.devicePath)
+            {
+                full = required.placeholder
+            } else {
+                full = characteristic.written(onLink: link) ?? characteristic.configuration.value.value(characteristic.readSequence)
+                characteristic.readSequence += 1
+            }
             guard Int(offset) <= full.count else {
                 model.characteristics[path] = characteristic
                 return .failure(BlueZError.attError(0x07))
@@ -131,10 +139,11 @@ extension SimulatorEngine {
             guard var characteristic = model.characteristics[path],
                 model.devices[characteristic.devicePath]?.link == link
             else { throw BlueZError.notConnected }
-            var stored = characteristic.written ?? characteristic.configuration.value.value(characteristic.readSequence)
+            var stored = characteristic.written(onLink: link) ?? characteristic.configuration.value.value(characteristic.readSequence)
             guard Int(offset) <= stored.count else { throw BlueZError.attError(0x07) }
             stored.replaceSubrange(Int(offset)..<min(stored.count, Int(offset) + bytes.count), with: bytes)
             characteristic.written = stored
+            characteristic.writtenOnLink = link
             model.characteristics[path] = characteristic
         }
         return []

@@ -287,7 +287,8 @@ extension SimulatorEngine {
                 let level = service.characteristics.compactMap({ model.characteristics[$0] })
                     .first(where: { $0.configuration.uuid == SimulatedUUID.full("2A19") })
             else { return 0 }
-            return (level.written ?? level.configuration.value.value(level.readSequence)).first ?? 0
+            let link = model.devices[devicePath]?.link ?? 0
+            return (level.written(onLink: link) ?? level.configuration.value.value(level.readSequence)).first ?? 0
         }
     }
 
@@ -317,6 +318,9 @@ extension SimulatorEngine {
                 objects.append((characteristic.path, characteristicObject(characteristic)))
                 if let descriptor = characteristic.descriptorPath {
                     objects.append((descriptor, descriptorObject(descriptor, of: characteristic)))
+                }
+                for descriptor in characteristic.descriptors {
+                    objects.append((descriptor.path, configuredDescriptorObject(descriptor, of: characteristic.path)))
                 }
             }
         }

@@ -97,10 +97,20 @@ final class SimulatorEngine: Sendable {
                     descriptorPath = try characteristicPath.appending("desc" + Hex.handle(handle))
                     handle += 1
                 }
+                // Configured descriptors follow the CCCD, one handle each, in the order given.
+                var descriptors: [DescriptorLayout] = []
+                for descriptor in characteristic.descriptors {
+                    descriptors.append(DescriptorLayout(
+                        configuration: descriptor, path: try characteristicPath.appending("desc" + Hex.handle(handle)),
+                        handle: handle))
+                    handle += 1
+                }
                 paths.append(characteristicPath)
-                characteristics.append(CharacteristicState(
+                var state = CharacteristicState(
                     configuration: characteristic, path: characteristicPath, servicePath: servicePath,
-                    devicePath: path, handle: declaration, descriptorPath: descriptorPath))
+                    devicePath: path, handle: declaration, descriptorPath: descriptorPath)
+                state.descriptors = descriptors
+                characteristics.append(state)
             }
             // bluetoothd 5.66's battery plugin adds Battery1 but leaves the Battery Service's GATT objects
             // exported (seen in the qemu lab; older notes said hidden): nothing is claimed away.
@@ -224,7 +234,7 @@ final class SimulatorEngine: Sendable {
             if device.gattExported {
                 for service in device.services where !service.claimed {
                     for path in service.characteristics {
-                        if let descriptor = exportedCharacteristics[path]?.descriptorPath {
+                        for descriptor in exportedCharacteristics[path]?.descriptorPaths.reversed() ?? [] {
                             try? await connection.unexport(at: descriptor)
                         }
                         try? await connection.unexport(at: path)

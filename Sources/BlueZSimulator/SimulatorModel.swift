@@ -108,8 +108,17 @@ struct CharacteristicState {
     let handle: UInt16
     /// The Client Characteristic Configuration descriptor (0x2902) of a notify/indicate characteristic.
     let descriptorPath: ObjectPath?
+    /// The configured descriptors after the CCCD, in handle order.
+    var descriptors: [DescriptorLayout] = []
+    /// The descriptors' Value properties: what the last read (or write) left, as bluetoothd caches it.
+    var descriptorValues: [ObjectPath: [UInt8]] = [:]
+    /// What clients wrote to writable configured descriptors.
+    var descriptorWrites: [ObjectPath: [UInt8]] = [:]
     var value: [UInt8] = []
     var written: [UInt8]?
+    /// The device's link when `written` was written: a characteristic that forgets writes on disconnect
+    /// ignores a value from an older link (link numbers move on every link up and down).
+    var writtenOnLink: Int?
     var readSequence: UInt64 = 0
     var notifySequence: UInt64 = 0
     /// Notify sessions, by the client's unique name.
@@ -118,9 +127,34 @@ struct CharacteristicState {
     var notifier: Task<Void, Never>?
 
     var notifying: Bool { !sessions.isEmpty }
+
+    /// Every descriptor object of the characteristic, in handle order (the CCCD first).
+    var descriptorPaths: [ObjectPath] { (descriptorPath.map { [$0] } ?? []) + descriptors.map(\.path) }
+
+    /// What the client wrote, if it still counts on the device's current `link`.
+    func written(onLink link: Int) -> [UInt8]? {
+        guard configuration.forgetsWritesOnDisconnect else { return written }
+        return writtenOnLink == link ? written : nil
+    }
+}
+
+/// A configured descriptor's place in the attribute database.
+struct DescriptorLayout: Sendable {
+    let configuration: SimulatedDescriptor
+    let path: ObjectPath
+    let handle: UInt16
 }
 
 extension Model {
+    /// Whether a client wrote `required.bytes` to the device's characteristic `required.characteristic` (on the
+    /// current link, when that characteristic forgets writes on disconnect).
+    func requiredWriteDone(_ required: SimulatedCharacteristic.RequiredWrite, device devicePath: ObjectPath) -> Bool {
+        guard let device = devices[devicePath] else { return false }
+        let target = device.services.flatMap(\.characteristics).lazy.compactMap { characteristics[$0] }
+            .first { $0.configuration.uuid == required.characteristic }
+        return target?.written(onLink: device.link) == required.bytes
+    }
+
     /// Forgets everything that lives only while bluetoothd runs; returns what must be failed or cancelled.
     mutating func resetRuntimeState(_ error: DBusError) -> [Promise<Void>] {
         var promises: [Promise<Void>] = []

@@ -17,6 +17,11 @@ struct SimulateCommand: AsyncParsableCommand {
             Runs until SIGTERM or Ctrl-C. Faults are injected at start and can be injected later over \
             D-Bus on io.keepalive.Simulator1 (/io/keepalive/Simulator).
 
+            With --profiles, five sensors that speak real profiles join them: C0:FF:EE:01:00:01 Mi Flora \
+            (write A0 1F to 1a00, then read 1a01), :02 LYWSD03MMC (notifications on ebe0ccc1-…), :03 \
+            Environmental Sensing (2a6e −7.25 °C, 2a6f, and a vendor temperature with a 0x2904 descriptor), \
+            :04 heart rate (2a37), :05 health thermometer (2a1c).
+
             Faults: connect-abort[=COUNT], in-progress, read-hang, att-error[=CODE], absent, vanish, power-off; \
             e.g. --fault connect-abort=2@C0:FF:EE:00:00:01
             """
@@ -24,6 +29,9 @@ struct SimulateCommand: AsyncParsableCommand {
 
     @Option(name: .long, help: "How many sensors (0-65535).")
     var devices = 3
+
+    @Flag(name: .long, help: "Add the profile sensors (Mi Flora, LYWSD03MMC, Environmental Sensing, heart rate, thermometer).")
+    var profiles = false
 
     @OptionGroup var bus: BusOptions
 
@@ -89,7 +97,7 @@ struct SimulateCommand: AsyncParsableCommand {
         }
         let configuration = BlueZSimulator.Configuration(
             adapters: ["hci0"],
-            devices: .sensors(count: devices),
+            devices: .sensors(count: devices) + (profiles ? .profileSensors() : []),
             timeScale: timeScale,
             quirks: Set(quirk.compactMap(BlueZSimulator.Quirk.init(rawValue:)))
         )
