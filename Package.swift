@@ -11,6 +11,7 @@ let package = Package(
         // DBus is a product because BlueZ hands out its types (the bus, object paths, errors); HostPower because
         // a scheduler that stretches on battery needs the host's real power state. README "Library".
         .library(name: "KeepAlive", targets: ["KeepAlive"]),
+        .library(name: "Readings", targets: ["Readings"]),
         .library(name: "BlueZ", targets: ["BlueZ"]),
         .library(name: "DBus", targets: ["DBus"]),
         .library(name: "HostPower", targets: ["HostPower"]),
@@ -33,12 +34,18 @@ let package = Package(
         .target(
             name: "KeepAlive",
             dependencies: [
+                "Readings",
                 "Locking",
                 "Timing",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
+        // GATT values into numbers with units: the SIG's formats as data, the 0x2904 descriptor, configured field
+        // layouts. Pure (bytes in, readings out: no I/O, no clock, no Foundation), so the core can hand readings to
+        // callbacks without importing anything Bluetooth-transport. See Sources/Readings/ReadingsDecoder.swift.
+        .target(name: "Readings"),
+        .testTarget(name: "ReadingsTests", dependencies: ["Readings"]),
         // The one lock every module uses: a pthread mutex, which ThreadSanitizer sees (Synchronization.Mutex it
         // does not, on Linux with Swift 6.3). See Sources/Locking/Locked.swift.
         .target(name: "Locking"),
@@ -154,6 +161,12 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // libmosquitto (MQTT 3.1.1 and 5, TLS through OpenSSL), as a system library: a module map and a shim header.
+        .systemLibrary(name: "CMosquitto", pkgConfig: "libmosquitto", providers: [.apt(["libmosquitto-dev"])]),
+        // The one safe Swift face of libmosquitto, shaped like DBus: one thread per client (epoll, no wake-ups
+        // beyond MQTT's keep-alive), awaited PUBACK/PUBCOMP/SUBACK, typed errors naming the call.
+        .target(name: "MQTT", dependencies: ["CMosquitto", "CLinux", "Locking"]),
+        .testTarget(name: "MQTTTests", dependencies: ["MQTT", "DBusTesting", "Locking"]),
         // The host's power and sleep, over D-Bus and sysfs: UPower, power-profiles-daemon, /sys/class/power_supply,
         // a manual switch, and logind's sleep inhibitor. Beside BlueZ, never in the core (docs/ARCHITECTURE.md).
         .target(

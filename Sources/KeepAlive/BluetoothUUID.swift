@@ -85,6 +85,13 @@ public struct BluetoothUUID: Hashable, Comparable, Sendable, CustomStringConvert
         return String(decoding: text, as: UTF8.self)
     }
 
+    /// The 16-bit assigned number (`0x2A19` for Battery Level) when the UUID is a 16-bit UUID on the Bluetooth
+    /// base, else `nil`: how the SIG's tables (``Readings/SIGCharacteristics``) know a characteristic.
+    public var assignedNumber: UInt16? {
+        guard bytes[0] == 0, bytes[1] == 0, bytes[4...].elementsEqual(Self.baseSuffix) else { return nil }
+        return UInt16(bytes[2]) << 8 | UInt16(bytes[3])
+    }
+
     /// The 16- or 32-bit form when the UUID is on the Bluetooth base, else the full form.
     public var shortDescription: String {
         guard bytes[4...].elementsEqual(Self.baseSuffix) else { return description }

@@ -1,3 +1,5 @@
+public import Readings
+
 /// One device the poll engine polls: what to connect to and what to do while connected.
 ///
 /// ```swift
@@ -9,6 +11,21 @@
 /// )
 /// ```
 public struct PeripheralSpec: Hashable, Sendable {
+    /// How one characteristic's bytes become ``Readings/Reading``s, when the SIG table is not the answer.
+    public struct Decoding: Hashable, Sendable {
+        /// The fields of a vendor payload (Mi Flora's 16 bytes: temperature at 0, light at 3…). Wins over the SIG
+        /// table and the 0x2904 descriptor: the operator knows the device.
+        public var layout: Layout?
+        /// The reading's name when the value is decoded by its 0x2904 descriptor or shown as hex (default: the
+        /// characteristic's UUID).
+        public var name: String?
+
+        public init(layout: Layout? = nil, name: String? = nil) {
+            self.layout = layout
+            self.name = name
+        }
+    }
+
     public struct Write: Hashable, Sendable {
         public var characteristic: BluetoothUUID
         public var value: [UInt8]
@@ -43,6 +60,9 @@ public struct PeripheralSpec: Hashable, Sendable {
     public var writes: [Write]
     public var reads: [BluetoothUUID]
     public var notifications: [Subscription]
+    /// Per characteristic, how its values become readings; a characteristic not listed is decoded by the SIG
+    /// table, else its 0x2904 descriptor, else shown as hex (``Readings/ReadingsDecoder``).
+    public var decoding: [BluetoothUUID: Decoding]
 
     public init(
         name: String,
@@ -51,7 +71,8 @@ public struct PeripheralSpec: Hashable, Sendable {
         budget: Duration? = nil,
         writes: [Write] = [],
         reads: [BluetoothUUID] = [],
-        notifications: [Subscription] = []
+        notifications: [Subscription] = [],
+        decoding: [BluetoothUUID: Decoding] = [:]
     ) {
         self.name = name
         self.peripheral = peripheral
@@ -60,6 +81,7 @@ public struct PeripheralSpec: Hashable, Sendable {
         self.writes = writes
         self.reads = reads
         self.notifications = notifications
+        self.decoding = decoding
     }
 
     /// Every characteristic the poll touches, for ``ConnectOptions/characteristics``.

@@ -110,6 +110,12 @@ public protocol PeripheralTransport: Sendable {
     /// Disconnects within `timeout`, whatever state the link is in.
     func disconnect(_ peripheral: Peripheral, timeout: Duration) async
 
+    /// The value of `characteristic`'s Characteristic Presentation Format descriptor (0x2904), or `nil` when it
+    /// has none; while connected. The default says none. ``PollEngine`` asks once per device and characteristic
+    /// whose readings the descriptor decides (no configured layout, not in the SIG table) and keeps the answer:
+    /// the descriptor describes the characteristic, not a value, so it does not change between connections.
+    func presentationFormat(of characteristic: BluetoothUUID, from peripheral: Peripheral) async throws -> [UInt8]?
+
     /// Where this transport's work runs cheapest, or nil (the default): for BlueZ, the D-Bus connection's
     /// thread. ``PollEngine`` runs each poll with it as the task executor preference, so a poll's D-Bus calls,
     /// replies and signals resume it on the thread that read them instead of hopping through the cooperative
@@ -119,4 +125,8 @@ public protocol PeripheralTransport: Sendable {
 
 extension PeripheralTransport {
     public var preferredExecutor: (any TaskExecutor)? { nil }
+
+    public func presentationFormat(of characteristic: BluetoothUUID, from peripheral: Peripheral) async throws -> [UInt8]? {
+        nil
+    }
 }

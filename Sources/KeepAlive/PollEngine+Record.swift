@@ -1,4 +1,5 @@
 import Locking
+import Readings
 
 /// What one device's poll in progress has gathered; read by the report that closes the tick.
 final class PollScratch: Sendable {
@@ -13,6 +14,9 @@ final class PollScratch: Sendable {
     private struct State {
         var current = Snapshot()
         var lastValues: [PollRecord.Value]?
+        /// The 0x2904 descriptors asked for so far (a descriptor describes the characteristic, so it is asked
+        /// once per device): the format, or nil when the characteristic has none or it could not be parsed.
+        var presentations: [BluetoothUUID: PresentationFormat?] = [:]
     }
 
     private let state = Locked(State())
@@ -39,6 +43,19 @@ final class PollScratch: Sendable {
 
     func add(notification: PollRecord.Notification) {
         state.withLock { $0.current.notifications.append(notification) }
+    }
+
+    /// Whether the 0x2904 descriptor of `characteristic` has been asked for.
+    func knowsPresentation(of characteristic: BluetoothUUID) -> Bool {
+        state.withLock { $0.presentations[characteristic] != nil }
+    }
+
+    func setPresentation(_ format: PresentationFormat?, of characteristic: BluetoothUUID) {
+        state.withLock { $0.presentations[characteristic] = .some(format) }
+    }
+
+    var presentations: [BluetoothUUID: PresentationFormat] {
+        state.withLock { $0.presentations.compactMapValues { $0 } }
     }
 
     func fail(_ error: TransportError) {
@@ -93,6 +110,7 @@ extension PollEngine {
             let snapshot = scratch.snapshot(tick: report.tick)
             record.values = snapshot.values
             record.notifications = snapshot.notifications
+            record.readings = spec.readings(values: snapshot.values, notifications: snapshot.notifications, presentations: scratch.presentations)
             record.attempts = snapshot.attempts
             record.window = PollRecord.Window(id: window.id, budget: window.budget, used: window.used, outcome: window.outcome)
             switch result {

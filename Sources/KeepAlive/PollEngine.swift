@@ -1,5 +1,6 @@
 public import Logging
 import Locking
+import Readings
 
 /// Polls peripherals on the scheduler's ticks: each due device, in its own ledger window, is connected,
 /// written, read and listened to, then always disconnected; each tick yields exactly one ``PollRecord`` per
@@ -228,6 +229,7 @@ public final class PollEngine: Sendable {
                 let bytes = try await transport.read(characteristic, from: peripheral)
                 scratch.add(value: PollRecord.Value(characteristic: characteristic, bytes: bytes))
             }
+            await readPresentationFormats(spec, scratch: scratch)
             if !spec.notifications.isEmpty {
                 try await listen(spec, window: window, scratch: scratch)
             }
@@ -236,6 +238,34 @@ public final class PollEngine: Sendable {
             throw error
         }
         await disconnect(peripheral, device: spec.name)
+    }
+
+    /// Asks, once per device, for the 0x2904 descriptor of each characteristic it decides the readings of. A
+    /// failed read is logged and asked again next poll; it never fails the poll (the value is still recorded,
+    /// shown as hex meanwhile).
+    private func readPresentationFormats(_ spec: PeripheralSpec, scratch: PollScratch) async {
+        for characteristic in spec.presentationCandidates where !scratch.knowsPresentation(of: characteristic) {
+            do {
+                let bytes = try await transport.presentationFormat(of: characteristic, from: spec.peripheral)
+                var format: PresentationFormat?
+                if let bytes {
+                    do {
+                        format = try PresentationFormat(descriptor: bytes)
+                    } catch {
+                        logger.warning(
+                            "0x2904 descriptor not usable, values shown as hex",
+                            metadata: ["device": "\(spec.name)", "uuid": "\(characteristic)", "error": "\(error)"]
+                        )
+                    }
+                }
+                scratch.setPresentation(format, of: characteristic)
+            } catch {
+                logger.debug(
+                    "0x2904 descriptor not read, asked again next poll",
+                    metadata: ["device": "\(spec.name)", "uuid": "\(characteristic)", "error": "\(error)"]
+                )
+            }
+        }
     }
 
     /// Subscribes to every notifying characteristic and collects values for each one's duration, in parallel.

@@ -1,3 +1,4 @@
+public import Readings
 /// Exactly one per device per tick: what was read, or a typed failure, and the window it happened in.
 public struct PollRecord: Sendable {
     public enum Result: String, Sendable, Hashable {
@@ -69,6 +70,10 @@ public struct PollRecord: Sendable {
     /// In the order the spec lists its reads.
     public var values: [Value]
     public var notifications: [Notification]
+    /// The values and the last notification of each characteristic, decoded: numbers with units, named
+    /// (`temperature`, `battery`…), in the order the spec lists them. A value that could not be decoded is a
+    /// reading with `value == nil` and its ``Readings/Reading/error``; ``values`` keeps the raw bytes.
+    public var readings: [Reading] = []
     public var failure: Failure?
     /// `nil` when the tick was skipped (overlap, backoff, ledger closed): no window was opened.
     public var window: Window?

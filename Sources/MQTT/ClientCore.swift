@@ -1,0 +1,513 @@
+import CLinux
+import CMosquitto
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The state of one MQTT connection, confined to its `ClientThread`: every method runs there, and so does
+/// every libmosquitto callback (they only run inside the `mosquitto_*` calls made here).
+///
+/// The network loop is libmosquitto's `loop_read`/`loop_write`/`loop_misc`, driven by readiness of
+/// `mosquitto_socket()` (EPOLLIN always, EPOLLOUT only while `mosquitto_want_write()`), and by one deadline:
+/// the next keep-alive check while connected, the next reconnection while not. Idle, nothing is due before
+/// the keep-alive, so the thread sleeps until then.
+final class ClientCore: @unchecked Sendable {
+    // @unchecked Sendable: all mutable state is touched on `thread` only (the `MQTTClient` methods hop there
+    // with `thread.async`); `configuration`, `thread`, the stream continuations are immutable and Sendable.
+    typealias Completion<Value> = @Sendable (Result<Value, MQTTError>) -> Void
+
+    private enum Operation {
+        case connect(Completion<MQTTConnectResult>)
+        case publish(mid: Int32, Completion<Void>)
+        case subscribe(mid: Int32, filter: String, qos: MQTTQoS, Completion<MQTTQoS>)
+        case close(Completion<Void>)
+    }
+
+    private enum State: Equatable {
+        /// Never connected, or the first connect failed: nothing is scheduled.
+        case idle
+        case connecting(automatic: Bool)
+        case connected
+        /// Lost after a successful connection: a reconnection is the deadline.
+        case waitingToReconnect
+        case closing
+        case closed
+    }
+
+    let configuration: MQTTConfiguration
+    let thread: ClientThread
+    private(set) var handle: MosquittoHandle!
+    private var random: ErasedRandom
+    private let messages: AsyncStream<MQTTMessage>.Continuation
+    private let events: AsyncStream<MQTTConnectionEvent>.Continuation
+
+    private var state = State.idle
+    var protocolVersion: MQTTProtocolVersion
+    private var hasConnected = false
+    private var sessionPresent = false
+    private var operations: [UInt64: Operation] = [:]
+    private var publishTokens: [Int32: UInt64] = [:]
+    private var subscribeTokens: [Int32: UInt64] = [:]
+    /// Filters confirmed by SUBACK, in order, sent again after a CONNACK without a session.
+    private var subscriptions: [(filter: String, qos: MQTTQoS)] = []
+    private var reconnectAttempt = 0
+
+    // Per connection attempt (internal for ClientCore+Errors.swift; on the thread only).
+    private var connackError: MQTTError?
+    var fallBackToV311 = false
+    var firstLoggedError: String?
+    private var isNewSocket = false
+
+    /// Counts on_disconnect callbacks, so that a failed `loop_*` call that did not call it (libmosquitto's TLS
+    /// handshake failure closes the socket silently) is handled as a disconnection here.
+    private var disconnections = 0
+    /// A QoS 0 publish completes inside `mosquitto_publish_v5` (written at once): its callback comes before the
+    /// message id is known to us.
+    private var isInPublishCall = false
+    private var publishedDuringCall: (mid: Int32, reasonCode: Int32)?
+
+    /// Whole seconds on CLOCK_MONOTONIC, as `mosquitto_time()` counts, of the last packet in and out: the
+    /// keep-alive check is due when libmosquitto's `loop_misc` would act, at min(in, out) + keep-alive.
+    private var lastIn: Int64 = 0
+    private var lastOut: Int64 = 0
+
+    init(
+        configuration: MQTTConfiguration, thread: ClientThread, random: any RandomNumberGenerator,
+        messages: AsyncStream<MQTTMessage>.Continuation, events: AsyncStream<MQTTConnectionEvent>.Continuation
+    ) {
+        self.configuration = configuration
+        self.thread = thread
+        self.random = ErasedRandom(base: random)
+        self.messages = messages
+        self.events = events
+        protocolVersion = configuration.protocolVersion
+    }
+
+    static func from(_ userData: UnsafeMutableRawPointer?) -> ClientCore {
+        Unmanaged<ClientCore>.fromOpaque(userData!).takeUnretainedValue()
+    }
+
+    /// Creates and configures the mosquitto object (on the caller's thread, before any work reaches the
+    /// client's thread). The core must outlive the handle: it is the callbacks' user data, unretained.
+    func setUp() throws(MQTTError) {
+        let userData = Unmanaged.passUnretained(self).toOpaque()
+        guard let handle = MosquittoHandle(
+            clientID: configuration.clientID, cleanSession: configuration.cleanStart, userData: userData)
+        else {
+            throw MQTTError(
+                code: .invalidArgument, call: "mosquitto_new",
+                message: "cannot create the MQTT client \"\(configuration.clientID)\" (invalid id or out of memory)")
+        }
+        self.handle = handle
+        handle.installCallbacks()
+        try check(handle.setTCPNoDelay(), "mosquitto_int_option", "cannot set TCP_NODELAY")
+        try check(
+            handle.setMaximumInflight(Int32(clamping: max(configuration.maximumInflight, 1))),
+            "mosquitto_max_inflight_messages_set", "cannot set the maximum of messages in flight")
+        if let will = configuration.will {
+            try MQTTTopic.validatePublish(will.topic)
+            try check(
+                handle.setWill(topic: will.topic, payload: will.payload, qos: Int32(will.qos.rawValue), retain: will.retain),
+                "mosquitto_will_set_v5", "the last will on \"\(will.topic)\" was rejected")
+        }
+        if let credentials = configuration.credentials {
+            try check(
+                handle.setCredentials(user: credentials.user, password: credentials.password),
+                "mosquitto_username_pw_set", "the user name \"\(credentials.user)\" was rejected")
+        }
+        if let tls = configuration.tls {
+            let files = [tls.caFile, tls.caDirectory, tls.certificateFile, tls.keyFile].compactMap { $0 }
+            try check(
+                handle.setTLS(caFile: tls.caFile, caPath: tls.caDirectory, certificateFile: tls.certificateFile, keyFile: tls.keyFile),
+                "mosquitto_tls_set", "the TLS files were rejected (\(files.joined(separator: ", ")))", code: .tls)
+            try check(handle.requirePeerVerification(), "mosquitto_tls_opts_set", "cannot require certificate verification", code: .tls)
+            try check(handle.setTLSInsecure(false), "mosquitto_tls_insecure_set", "cannot enable the host name check", code: .tls)
+        }
+    }
+
+    private func check(_ status: MosquittoStatus, _ call: String, _ message: String, code: MQTTError.Code = .invalidArgument) throws(MQTTError) {
+        guard !status.isSuccess else { return }
+        throw MQTTError(code: code, call: call, libraryText: status.text, message: message)
+    }
+
+    // MARK: Operations (on the thread)
+
+    func connect(_ token: UInt64, _ completion: @escaping Completion<MQTTConnectResult>) {
+        switch state {
+        case .connected:
+            completion(.success(MQTTConnectResult(sessionPresent: sessionPresent, protocolVersion: protocolVersion)))
+        case .connecting:
+            operations[token] = .connect(completion)
+        case .idle, .waitingToReconnect:
+            operations[token] = .connect(completion)
+            attemptConnection(automatic: state == .waitingToReconnect)
+        case .closing, .closed:
+            completion(.failure(.closed()))
+        }
+    }
+
+    func publish(_ token: UInt64, _ message: MQTTOutgoingMessage, _ completion: @escaping Completion<Void>) {
+        guard state == .connected else {
+            completion(.failure(notConnected("the message to \"\(message.topic)\" was not sent")))
+            return
+        }
+        var properties: PropertyList?
+        if protocolVersion == .v5 {
+            switch PropertyList.publish(message.properties) {
+            case .success(let list): properties = list
+            case .failure(let error):
+                completion(.failure(error))
+                return
+            }
+        }
+        isInPublishCall = true
+        publishedDuringCall = nil
+        let (status, mid) = handle.publish(
+            topic: message.topic, payload: message.payload, qos: Int32(message.qos.rawValue), retain: message.retain,
+            properties: properties)
+        isInPublishCall = false
+        lastOut = Self.monotonicSeconds()
+        guard status.isSuccess else {
+            completion(.failure(publishError(status, topic: message.topic)))
+            afterNetworkActivity()
+            return
+        }
+        if let done = publishedDuringCall, done.mid == mid {
+            completion(publishOutcome(reasonCode: done.reasonCode, topic: message.topic))
+        } else {
+            operations[token] = .publish(mid: mid, completion)
+            publishTokens[mid] = token
+        }
+        afterNetworkActivity()
+    }
+
+    func subscribe(_ token: UInt64, filter: String, qos: MQTTQoS, _ completion: @escaping Completion<MQTTQoS>) {
+        guard state == .connected else {
+            completion(.failure(notConnected("cannot subscribe to \"\(filter)\"")))
+            return
+        }
+        let (status, mid) = handle.subscribe(filter: filter, qos: Int32(qos.rawValue))
+        lastOut = Self.monotonicSeconds()
+        guard status.isSuccess else {
+            completion(.failure(MQTTError(
+                code: status.rawValue == Int32(MOSQ_ERR_NO_CONN.rawValue) ? .disconnected : .invalidArgument,
+                call: "mosquitto_subscribe_v5", libraryText: status.text, message: "cannot subscribe to \"\(filter)\"")))
+            afterNetworkActivity()
+            return
+        }
+        operations[token] = .subscribe(mid: mid, filter: filter, qos: qos, completion)
+        subscribeTokens[mid] = token
+        afterNetworkActivity()
+    }
+
+    /// Stops waiting for `token`'s operation (its task was cancelled). A message already handed to
+    /// libmosquitto may still be delivered.
+    func cancel(_ token: UInt64) {
+        guard let operation = operations.removeValue(forKey: token) else { return }
+        let error = MQTTError.cancelled("the broker")
+        switch operation {
+        case .connect(let completion): completion(.failure(error))
+        case .publish(let mid, let completion):
+            publishTokens[mid] = nil
+            completion(.failure(error))
+        case .subscribe(let mid, _, _, let completion):
+            subscribeTokens[mid] = nil
+            completion(.failure(error))
+        case .close(let completion): operations[token] = .close(completion)  // a close runs to its end
+        }
+    }
+
+    /// Sends DISCONNECT (normal: the broker discards the will) and ends the thread once it is written.
+    func close(_ token: UInt64, _ completion: Completion<Void>?) {
+        if state == .closed {
+            completion?(.success(()))
+            return
+        }
+        if let completion { operations[token] = .close(completion) }
+        guard state != .closing else { return }
+        let wasOpen = handle.socket >= 0
+        state = .closing
+        thread.setDeadline(nil)
+        failOperations(.closed(), keepingClose: true)
+        guard wasOpen else {
+            finishClose()
+            return
+        }
+        _ = handle.disconnect()
+        if handle.socket < 0 {
+            finishClose()
+        } else {
+            // DISCONNECT could not be written at once: EPOLLOUT finishes it; give up after two seconds.
+            afterNetworkActivity()
+            thread.setDeadline(ClientThread.now() + 2_000_000_000) { [self] in finishClose() }
+        }
+    }
+
+    /// Test hook: shuts the socket down without DISCONNECT, as a crash or a cut cable would (the broker then
+    /// publishes the will).
+    func dropConnection() {
+        let fd = handle.socket
+        if fd >= 0 { _ = shutdown(fd, Int32(SHUT_RDWR)) }
+    }
+
+    // MARK: Connecting
+
+    private func attemptConnection(automatic: Bool) {
+        thread.setDeadline(nil)
+        state = .connecting(automatic: automatic)
+        connackError = nil
+        fallBackToV311 = false
+        firstLoggedError = nil
+        let isV5 = protocolVersion == .v5
+        var status = handle.setProtocolVersion(isV5 ? MQTT_PROTOCOL_V5 : MQTT_PROTOCOL_V311)
+        if status.isSuccess {
+            let properties = isV5 ? PropertyList.connect(sessionExpiryInterval: configuration.sessionExpiryInterval) : nil
+            status = handle.connect(
+                host: configuration.host, port: Int32(clamping: configuration.port),
+                keepAlive: configuration.keepAliveSeconds, properties: properties)
+        }
+        guard status.isSuccess else {
+            connectionAttemptFailed(connectError(status, call: "mosquitto_connect_bind_v5"))
+            return
+        }
+        isNewSocket = true
+        lastIn = Self.monotonicSeconds()
+        lastOut = lastIn
+        afterNetworkActivity()
+    }
+
+    private func connectionAttemptFailed(_ error: MQTTError) {
+        thread.unwatch()
+        guard case .connecting(let automatic) = state else { return }
+        if fallBackToV311, protocolVersion == .v5 {
+            // The broker speaks 3.1.1 only: try again at once with it (from the queue, not inside a callback).
+            protocolVersion = .v311
+            thread.async { [self] in
+                if state == .connecting(automatic: automatic) { attemptConnection(automatic: automatic) }
+            }
+            return
+        }
+        failConnectOperations(error)
+        if hasConnected {
+            events.yield(.connectFailed(error))
+            scheduleReconnection()
+        } else {
+            state = .idle
+        }
+    }
+
+    private func scheduleReconnection() {
+        state = .waitingToReconnect
+        let delay = configuration.reconnect.delay(beforeAttempt: reconnectAttempt, using: &random)
+        reconnectAttempt += 1
+        let (seconds, attoseconds) = delay.components
+        let nanoseconds = seconds * 1_000_000_000 + attoseconds / 1_000_000_000
+        thread.setDeadline(ClientThread.now() + max(nanoseconds, 0)) { [self] in
+            if state == .waitingToReconnect { attemptConnection(automatic: true) }
+        }
+    }
+
+    // MARK: Callbacks (inside mosquitto_* calls, on the thread)
+
+    func handleConnack(code: Int32, flags: Int32) {
+        guard case .connecting = state else { return }
+        guard code == 0 else {
+            connackError = refusal(code)
+            return
+        }
+        state = .connected
+        hasConnected = true
+        reconnectAttempt = 0
+        sessionPresent = flags & 1 != 0
+        if !sessionPresent {
+            // The broker has no session (first connection, or it lost it): subscribe again. Their SUBACKs find
+            // no waiter and are ignored.
+            for subscription in subscriptions {
+                _ = handle.subscribe(filter: subscription.filter, qos: Int32(subscription.qos.rawValue))
+            }
+        }
+        let result = MQTTConnectResult(sessionPresent: sessionPresent, protocolVersion: protocolVersion)
+        events.yield(.connected(sessionPresent: sessionPresent, protocolVersion: protocolVersion))
+        for (token, operation) in operations {
+            guard case .connect(let completion) = operation else { continue }
+            operations[token] = nil
+            completion(.success(result))
+        }
+    }
+
+    func handleDisconnect(code: Int32) {
+        disconnections += 1
+        thread.unwatch()
+        switch state {
+        case .closing:
+            finishClose()
+        case .connecting:
+            connectionAttemptFailed(connackError ?? connectError(.of(code), call: "mosquitto_loop_read"))
+        case .connected:
+            thread.setDeadline(nil)
+            let error = MQTTError(
+                code: .disconnected, call: code == Int32(MOSQ_ERR_KEEPALIVE.rawValue) ? "mosquitto_loop_misc" : "mosquitto_loop_read",
+                libraryText: libmosquitto_strerror(code), message: "lost the connection to broker \(configuration.broker)")
+            failOperations(error, keepingClose: true)
+            events.yield(.disconnected(error))
+            scheduleReconnection()
+        case .idle, .waitingToReconnect, .closed:
+            break
+        }
+    }
+
+    func handlePublished(mid: Int32, reasonCode: Int32) {
+        guard let token = publishTokens.removeValue(forKey: mid) else {
+            if isInPublishCall { publishedDuringCall = (mid, reasonCode) }
+            return
+        }
+        guard case .publish(_, let completion) = operations.removeValue(forKey: token) else { return }
+        completion(publishOutcome(reasonCode: reasonCode, topic: nil))
+    }
+
+    func handleSuback(mid: Int32, granted: Int32?) {
+        guard let token = subscribeTokens.removeValue(forKey: mid),
+            case .subscribe(_, let filter, let requested, let completion) = operations.removeValue(forKey: token)
+        else { return }
+        guard let granted, granted < 0x80, let qos = MQTTQoS(rawValue: UInt8(granted)) else {
+            let code = granted ?? 0x80
+            completion(.failure(MQTTError(
+                code: .subscriptionRefused, call: "mosquitto_subscribe_v5",
+                libraryText: protocolVersion == .v5 ? libmosquitto_reason_string(code) : "SUBACK failure 0x80",
+                message: "broker \(configuration.broker) refused the subscription to \"\(filter)\"")))
+            return
+        }
+        if let index = subscriptions.firstIndex(where: { $0.filter == filter }) {
+            subscriptions[index].qos = requested
+        } else {
+            subscriptions.append((filter, requested))
+        }
+        completion(.success(qos))
+    }
+
+    func handleMessage(_ message: MQTTMessage) {
+        messages.yield(message)
+    }
+
+    func handleLog(_ text: String) {
+        if firstLoggedError == nil, case .connecting = state { firstLoggedError = text }
+    }
+
+    // MARK: The network loop
+
+    private func socketReady(_ ready: UInt32) {
+        let before = disconnections
+        if ready & (clinux_epollin | clinux_epollhup | clinux_epollerr) != 0 {
+            lastIn = Self.monotonicSeconds()
+            let status = handle.loopRead()
+            if !status.isSuccess, disconnections == before {
+                // libmosquitto closed the socket without calling on_disconnect (a failed TLS handshake).
+                handleDisconnect(code: status.rawValue)
+            }
+            if disconnections != before { return }
+        }
+        // Written after reading too: replies (PUBACK, PUBREL) go out now, and so does CONNECT once a TLS
+        // handshake, which only reads advance, has finished.
+        if handle.socket >= 0, ready & clinux_epollout != 0 || handle.wantsWrite {
+            lastOut = Self.monotonicSeconds()
+            let status = handle.loopWrite()
+            if !status.isSuccess, disconnections == before { handleDisconnect(code: status.rawValue) }
+            if disconnections != before { return }
+        }
+        afterNetworkActivity()
+    }
+
+    private func keepAliveDue() {
+        guard handle.socket >= 0 else { return }
+        let before = disconnections
+        let status = handle.loopMisc()
+        // loop_misc sent PINGREQ and reset libmosquitto's own times to now (or gave up on a missing PINGRESP).
+        lastIn = Self.monotonicSeconds()
+        lastOut = lastIn
+        if !status.isSuccess, disconnections == before { handleDisconnect(code: status.rawValue) }
+        if disconnections != before { return }
+        afterNetworkActivity()
+    }
+
+    /// Brings the epoll registration and the keep-alive deadline up to date after a libmosquitto call.
+    private func afterNetworkActivity() {
+        let fd = handle.socket
+        guard fd >= 0 else {
+            thread.unwatch()
+            return
+        }
+        var interest = clinux_epollin
+        // During a TLS handshake libmosquitto wants to write (CONNECT is queued) but cannot until the handshake
+        // is done, and the socket is always writable: EPOLLOUT would spin. Reads finish the handshake, and
+        // `socketReady` writes after each read.
+        let handshaking = configuration.tls != nil && state != .connected
+        if handle.wantsWrite, !handshaking || state == .closing { interest |= clinux_epollout }
+        thread.watch(fd, events: interest, isNewSocket: isNewSocket) { [unowned self] ready in socketReady(ready) }
+        isNewSocket = false
+        guard state != .closing else { return }
+        let dueSecond = min(lastIn, lastOut) + Int64(configuration.keepAliveSeconds)
+        let nowSecond = Self.monotonicNanoseconds()
+        let deadline = ClientThread.now() + max(dueSecond * 1_000_000_000 - nowSecond, 0)
+        // Kept when only a little earlier than it was, to avoid re-arming on every packet.
+        if let current = thread.currentDeadline, current <= deadline, deadline - current < 1_000_000_000 { return }
+        thread.setDeadline(deadline) { [unowned self] in keepAliveDue() }
+    }
+
+    private func finishClose() {
+        guard state != .closed else { return }
+        state = .closed
+        thread.setDeadline(nil)
+        thread.unwatch()
+        failOperations(.closed(), keepingClose: true)
+        messages.finish()
+        events.finish()
+        for (token, operation) in operations {
+            guard case .close(let completion) = operation else { continue }
+            operations[token] = nil
+            completion(.success(()))
+        }
+        thread.stop()
+    }
+
+    // MARK: Helpers
+
+    private func failOperations(_ error: MQTTError, keepingClose: Bool) {
+        for (token, operation) in operations {
+            switch operation {
+            case .connect(let completion): completion(.failure(error))
+            case .publish(_, let completion): completion(.failure(error))
+            case .subscribe(_, _, _, let completion): completion(.failure(error))
+            case .close: continue
+            }
+            operations[token] = nil
+        }
+        publishTokens.removeAll()
+        subscribeTokens.removeAll()
+    }
+
+    private func failConnectOperations(_ error: MQTTError) {
+        for (token, operation) in operations {
+            guard case .connect(let completion) = operation else { continue }
+            operations[token] = nil
+            completion(.failure(error))
+        }
+    }
+
+    /// The injected generator as a concrete type (an existential cannot be passed `inout` as `some`).
+    private struct ErasedRandom: RandomNumberGenerator {
+        var base: any RandomNumberGenerator
+        mutating func next() -> UInt64 { base.next() }
+    }
+
+    private static func monotonicNanoseconds() -> Int64 {
+        var time = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &time)
+        return Int64(time.tv_sec) * 1_000_000_000 + Int64(time.tv_nsec)
+    }
+
+    /// As `mosquitto_time()`: whole seconds of CLOCK_MONOTONIC.
+    private static func monotonicSeconds() -> Int64 {
+        monotonicNanoseconds() / 1_000_000_000
+    }
+}

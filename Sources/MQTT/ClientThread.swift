@@ -1,0 +1,242 @@
+import CLinux
+import Locking
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The thread of one `MQTTClient`: it waits in `epoll_wait` on the broker socket and an `eventfd`, and runs, in
+/// order, the work other threads queue (publishes, subscribes, close) and the socket's and the deadline's
+/// handlers. The `epoll_wait` timeout is the one deadline `ClientCore` sets (the next keep-alive check or
+/// reconnection); without one the wait is endless. So an idle client costs no wake-up between MQTT's own
+/// keep-alive pings, unlike `mosquitto_loop_forever`/`loop_start`, whose `select` returns every second.
+///
+/// The same shape as `DBus`'s `ConnectionThread`, reduced to what one MQTT connection needs: one descriptor,
+/// one deadline, blocks of work (continuations resume their tasks on the global executor).
+final class ClientThread: @unchecked Sendable {
+    // @unchecked Sendable: `pending`, `isSleeping`, `isStopping`, `hasEnded` are touched only under `mutex`; `watched`,
+    // `watchedEvents`, `handler`, `deadline` and `deadlineHandler` only on the thread; `epoll` and `wakeup`
+    // are immutable and closed once the loop has ended (a late `signal` may then write to a closed descriptor
+    // number: it is only written while `isSleeping`, which the ended loop never sets again).
+    private let mutex: UnsafeMutablePointer<pthread_mutex_t>
+    private var pending: [() -> Void] = []
+    private var isSleeping = false
+    private var isStopping = false
+    private var hasEnded = false
+    private let epoll: Int32
+    private let wakeup: Int32
+    private let name: String
+
+    private var watched: Int32 = -1
+    private var watchedEvents: UInt32 = 0
+    private var handler: ((UInt32) -> Void)?
+    private var deadline: Int64?
+    private var deadlineHandler: (() -> Void)?
+
+    /// How often the thread came back from a blocking `epoll_wait` (for tests of the idle behaviour).
+    let wakeups = Locked(0)
+
+    /// Starts the thread. Throws `.systemCall` when out of descriptors or threads.
+    init(name: String) throws(MQTTError) {
+        self.name = String(name.utf8.prefix(15)) ?? "mqtt"
+        mutex = .allocate(capacity: 1)
+        mutex.initialize(to: pthread_mutex_t())
+        pthread_mutex_init(mutex, nil)
+        epoll = clinux_epoll_create()
+        let epollErrno = errno
+        wakeup = clinux_eventfd()
+        let wakeupErrno = errno
+        guard epoll >= 0, wakeup >= 0 else {
+            if epoll >= 0 { close(epoll) }
+            if wakeup >= 0 { close(wakeup) }
+            throw MQTTError(
+                code: .systemCall, call: epoll < 0 ? "epoll_create1" : "eventfd",
+                libraryText: String(cString: strerror(epoll < 0 ? epollErrno : wakeupErrno)),
+                message: "cannot create the MQTT client's epoll descriptor and eventfd")
+        }
+        _ = clinux_epoll_control(epoll, clinux_epoll_ctl_add, wakeup, clinux_epollin)
+        let context = Unmanaged.passRetained(self).toOpaque()
+        var thread = pthread_t()
+        let created = pthread_create(&thread, nil, { context in
+            let owner = Unmanaged<ClientThread>.fromOpaque(context!).takeRetainedValue()
+            owner.name.withCString { clinux_set_thread_name($0) }
+            pthread_setspecific(ClientThread.currentKey, context)
+            owner.run()
+            pthread_setspecific(ClientThread.currentKey, nil)
+            return nil
+        }, context)
+        guard created == 0 else {
+            Unmanaged<ClientThread>.fromOpaque(context).release()
+            close(epoll)
+            close(wakeup)
+            throw MQTTError(
+                code: .systemCall, call: "pthread_create", libraryText: String(cString: strerror(created)),
+                message: "cannot start the MQTT client's thread")
+        }
+        pthread_detach(thread)
+    }
+
+    deinit {
+        pthread_mutex_destroy(mutex)
+        mutex.deinitialize(count: 1)
+        mutex.deallocate()
+    }
+
+    private static let currentKey: pthread_key_t = {
+        var key = pthread_key_t()
+        let created = pthread_key_create(&key, nil)
+        precondition(created == 0, "pthread_key_create failed: \(created)")
+        return key
+    }()
+
+    var isCurrent: Bool {
+        pthread_getspecific(Self.currentKey) == Unmanaged.passUnretained(self).toOpaque()
+    }
+
+    /// Runs `block` on the thread after the work queued before it; false (and `block` dropped) once the thread
+    /// has ended.
+    @discardableResult
+    func async(_ block: @escaping @Sendable () -> Void) -> Bool {
+        pthread_mutex_lock(mutex)
+        guard !hasEnded else {
+            pthread_mutex_unlock(mutex)
+            return false
+        }
+        pending.append(block)
+        let wake = isSleeping
+        isSleeping = false
+        if wake {
+            var one: UInt64 = 1
+            _ = write(wakeup, &one, MemoryLayout<UInt64>.size)
+        }
+        pthread_mutex_unlock(mutex)
+        return true
+    }
+
+    /// Ends the loop once the queue is empty; the descriptors are closed then. On any thread.
+    func stop() {
+        pthread_mutex_lock(mutex)
+        isStopping = true
+        let wake = isSleeping
+        isSleeping = false
+        if wake {
+            var one: UInt64 = 1
+            _ = write(wakeup, &one, MemoryLayout<UInt64>.size)
+        }
+        pthread_mutex_unlock(mutex)
+    }
+
+    // MARK: On the thread only
+
+    /// Watches `fd` for `events` (level-triggered; -1 or 0 events: none). A new descriptor number, or the same
+    /// number after a reconnection (the old socket left the epoll set when it was closed), is added again.
+    func watch(_ fd: Int32, events: UInt32, isNewSocket: Bool, handler: @escaping (UInt32) -> Void) {
+        self.handler = handler
+        if fd != watched || isNewSocket {
+            if watched >= 0, watched != fd {
+                // Fails harmlessly (EBADF/ENOENT) when libmosquitto has already closed the old socket.
+                _ = clinux_epoll_control(epoll, clinux_epoll_ctl_del, watched, 0)
+            }
+            watched = fd
+            watchedEvents = 0
+            guard fd >= 0, events != 0 else { return }
+            if clinux_epoll_control(epoll, clinux_epoll_ctl_add, fd, events) != 0 {
+                // EEXIST: the same socket was still registered.
+                _ = clinux_epoll_control(epoll, clinux_epoll_ctl_mod, fd, events)
+            }
+            watchedEvents = events
+            return
+        }
+        guard fd >= 0, events != watchedEvents else { return }
+        if clinux_epoll_control(epoll, clinux_epoll_ctl_mod, fd, events) != 0 {
+            _ = clinux_epoll_control(epoll, clinux_epoll_ctl_add, fd, events)
+        }
+        watchedEvents = events
+    }
+
+    /// Forgets the socket (it was closed: it has left the epoll set by itself).
+    func unwatch() {
+        if watched >= 0 { _ = clinux_epoll_control(epoll, clinux_epoll_ctl_del, watched, 0) }
+        watched = -1
+        watchedEvents = 0
+    }
+
+    /// Calls `handler` at `deadline` (nanoseconds on CLOCK_BOOTTIME, ``now()``), never before; nil clears it.
+    func setDeadline(_ deadline: Int64?, _ handler: (() -> Void)? = nil) {
+        self.deadline = deadline
+        deadlineHandler = deadline == nil ? nil : handler
+    }
+
+    var currentDeadline: Int64? { deadline }
+
+    static func now() -> Int64 {
+        var time = timespec()
+        clock_gettime(CLOCK_BOOTTIME, &time)
+        return Int64(time.tv_sec) * 1_000_000_000 + Int64(time.tv_nsec)
+    }
+
+    // MARK: The loop
+
+    private func run() {
+        var batch: [() -> Void] = []
+        var descriptors = [Int32](repeating: 0, count: 4)
+        var events = [UInt32](repeating: 0, count: 4)
+        while true {
+            pthread_mutex_lock(mutex)
+            if pending.isEmpty {
+                if isStopping {
+                    hasEnded = true
+                    pthread_mutex_unlock(mutex)
+                    break
+                }
+                let timeout = Self.milliseconds(until: deadline)
+                isSleeping = timeout != 0
+                pthread_mutex_unlock(mutex)
+                let count = clinux_epoll_wait(epoll, &descriptors, &events, Int32(descriptors.count), timeout)
+                if timeout != 0 {
+                    pthread_mutex_lock(mutex)
+                    isSleeping = false
+                    pthread_mutex_unlock(mutex)
+                    wakeups.withLock { $0 += 1 }
+                }
+                if count > 0 {
+                    for index in 0..<Int(count) {
+                        if descriptors[index] == wakeup {
+                            var value: UInt64 = 0
+                            _ = read(wakeup, &value, MemoryLayout<UInt64>.size)
+                        } else if descriptors[index] == watched {
+                            handler?(events[index])
+                        }
+                    }
+                }
+                fireDeadline()
+                continue
+            }
+            swap(&batch, &pending)
+            pthread_mutex_unlock(mutex)
+            for block in batch { block() }
+            batch.removeAll(keepingCapacity: true)
+        }
+        handler = nil
+        deadlineHandler = nil
+        close(epoll)
+        close(wakeup)
+    }
+
+    private func fireDeadline() {
+        guard let due = deadline, Self.now() >= due else { return }
+        let handler = deadlineHandler
+        deadline = nil
+        deadlineHandler = nil
+        handler?()
+    }
+
+    /// The `epoll_wait` timeout for `deadline`: -1 without one, rounded up so the wait never ends early, at most
+    /// 60 s (epoll counts on CLOCK_MONOTONIC, which stops in a suspend; the deadline is on CLOCK_BOOTTIME).
+    private static func milliseconds(until deadline: Int64?) -> Int32 {
+        guard let deadline else { return -1 }
+        let left = deadline - now()
+        guard left > 0 else { return 0 }
+        return Int32(min((left + 999_999) / 1_000_000, 60_000))
+    }
+}

@@ -1,0 +1,328 @@
+import CMosquitto
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+// Every raw libmosquitto call made by this module lives in this file, the way swift-system keeps its syscalls in
+// `Internals/Syscalls.swift` and `DBus` keeps libdbus's in `LibDBus.swift`: one place to audit what crosses into
+// C, with the C name in each wrapper's name. The rest of the module goes through these wrappers and the owner
+// classes (`MosquittoHandle`, `PropertyList`), never through `mosquitto_*` directly.
+//
+// libmosquitto is used *without* its own network loop (`mosquitto_loop_forever`/`loop_start` wake every second):
+// `ClientCore` drives `mosquitto_loop_read/write/misc` from its own epoll thread, so the library's callbacks all
+// run on that thread, inside one of these calls.
+
+/// `struct mosquitto *`
+typealias RawMosquitto = OpaquePointer
+
+/// The outcome of a libmosquitto call that returns `MOSQ_ERR_*`.
+struct MosquittoStatus: Equatable {
+    var rawValue: Int32
+    /// The `errno` right after the call, for `MOSQ_ERR_ERRNO`.
+    var errno: Int32 = 0
+
+    var isSuccess: Bool { rawValue == Int32(MOSQ_ERR_SUCCESS.rawValue) }
+
+    static func of(_ rawValue: Int32) -> MosquittoStatus {
+        MosquittoStatus(rawValue: rawValue, errno: Glibc.errno)
+    }
+
+    /// `mosquitto_strerror`, with `strerror(errno)` for MOSQ_ERR_ERRNO (whose own text just says "see errno").
+    var text: String {
+        if rawValue == Int32(MOSQ_ERR_ERRNO.rawValue), errno != 0 { return String(cString: strerror(errno)) }
+        return libmosquitto_strerror(rawValue)
+    }
+}
+
+// MARK: - Library
+
+/// `mosquitto_lib_init`, once per process: Swift runs a global's initialiser exactly once, thread-safely.
+private let libraryInitialised: Void = {
+    _ = mosquitto_lib_init()
+}()
+
+func libmosquitto_lib_init_once() {
+    libraryInitialised
+}
+
+/// `mosquitto_strerror`
+func libmosquitto_strerror(_ code: Int32) -> String {
+    String(cString: mosquitto_strerror(code))
+}
+
+/// `mosquitto_connack_string` (MQTT 3.1.1 CONNACK return codes 0–5)
+func libmosquitto_connack_string(_ code: Int32) -> String {
+    String(cString: mosquitto_connack_string(code))
+}
+
+/// `mosquitto_reason_string` (MQTT 5 reason codes)
+func libmosquitto_reason_string(_ code: Int32) -> String {
+    String(cString: mosquitto_reason_string(code))
+}
+
+// MARK: - The client object
+
+/// Owns one `struct mosquitto`, destroyed in `deinit` (after which no callback can run: they only run inside
+/// calls made with this pointer).
+final class MosquittoHandle: @unchecked Sendable {
+    // @unchecked Sendable: created on the caller's thread in `MQTTClient.init`, then used only on the client's
+    // thread (`ClientCore`), and destroyed once the last holder lets go; never used by two threads at once.
+    let pointer: RawMosquitto
+
+    /// `mosquitto_new(id, clean_session, obj)`; nil when out of memory or the arguments are invalid.
+    init?(clientID: String, cleanSession: Bool, userData: UnsafeMutableRawPointer) {
+        libmosquitto_lib_init_once()
+        guard let pointer = clientID.withCString({ mosquitto_new($0, cleanSession, userData) }) else { return nil }
+        self.pointer = pointer
+    }
+
+    deinit {
+        mosquitto_destroy(pointer)
+    }
+
+    /// `mosquitto_int_option(MOSQ_OPT_PROTOCOL_VERSION, …)`
+    func setProtocolVersion(_ version: Int32) -> MosquittoStatus {
+        .of(mosquitto_int_option(pointer, MOSQ_OPT_PROTOCOL_VERSION, version))
+    }
+
+    /// `mosquitto_int_option(MOSQ_OPT_TCP_NODELAY, 1)`: a publish goes out now, not after Nagle's delay.
+    func setTCPNoDelay() -> MosquittoStatus {
+        .of(mosquitto_int_option(pointer, MOSQ_OPT_TCP_NODELAY, 1))
+    }
+
+    /// `mosquitto_int_option(MOSQ_OPT_SEND_MAXIMUM)` (MQTT 5; the broker's receive maximum wins when lower) and
+    /// `mosquitto_max_inflight_messages_set` (MQTT 3.1.1): QoS 1/2 messages in flight at once; more wait in
+    /// libmosquitto's queue.
+    func setMaximumInflight(_ count: Int32) -> MosquittoStatus {
+        let status = MosquittoStatus.of(mosquitto_int_option(pointer, MOSQ_OPT_SEND_MAXIMUM, count))
+        guard status.isSuccess else { return status }
+        return .of(mosquitto_max_inflight_messages_set(pointer, UInt32(count)))
+    }
+
+    /// `mosquitto_will_set_v5` (no properties: a will is then valid under both protocol versions)
+    func setWill(topic: String, payload: [UInt8], qos: Int32, retain: Bool) -> MosquittoStatus {
+        payload.withUnsafeBytes { bytes in
+            topic.withCString { topic in
+                .of(mosquitto_will_set_v5(pointer, topic, Int32(bytes.count), bytes.baseAddress, qos, retain, nil))
+            }
+        }
+    }
+
+    /// `mosquitto_username_pw_set`
+    func setCredentials(user: String, password: String?) -> MosquittoStatus {
+        user.withCString { user in
+            guard let password else { return .of(mosquitto_username_pw_set(pointer, user, nil)) }
+            return password.withCString { .of(mosquitto_username_pw_set(pointer, user, $0)) }
+        }
+    }
+
+    /// `mosquitto_tls_set(cafile, capath, certfile, keyfile, NULL)`
+    func setTLS(caFile: String?, caPath: String?, certificateFile: String?, keyFile: String?) -> MosquittoStatus {
+        withOptionalCString(caFile) { caFile in
+            withOptionalCString(caPath) { caPath in
+                withOptionalCString(certificateFile) { certificateFile in
+                    withOptionalCString(keyFile) { keyFile in
+                        .of(mosquitto_tls_set(pointer, caFile, caPath, certificateFile, keyFile, nil))
+                    }
+                }
+            }
+        }
+    }
+
+    /// `mosquitto_tls_opts_set(SSL_VERIFY_PEER, NULL, NULL)`: the broker's certificate must verify.
+    func requirePeerVerification() -> MosquittoStatus {
+        .of(mosquitto_tls_opts_set(pointer, cmosquitto_ssl_verify_peer, nil, nil))
+    }
+
+    /// `mosquitto_tls_insecure_set`: false keeps the host name check (the default, set explicitly).
+    func setTLSInsecure(_ insecure: Bool) -> MosquittoStatus {
+        .of(mosquitto_tls_insecure_set(pointer, insecure))
+    }
+
+    /// `mosquitto_connect_bind_v5`: resolves and connects the TCP socket *blocking*, then switches it to
+    /// non-blocking, starts TLS (non-blocking, finished by `loop_read`) and queues CONNECT.
+    func connect(host: String, port: Int32, keepAlive: Int32, properties: PropertyList?) -> MosquittoStatus {
+        host.withCString { host in
+            .of(mosquitto_connect_bind_v5(pointer, host, port, keepAlive, nil, properties?.head))
+        }
+    }
+
+    /// `mosquitto_disconnect_v5(MQTT_RC_NORMAL_DISCONNECTION)`: a normal DISCONNECT, after which the broker
+    /// discards the will.
+    func disconnect() -> MosquittoStatus {
+        .of(mosquitto_disconnect_v5(pointer, Int32(MQTT_RC_NORMAL_DISCONNECTION.rawValue), nil))
+    }
+
+    /// `mosquitto_publish_v5`; the message id on success.
+    func publish(topic: String, payload: [UInt8], qos: Int32, retain: Bool, properties: PropertyList?)
+        -> (MosquittoStatus, Int32)
+    {
+        var mid: Int32 = 0
+        let status = payload.withUnsafeBytes { bytes in
+            topic.withCString { topic in
+                MosquittoStatus.of(mosquitto_publish_v5(
+                    pointer, &mid, topic, Int32(bytes.count), bytes.baseAddress, qos, retain, properties?.head))
+            }
+        }
+        return (status, mid)
+    }
+
+    /// `mosquitto_subscribe_v5` (options 0: no-local off, retain-as-published off, send retained); the message id.
+    func subscribe(filter: String, qos: Int32) -> (MosquittoStatus, Int32) {
+        var mid: Int32 = 0
+        let status = filter.withCString { MosquittoStatus.of(mosquitto_subscribe_v5(pointer, &mid, $0, qos, 0, nil)) }
+        return (status, mid)
+    }
+
+    /// `mosquitto_socket`: -1 while not connected. Changes on every reconnection.
+    var socket: Int32 { mosquitto_socket(pointer) }
+
+    /// `mosquitto_want_write`: packets (or TLS data) wait to be written.
+    var wantsWrite: Bool { mosquitto_want_write(pointer) }
+
+    /// `mosquitto_loop_read` (max_packets is ignored by libmosquitto 2.0; it reads what is queued)
+    func loopRead() -> MosquittoStatus { .of(mosquitto_loop_read(pointer, 1)) }
+
+    /// `mosquitto_loop_write`
+    func loopWrite() -> MosquittoStatus { .of(mosquitto_loop_write(pointer, 1)) }
+
+    /// `mosquitto_loop_misc`: the keep-alive check (PINGREQ, or closing when the PINGRESP did not come).
+    func loopMisc() -> MosquittoStatus { .of(mosquitto_loop_misc(pointer)) }
+
+    /// Installs the C callbacks, each of which finds `ClientCore` again through the user data pointer.
+    func installCallbacks() {
+        mosquitto_connect_v5_callback_set(pointer) { _, userData, code, flags, _ in
+            ClientCore.from(userData).handleConnack(code: code, flags: flags)
+        }
+        mosquitto_disconnect_v5_callback_set(pointer) { _, userData, code, _ in
+            ClientCore.from(userData).handleDisconnect(code: code)
+        }
+        mosquitto_publish_v5_callback_set(pointer) { _, userData, mid, reason, _ in
+            ClientCore.from(userData).handlePublished(mid: mid, reasonCode: reason)
+        }
+        mosquitto_subscribe_v5_callback_set(pointer) { _, userData, mid, count, granted, _ in
+            let first = count > 0 ? granted?[0] : nil
+            ClientCore.from(userData).handleSuback(mid: mid, granted: first)
+        }
+        mosquitto_message_v5_callback_set(pointer) { _, userData, message, properties in
+            guard let message = message?.pointee else { return }
+            let topic = message.topic.map { String(cString: $0) } ?? ""
+            var payload: [UInt8] = []
+            if let bytes = message.payload, message.payloadlen > 0 {
+                payload = Array(UnsafeRawBufferPointer(start: bytes, count: Int(message.payloadlen)))
+            }
+            let incoming = MQTTMessage(
+                topic: topic, payload: payload, qos: MQTTQoS(rawValue: UInt8(clamping: message.qos)) ?? .atMostOnce,
+                retain: message.retain, properties: PropertyList.decode(properties))
+            ClientCore.from(userData).handleMessage(incoming)
+        }
+        mosquitto_log_callback_set(pointer) { _, userData, level, text in
+            guard let text, level & (MOSQ_LOG_ERR | MOSQ_LOG_WARNING) != 0 else { return }
+            ClientCore.from(userData).handleLog(String(cString: text))
+        }
+    }
+}
+
+// MARK: - Properties (MQTT 5)
+
+/// Owns one `mosquitto_property` list, freed in `deinit` (`mosquitto_property_free_all`).
+final class PropertyList {
+    private(set) var head: OpaquePointer?
+
+    private init() {}
+
+    deinit {
+        mosquitto_property_free_all(&head)
+    }
+
+    /// The PUBLISH properties of `properties`; nil when there are none to send. Fails with the status of the
+    /// first `mosquitto_property_add_*` call that failed (e.g. MOSQ_ERR_MALFORMED_UTF8).
+    static func publish(_ properties: MQTTProperties) -> Result<PropertyList?, MQTTError> {
+        guard !properties.isEmpty else { return .success(nil) }
+        let list = PropertyList()
+        if let expiry = properties.messageExpiryInterval {
+            let status = MosquittoStatus.of(
+                mosquitto_property_add_int32(&list.head, Int32(MQTT_PROP_MESSAGE_EXPIRY_INTERVAL.rawValue), expiry))
+            if let error = list.failure(status, "mosquitto_property_add_int32") { return .failure(error) }
+        }
+        if let contentType = properties.contentType {
+            let status = contentType.withCString {
+                MosquittoStatus.of(
+                    mosquitto_property_add_string(&list.head, Int32(MQTT_PROP_CONTENT_TYPE.rawValue), $0))
+            }
+            if let error = list.failure(status, "mosquitto_property_add_string") { return .failure(error) }
+        }
+        for property in properties.userProperties {
+            let status = property.name.withCString { name in
+                property.value.withCString { value in
+                    MosquittoStatus.of(mosquitto_property_add_string_pair(
+                        &list.head, Int32(MQTT_PROP_USER_PROPERTY.rawValue), name, value))
+                }
+            }
+            if let error = list.failure(status, "mosquitto_property_add_string_pair") { return .failure(error) }
+        }
+        return .success(list)
+    }
+
+    /// The CONNECT properties: the session expiry interval (how long the broker keeps the session after the
+    /// connection ends).
+    static func connect(sessionExpiryInterval: UInt32) -> PropertyList {
+        let list = PropertyList()
+        _ = mosquitto_property_add_int32(
+            &list.head, Int32(MQTT_PROP_SESSION_EXPIRY_INTERVAL.rawValue), sessionExpiryInterval)
+        return list
+    }
+
+    private func failure(_ status: MosquittoStatus, _ call: String) -> MQTTError? {
+        guard !status.isSuccess else { return nil }
+        return MQTTError(
+            code: .invalidArgument, call: call, libraryText: status.text, message: "an MQTT 5 property was rejected")
+    }
+
+    /// Reads the properties this module knows from a list libmosquitto owns (an incoming PUBLISH's).
+    static func decode(_ list: OpaquePointer?) -> MQTTProperties {
+        var properties = MQTTProperties()
+        var current = list
+        while let property = current {
+            switch mosquitto_property_identifier(property) {
+            case Int32(MQTT_PROP_MESSAGE_EXPIRY_INTERVAL.rawValue):
+                var value: UInt32 = 0
+                if mosquitto_property_read_int32(
+                    property, Int32(MQTT_PROP_MESSAGE_EXPIRY_INTERVAL.rawValue), &value, false) != nil
+                {
+                    properties.messageExpiryInterval = value
+                }
+            case Int32(MQTT_PROP_CONTENT_TYPE.rawValue):
+                var value: UnsafeMutablePointer<CChar>?
+                if mosquitto_property_read_string(property, Int32(MQTT_PROP_CONTENT_TYPE.rawValue), &value, false)
+                    != nil, let value
+                {
+                    properties.contentType = String(cString: value)
+                    free(value)
+                }
+            case Int32(MQTT_PROP_USER_PROPERTY.rawValue):
+                var name: UnsafeMutablePointer<CChar>?
+                var value: UnsafeMutablePointer<CChar>?
+                if mosquitto_property_read_string_pair(
+                    property, Int32(MQTT_PROP_USER_PROPERTY.rawValue), &name, &value, false) != nil
+                {
+                    properties.userProperties.append(MQTTUserProperty(
+                        name: name.map { String(cString: $0) } ?? "", value: value.map { String(cString: $0) } ?? ""))
+                }
+                free(name)
+                free(value)
+            default:
+                break
+            }
+            current = mosquitto_property_next(property)
+        }
+        return properties
+    }
+}
+
+/// Calls `body` with a C string for an optional Swift string (nil stays NULL).
+private func withOptionalCString<R>(_ string: String?, _ body: (UnsafePointer<CChar>?) -> R) -> R {
+    guard let string else { return body(nil) }
+    return string.withCString { body($0) }
+}

@@ -1,0 +1,53 @@
+import DBusTesting
+import Foundation
+import Locking
+import MQTT
+import Testing
+
+@Suite struct IdleTests {
+    @Test func anIdleConnectedClientsThreadDoesNotWakeUpBetweenKeepAlives() async throws {
+        let broker = try await Broker.start()
+        defer { broker.remove() }
+        var settings = configuration(broker, keepAlive: .seconds(60))
+        settings.threadName = "mqtt-idle"
+        let client = try MQTTClient(configuration: settings)
+        try await client.connect()
+        try await client.subscribe("idle/#")
+        try await client.publish(topic: "idle/x", payload: [], qos: .exactlyOnce)
+        // Let the last packets (the echo of idle/x) settle: the count must stop moving.
+        let previous = Locked(-1)
+        try await waitUntil("the thread is quiet") {
+            let now = client.statistics.wakeups
+            return previous.withLock { last in
+                defer { last = now }
+                return now == last
+            }
+        }
+        let thread = try #require(threadIDs(named: "mqtt-idle").first)
+        let wakeupsBefore = client.statistics.wakeups
+        let switchesBefore = try #require(voluntaryContextSwitches(thread: thread))
+        try await Task.sleep(for: .seconds(3))  // the measurement window itself, not a wait for a condition
+        let wakeups = client.statistics.wakeups - wakeupsBefore
+        let switches = try #require(voluntaryContextSwitches(thread: thread)) - switchesBefore
+        print("idle 3 s: \(wakeups) epoll wake-ups, \(switches) voluntary context switches of the client's thread")
+        #expect(wakeups == 0)
+        #expect(switches == 0)
+        await client.close()
+    }
+
+    @Test func aShortKeepAlivePingsAndStaysConnected() async throws {
+        let broker = try await Broker.start()
+        defer { broker.remove() }
+        let client = try MQTTClient(configuration: configuration(broker, clientID: "pinger", keepAlive: .seconds(5)))
+        let events = EventLog(client)
+        try await client.connect()
+        let before = client.statistics.wakeups
+        // Past one keep-alive period the client must have sent PINGREQ (the broker logs it with log_type all).
+        try await waitUntil("the broker saw PINGREQ", timeout: .seconds(12)) { broker.log.contains("Received PINGREQ from pinger") }
+        try await client.publish(topic: "still/here", payload: [])
+        #expect(events.disconnections == 0)
+        // One wake-up for the keep-alive deadline, one for the PINGRESP, a few for the publish: not one per second.
+        #expect(client.statistics.wakeups - before < 10)
+        await client.close()
+    }
+}

@@ -1,0 +1,128 @@
+import DBusTesting
+import Foundation
+import MQTT
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+@Suite struct SecurityTests {
+    @Test func aWrongPasswordIsNotAuthorizedNamingBrokerAndUserButNotThePassword() async throws {
+        let directory = try makeTemporaryDirectory()
+        try await run(["mosquitto_passwd", "-b", "-c", directory + "/passwords", "bridge", "right-secret"])
+        let broker = try await Broker.start(
+            directory: directory, listener: "allow_anonymous false\npassword_file \(directory)/passwords")
+        defer { broker.remove() }
+
+        for version in [MQTTProtocolVersion.v5, .v311] {
+            var settings = configuration(broker, protocolVersion: version)
+            settings.credentials = .init(user: "bridge", password: "wrong-secret")
+            let client = try MQTTClient(configuration: settings)
+            let error = await #expect(throws: MQTTError.self) { try await client.connect() }
+            #expect(error?.code == .notAuthorized)
+            let text = error.map { "\($0)" } ?? ""
+            #expect(text.contains("127.0.0.1:\(broker.port)"))
+            #expect(text.contains("\"bridge\""))
+            #expect(!text.contains("wrong-secret"))
+            var dumped = ""
+            dump(settings, to: &dumped)
+            #expect(!"\(settings) \(String(reflecting: settings)) \(dumped)".contains("wrong-secret"))
+            await client.close()
+        }
+
+        var settings = configuration(broker)
+        settings.credentials = .init(user: "bridge", password: "right-secret")
+        let client = try MQTTClient(configuration: settings)
+        try await client.connect()
+        try await client.publish(topic: "authorised", payload: [])
+        await client.close()
+    }
+
+    @Test func readsAPasswordFileAndTellsWhetherItIsWorldReadable() throws {
+        let directory = try makeTemporaryDirectory()
+        defer { _ = Subprocess.runBlockingIgnoringErrors(["rm", "-rf", directory]) }
+        let path = directory + "/password"
+        try "s3cret\n".write(toFile: path, atomically: true, encoding: .utf8)
+        chmod(path, 0o600)
+        let private_ = try MQTTClient.readPassword(from: path)
+        #expect(private_.password == "s3cret")
+        #expect(private_.worldReadable == false)
+        chmod(path, 0o644)
+        #expect(try MQTTClient.readPassword(from: path).worldReadable == true)
+        let error = #expect(throws: MQTTError.self) { try MQTTClient.readPassword(from: directory + "/missing") }
+        #expect(error?.code == .systemCall)
+        #expect(error?.message.contains(directory + "/missing") == true)
+    }
+
+    @Test func tlsConnectsWithTheRightCAAndRefusesAnotherCA() async throws {
+        let directory = try makeTemporaryDirectory()
+        try await makeCertificates(in: directory)
+        let broker = try await Broker.start(directory: directory, listener: """
+            allow_anonymous true
+            cafile \(directory)/ca.crt
+            certfile \(directory)/server.crt
+            keyfile \(directory)/server.key
+            """)
+        defer { broker.remove() }
+
+        for host in ["127.0.0.1", "localhost"] {
+            var settings = configuration(broker)
+            settings.host = host
+            settings.tls = .init(caFile: directory + "/ca.crt")
+            let client = try MQTTClient(configuration: settings)
+            try await client.connect()
+            try await client.publish(topic: "tls/ok", payload: "secure".bytes, qos: .exactlyOnce)
+            await client.close()
+        }
+
+        var wrong = configuration(broker)
+        wrong.tls = .init(caFile: directory + "/other-ca.crt")
+        let client = try MQTTClient(configuration: wrong)
+        let error = await #expect(throws: MQTTError.self) { try await client.connect() }
+        #expect(error?.code == .tls)
+        #expect(error?.description.contains("127.0.0.1:\(broker.port)") == true)
+        #expect(error?.libraryText?.contains("certificate verify failed") == true)
+        await client.close()
+    }
+
+    @Test func tlsRefusesACertificateForAnotherHost() async throws {
+        let directory = try makeTemporaryDirectory()
+        try await makeCertificates(in: directory, serverNames: "DNS:broker.example")
+        let broker = try await Broker.start(directory: directory, listener: """
+            allow_anonymous true
+            cafile \(directory)/ca.crt
+            certfile \(directory)/server.crt
+            keyfile \(directory)/server.key
+            """)
+        defer { broker.remove() }
+        var settings = configuration(broker)
+        settings.tls = .init(caFile: directory + "/ca.crt")
+        let client = try MQTTClient(configuration: settings)
+        let error = await #expect(throws: MQTTError.self) { try await client.connect() }
+        #expect(error?.code == .tls)
+        await client.close()
+    }
+
+    /// A CA, a server certificate it signs for `serverNames`, and an unrelated second CA.
+    private func makeCertificates(in directory: String, serverNames: String = "IP:127.0.0.1,DNS:localhost") async throws {
+        let key = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+        try await run(["openssl", "req", "-x509"] + key + [
+            "-keyout", directory + "/ca.key", "-out", directory + "/ca.crt", "-days", "2", "-subj", "/CN=Test CA",
+        ])
+        try await run(["openssl", "req", "-x509"] + key + [
+            "-keyout", directory + "/other-ca.key", "-out", directory + "/other-ca.crt", "-days", "2",
+            "-subj", "/CN=Other CA",
+        ])
+        try await run(["openssl", "req"] + key + [
+            "-keyout", directory + "/server.key", "-out", directory + "/server.csr", "-subj", "/CN=test broker",
+        ])
+        try "subjectAltName=\(serverNames)\nbasicConstraints=CA:FALSE\n"
+            .write(toFile: directory + "/server.ext", atomically: true, encoding: .utf8)
+        try await run([
+            "openssl", "x509", "-req", "-in", directory + "/server.csr", "-CA", directory + "/ca.crt",
+            "-CAkey", directory + "/ca.key", "-CAcreateserial", "-out", directory + "/server.crt", "-days", "2",
+            "-extfile", directory + "/server.ext",
+        ])
+    }
+}
