@@ -190,6 +190,7 @@ let package = Package(
             name: "KeepAliveDaemon",
             dependencies: [
                 "KeepAlive",
+                "Readings",
                 "BlueZ",
                 "DBus",
                 "HostPower",
@@ -220,12 +221,12 @@ let package = Package(
         ),
         .testTarget(
             name: "KeepAliveDaemonTests",
-            dependencies: ["KeepAliveDaemon", "KeepAlive", "KeepAliveTesting", "DBus", "DBusTesting", "BlueZSimulator", "Locking"]
+            dependencies: ["KeepAliveDaemon", "KeepAlive", "KeepAliveTesting", "Readings", "DBus", "DBusTesting", "BlueZSimulator", "Locking"]
         ),
         // The `keepalive` command end to end: the built binary against a private bus and the simulator.
         .testTarget(
             name: "KeepAliveCLITests",
-            dependencies: ["KeepAliveDaemon", "BlueZSimulator", "DBus", "DBusTesting", "Locking"]
+            dependencies: ["KeepAliveDaemon", "Readings", "BlueZSimulator", "DBus", "DBusTesting", "Locking"]
         ),
         // The hardware-in-the-loop suite: skipped unless KEEPALIVE_HIL_* name a BlueZ to test (the simulator,
         // the qemu lab's real bluetoothd, or real hardware; see README "Hardware in the loop").

@@ -138,6 +138,17 @@ public final class BlueZObjectCache: Sendable {
         }.sorted { $0.path < $1.path }
     }
 
+    /// The descriptors of a characteristic (`…/charXXXX/descYYYY`), in path order.
+    public func descriptors(of characteristic: ObjectPath) -> [GattDescriptor1] {
+        let prefix = characteristic.rawValue + "/desc"
+        return state.withLock { state in
+            state.objects.compactMap { path, interfaces -> GattDescriptor1? in
+                guard path.rawValue.hasPrefix(prefix), let properties = interfaces[BlueZ.gattDescriptorInterface] else { return nil }
+                return GattDescriptor1(path: path, properties: properties)
+            }
+        }.sorted { $0.path < $1.path }
+    }
+
     /// The characteristic with `uuid` below `device`, if resolved.
     func characteristic(_ uuid: BluetoothUUID, of device: ObjectPath) -> GattCharacteristic1? {
         state.withLock { Self.characteristic(uuid, of: device, in: $0) }

@@ -161,6 +161,32 @@ extension BlueZTransport {
         return (path, characteristic)
     }
 
+    /// Characteristic Presentation Format (0x2904).
+    static let presentationFormatDescriptor = BluetoothUUID(assigned: 0x2904)
+
+    /// Reads `characteristic`'s 0x2904 descriptor (GattDescriptor1.ReadValue) while connected; nil when BlueZ
+    /// shows it none. The poll engine keeps the answer per device.
+    public func presentationFormat(of characteristic: BluetoothUUID, from peripheral: Peripheral) async throws -> [UInt8]? {
+        try await withTaskExecutorPreference(connection.taskExecutor) {
+            let (device, target) = try characteristicPath(characteristic, of: peripheral)
+            guard let descriptor = cache.descriptors(of: target.path).first(where: { $0.uuid == Self.presentationFormatDescriptor }) else {
+                return nil
+            }
+            let context: @Sendable () -> String = {
+                "ReadValue of the 0x2904 descriptor of \(characteristic.shortDescription) on \(peripheral.address)"
+            }
+            let reply = try await cache.guarded(device: device, requireConnected: true) {
+                try await self.call(
+                    descriptor.path, BlueZ.gattDescriptorInterface, "ReadValue", [Self.emptyOptions()], expecting: "ay",
+                    timeout: self.configuration.gattTimeout, context: context())
+            }
+            guard reply.count == 1, let bytes = reply[0].bytes else {
+                throw TransportError(.protocolError, "\(context()): expected a reply of type 'ay', got '\(reply.signature)'")
+            }
+            return bytes
+        }
+    }
+
     /// Battery Level (0x2A19). bluetoothd's battery plugin adds `org.bluez.Battery1.Percentage`; 5.66 keeps the
     /// characteristic exported too (the qemu lab), other versions have hidden it. A read of 0x2A19 uses the
     /// characteristic when it is there and falls back to Battery1 when it is not.

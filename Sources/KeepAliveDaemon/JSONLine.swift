@@ -33,6 +33,12 @@ struct JSONLine {
         text += "null"
     }
 
+    /// A value already written as JSON (a number, an array of numbers).
+    mutating func rawValue(_ name: String, _ json: String) {
+        key(name)
+        text += json
+    }
+
     /// A nested object.
     mutating func object(_ name: String, _ build: (inout JSONLine) -> Void) {
         key(name)

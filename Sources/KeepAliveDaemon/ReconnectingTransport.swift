@@ -43,6 +43,10 @@ final class ReconnectingTransport: PeripheralTransport {
         try await transport().notifications(from: characteristic, of: peripheral)
     }
 
+    func presentationFormat(of characteristic: BluetoothUUID, from peripheral: Peripheral) async throws -> [UInt8]? {
+        try await transport().presentationFormat(of: characteristic, from: peripheral)
+    }
+
     /// The current connection's thread (a poll started before a reconnection finishes on the old one).
     var preferredExecutor: (any TaskExecutor)? {
         current.withLock { $0 }?.preferredExecutor

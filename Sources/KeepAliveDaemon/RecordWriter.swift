@@ -129,6 +129,7 @@ public final class RecordWriter: Sendable {
             entry.string("ts", now.advanced(by: finished.duration(to: notification.at)).rfc3339)
             entry.string("hex", notification.bytes.hexString)
         }
+        line.readings("readings", record.readings)
         if let failure = record.failure {
             line.object("error") { error in
                 error.string("code", failure.code)

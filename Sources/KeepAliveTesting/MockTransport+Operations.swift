@@ -44,6 +44,21 @@ extension MockTransport {
         return value
     }
 
+    /// The characteristic's 0x2904 descriptor, without latency or script (a descriptor read is not an operation
+    /// the scripts fail); counted by ``presentationFormatReads(of:on:)``.
+    public func presentationFormat(of characteristic: BluetoothUUID, from peripheral: Peripheral) async throws -> [UInt8]? {
+        try state.withLock { state in
+            let format = try Self.characteristic(characteristic, of: peripheral, in: &state).presentationFormat
+            state.devices[peripheral]!.presentationReads[characteristic, default: 0] += 1
+            return format
+        }
+    }
+
+    /// How many times the 0x2904 descriptor of `characteristic` was read.
+    public func presentationFormatReads(of characteristic: BluetoothUUID, on peripheral: Peripheral) -> Int {
+        state.withLock { $0.devices[peripheral]?.presentationReads[characteristic] ?? 0 }
+    }
+
     public func write(_ value: [UInt8], to characteristic: BluetoothUUID, of peripheral: Peripheral, type: WriteType) async throws {
         try await perform(.write(characteristic), on: peripheral, latency: latency.write) { state in
             _ = try Self.characteristic(characteristic, of: peripheral, in: &state)

@@ -47,10 +47,17 @@ public final class MockTransport: PeripheralTransport {
         public var read: @Sendable (Int) -> [UInt8]
         /// Period and value of the n-th notification, when it notifies.
         public var notify: (period: Duration, value: @Sendable (Int) -> [UInt8])?
+        /// The value of its Characteristic Presentation Format descriptor (0x2904), when it has one.
+        public var presentationFormat: [UInt8]?
 
-        public init(read: @escaping @Sendable (Int) -> [UInt8], notify: (period: Duration, value: @Sendable (Int) -> [UInt8])? = nil) {
+        public init(
+            read: @escaping @Sendable (Int) -> [UInt8],
+            notify: (period: Duration, value: @Sendable (Int) -> [UInt8])? = nil,
+            presentationFormat: [UInt8]? = nil
+        ) {
             self.read = read
             self.notify = notify
+            self.presentationFormat = presentationFormat
         }
 
         public static func fixed(_ bytes: [UInt8]) -> Characteristic {
@@ -91,6 +98,7 @@ public final class MockTransport: PeripheralTransport {
         var services: [BluetoothUUID]
         var characteristics: [BluetoothUUID: Characteristic]
         var reads: [BluetoothUUID: Int] = [:]
+        var presentationReads: [BluetoothUUID: Int] = [:]
         var present = true
     }
 
