@@ -199,7 +199,9 @@ let package = Package(
                 .product(name: "Yams", package: "Yams"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-            ]
+            ],
+            // The shipped device profiles, in the binary: PackageResources.<file>_yaml (see DeviceProfile.swift).
+            resources: [.embedInCode("Profiles")]
         ),
         // The `keepalive` command: argument parsing and terminal rendering over KeepAliveDaemon; `simulate` and
         // `demo` bring the BlueZ simulator and a private dbus-daemon.

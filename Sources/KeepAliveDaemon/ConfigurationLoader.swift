@@ -31,7 +31,8 @@ public enum ConfigurationLoader {
     static let topLevelKeys = [
         "interval", "jitter", "window_budget", "low_power", "adapter", "max_connections", "output", "devices",
     ]
-    static let deviceKeys = ["name", "address", "adapter", "interval", "budget", "read", "write", "notify"]
+    static let deviceKeys = ["name", "address", "adapter", "interval", "budget", "profile", "fields", "read", "write", "notify"]
+    static let profileKeys = ["profile", "manufacturer", "model", "description", "read", "write", "notify"]
 
     /// Reads and parses the file at `path`; the result's `path` is set.
     public static func load(path: String) throws(ConfigurationError) -> DaemonConfiguration {
@@ -193,7 +194,7 @@ public enum ConfigurationLoader {
         var addressNode: Node
         var intervalNode: Node?
         var budgetNode: Node?
-        var listenings: [(duration: Duration, node: Node, field: String)] = []
+        var listenings: [Operations.Listening] = []
     }
 
     private static func devices(_ node: Node, in document: Document) throws(ConfigurationError) -> [DeviceEntry] {
@@ -215,10 +216,10 @@ public enum ConfigurationLoader {
     ) throws(ConfigurationError) -> DeviceEntry {
         let fields = try Fields(
             node, path: path, allowed: deviceKeys, in: document,
-            expected: "a device mapping (name:, address:, read:/write:/notify:)"
+            expected: "a device mapping (name:, address:, profile: or read:/write:/notify:)"
         )
         var device = DaemonConfiguration.Device(name: "", address: "", location: document.location(node))
-        var listenings: [(duration: Duration, node: Node, field: String)] = []
+        var own = Operations()
         for pair in fields.pairs {
             let value = pair.value
             let field = fields.field(pair.key)
@@ -229,66 +230,125 @@ public enum ConfigurationLoader {
             case "adapter": device.adapter = try document.adapter(value, field)
             case "interval": device.interval = try document.duration(value, field)
             case "budget": device.budget = try document.duration(value, field)
-            case "read":
-                let items = try document.sequence(value, field, expected: "a sequence of UUIDs like [2a19]")
-                for (index, item) in items.enumerated() {
-                    let uuid = try document.uuid(item, "\(field)[\(index)]")
-                    // Compared in canonical form: 2a19 and 00002a19-0000-1000-8000-00805f9b34fb are one.
-                    if let first = device.reads.firstIndex(of: uuid) {
-                        throw document.error(
-                            .invalidValue, at: item, "\(field)[\(index)]",
-                            "\(uuid.shortDescription) is already read at \(field)[\(first)]: each characteristic once"
-                        )
-                    }
-                    device.reads.append(uuid)
-                }
-            case "write":
-                let items = try document.sequence(
-                    value, field, expected: "a sequence of writes like [{uuid: 2a06, value: \"01\"}]"
-                )
-                for (index, item) in items.enumerated() {
-                    device.writes.append(try write(item, path: "\(field)[\(index)]", in: document))
-                }
-            case "notify":
-                let items = try document.sequence(value, field, expected: "a sequence like [{uuid: 2a6e, for: 1s}]")
-                for (index, item) in items.enumerated() {
-                    let itemPath = "\(field)[\(index)]"
-                    let itemFields = try Fields(
-                        item, path: itemPath, allowed: ["uuid", "for"], in: document,
-                        expected: "a mapping like {uuid: 2a6e, for: 1s}"
-                    )
-                    let uuidNode = try itemFields.required("uuid")
-                    let uuid = try document.uuid(uuidNode, "\(itemPath).uuid")
-                    if let first = device.notifications.firstIndex(where: { $0.characteristic == uuid }) {
-                        // BlueZ refuses a second StartNotify on one characteristic (InProgress).
-                        throw document.error(
-                            .invalidValue, at: uuidNode, "\(itemPath).uuid",
-                            "\(uuid.shortDescription) is already listened to at \(field)[\(first)]: each characteristic once"
-                        )
-                    }
-                    let durationNode = try itemFields.required("for")
-                    let duration = try document.duration(durationNode, "\(itemPath).for")
-                    device.notifications.append(.init(characteristic: uuid, duration: duration))
-                    listenings.append((duration, durationNode, "\(itemPath).for"))
-                }
-            default: break
+            case "read", "write", "notify": try operation(pair.key, value, field: field, into: &own, in: document)
+            default: break  // profile and fields: below, once the rest is known
             }
         }
+        var operations = own
+        if let profileNode = fields["profile"] {
+            let profile = try self.profile(named: profileNode, field: fields.field("profile"), in: document)
+            device.profile = profile.name
+            device.manufacturer = profile.manufacturer
+            device.model = profile.model
+            operations = profile.operations.merged(with: own)
+            // A listening time from the profile is checked against this device's budget: report it at the
+            // device's `profile:` (the file being loaded), naming the profile's own line.
+            let here = document.location(profileNode)
+            operations.listenings = operations.listenings.map { listening in
+                guard listening.location.file != here.file else { return listening }
+                var moved = listening
+                moved.location = here
+                moved.field = "\(fields.field("profile")) (\(profile.name): \(listening.field) at \(listening.location))"
+                return moved
+            }
+        }
+        if let overrides = fields["fields"] {
+            try applyOverrides(overrides, path: fields.field("fields"), to: &operations, in: document)
+        }
+        try checkReadingNames(operations, device: path, in: document)
+        device.writes = operations.writes
+        device.reads = operations.reads
+        device.notifications = operations.notifications
+        device.decoding = operations.decoding
         let nameNode = try fields.required("name")
         let addressNode = try fields.required("address")
         if device.reads.isEmpty, device.writes.isEmpty, device.notifications.isEmpty {
             throw document.error(
                 .invalidValue, at: node, path,
-                "device `\(shown(device.name))` does nothing: give it at least one of read, write or notify"
+                "device `\(shown(device.name))` does nothing: give it a profile, or at least one of read, write or notify"
             )
         }
         return DeviceEntry(
             device: device, path: path, nameNode: nameNode, addressNode: addressNode,
-            intervalNode: fields["interval"], budgetNode: fields["budget"], listenings: listenings
+            intervalNode: fields["interval"], budgetNode: fields["budget"], listenings: operations.listenings
         )
     }
 
-    private static func write(
+    /// Every reading a device gives has a name of its own: records and Home Assistant key them by name. A clash
+    /// (two layouts with a `temperature`, a field named like a SIG reading) names both places.
+    static func checkReadingNames(_ operations: Operations, device path: String, in document: Document) throws(ConfigurationError) {
+        var seen: [String: (location: SourceLocation, field: String)] = [:]
+        var characteristics = Set<BluetoothUUID>()
+        for uuid in operations.reads + operations.notifications.map(\.characteristic) where characteristics.insert(uuid).inserted {
+            let origin = operations.origins[uuid]
+            for (name, _) in DeviceProfile.expectedReadings(of: uuid, decoding: operations.decoding[uuid]) {
+                let location = origin?.fieldLocations[name] ?? origin?.location ?? document.start
+                let field = origin?.field ?? path
+                if let first = seen[name] {
+                    throw ConfigurationError(
+                        .invalidValue, at: location, field: field,
+                        "the reading name `\(name)` (from \(uuid.shortDescription)) is already given by \(first.field) at \(first.location): "
+                            + "rename one (`name:` or the field's name) so each reading of \(path) has its own"
+                    )
+                }
+                seen[name] = (location, field)
+            }
+        }
+    }
+
+    /// The shipped profile named by `node`, or an error listing the ones there are.
+    private static func profile(named node: Node, field: String, in document: Document) throws(ConfigurationError) -> (name: String, manufacturer: String?, model: String?, operations: Operations) {
+        let name = try document.nonEmptyText(node, field, expected: "a profile name like mi-flora (see `keepalive profiles`)")
+        for (file, bytes) in EmbeddedProfiles.files {
+            let parsed = try parseProfile(String(decoding: bytes, as: UTF8.self), file: file)
+            if parsed.profile.name == name { return (name, parsed.profile.manufacturer, parsed.profile.model, parsed.operations) }
+        }
+        let known = EmbeddedProfiles.files.map { String($0.name.dropFirst("Profiles/".count).dropLast(".yaml".count)) }
+        let closest = known.map { ($0, editDistance(name, $0)) }.min { $0.1 < $1.1 }
+        let hint = closest.flatMap { $0.1 <= 3 ? "did you mean `\($0.0)`? " : nil } ?? ""
+        throw document.error(.invalidValue, at: node, field, "unknown profile `\(shown(name))`: \(hint)known profiles: \(known.joined(separator: ", ")) (`keepalive profiles`)")
+    }
+
+    /// Parses one profile file.
+    public static func profile(_ text: String, file: String) throws(ConfigurationError) -> DeviceProfile {
+        try parseProfile(text, file: file).profile
+    }
+
+    private static func parseProfile(_ text: String, file: String) throws(ConfigurationError) -> (profile: DeviceProfile, operations: Operations) {
+        let document = Document(file: file, text: text)
+        let root: Node?
+        do {
+            root = try Parser(yaml: text, resolver: .default, constructor: .default, encoding: .utf8).singleRoot()
+        } catch let yamlError as YamlError {
+            throw document.syntaxError(yamlError)
+        } catch {
+            throw ConfigurationError(.syntax, at: document.start, field: "", "\(error)")
+        }
+        guard let root else {
+            throw ConfigurationError(.missingKey, at: document.start, field: "profile", "the profile is empty")
+        }
+        let fields = try Fields(root, path: "", allowed: profileKeys, in: document, expected: "a profile mapping (profile:, read:, …)")
+        var operations = Operations()
+        var profile = DeviceProfile(name: "", writes: [], reads: [], notifications: [], decoding: [:], file: file)
+        for pair in fields.pairs {
+            switch pair.key {
+            case "profile": profile.name = try document.nonEmptyText(pair.value, "profile", expected: "the profile's name")
+            case "manufacturer": profile.manufacturer = try document.nonEmptyText(pair.value, "manufacturer", expected: "a manufacturer's name")
+            case "model": profile.model = try document.nonEmptyText(pair.value, "model", expected: "a model name")
+            case "description": profile.summary = try document.nonEmptyText(pair.value, "description", expected: "a line of text")
+            default: try operation(pair.key, pair.value, field: pair.key, into: &operations, in: document)
+            }
+        }
+        _ = try fields.required("profile")
+        try checkReadingNames(operations, device: "profile \(profile.name)", in: document)
+        profile.writes = operations.writes
+        profile.reads = operations.reads
+        profile.notifications = operations.notifications
+        profile.decoding = operations.decoding
+        return (profile, operations)
+    }
+
+    static func write(
         _ node: Node, path: String, in document: Document
     ) throws(ConfigurationError) -> PeripheralSpec.Write {
         let fields = try Fields(
@@ -367,8 +427,8 @@ public enum ConfigurationLoader {
             }
             // Subscriptions listen in parallel inside the window: listening as long as the budget always times out.
             for listening in entry.listenings where listening.duration >= budget {
-                throw document.error(
-                    .invalidValue, at: listening.node, listening.field,
+                throw ConfigurationError(
+                    .invalidValue, at: listening.location, field: listening.field,
                     "listening \(listening.duration.compact) must be shorter than the device's window budget "
                         + budget.compact
                 )

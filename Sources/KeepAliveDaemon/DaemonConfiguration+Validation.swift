@@ -83,6 +83,22 @@ extension DaemonConfiguration {
                     "listening \(subscription.duration.compact) must be shorter than the device's window budget \(budget.compact)"
                 )
             }
+            var readingNames: [String: BluetoothUUID] = [:]
+            var characteristics = Set<BluetoothUUID>()
+            for uuid in device.reads + device.notifications.map(\.characteristic) where characteristics.insert(uuid).inserted {
+                if let problem = device.decoding[uuid]?.layout?.validate().first {
+                    throw ConfigurationError(.invalidValue, at: location, field: "\(field).decoding[\(uuid.shortDescription)]", problem.message)
+                }
+                for (name, _) in DeviceProfile.expectedReadings(of: uuid, decoding: device.decoding[uuid]) {
+                    if let first = readingNames[name] {
+                        throw ConfigurationError(
+                            .invalidValue, at: location, field: "\(field).decoding[\(uuid.shortDescription)]",
+                            "the reading name `\(name)` is already given by \(first.shortDescription): each reading of a device needs its own name"
+                        )
+                    }
+                    readingNames[name] = uuid
+                }
+            }
             if device.reads.isEmpty, device.writes.isEmpty, device.notifications.isEmpty {
                 throw ConfigurationError(
                     .missingKey, at: location, field: field, "a device needs at least one of write, read or notify"

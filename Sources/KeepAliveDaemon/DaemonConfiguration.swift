@@ -33,6 +33,13 @@ public struct DaemonConfiguration: Sendable, Hashable {
         public var reads: [BluetoothUUID]
         public var writes: [PeripheralSpec.Write]
         public var notifications: [PeripheralSpec.Subscription]
+        /// How read and notified values become readings, where the SIG table is not the answer.
+        public var decoding: [BluetoothUUID: PeripheralSpec.Decoding]
+        /// The profile it was built from (`profile: mi-flora`), if any.
+        public var profile: String?
+        /// From its profile: for people and Home Assistant's device registry.
+        public var manufacturer: String?
+        public var model: String?
         /// Where the entry starts in the file, for messages about it.
         public var location: SourceLocation?
 
@@ -45,6 +52,10 @@ public struct DaemonConfiguration: Sendable, Hashable {
             reads: [BluetoothUUID] = [],
             writes: [PeripheralSpec.Write] = [],
             notifications: [PeripheralSpec.Subscription] = [],
+            decoding: [BluetoothUUID: PeripheralSpec.Decoding] = [:],
+            profile: String? = nil,
+            manufacturer: String? = nil,
+            model: String? = nil,
             location: SourceLocation? = nil
         ) {
             self.name = name
@@ -55,6 +66,10 @@ public struct DaemonConfiguration: Sendable, Hashable {
             self.reads = reads
             self.writes = writes
             self.notifications = notifications
+            self.decoding = decoding
+            self.profile = profile
+            self.manufacturer = manufacturer
+            self.model = model
             self.location = location
         }
     }
@@ -108,7 +123,8 @@ public struct DaemonConfiguration: Sendable, Hashable {
                 budget: device.budget,
                 writes: device.writes,
                 reads: device.reads,
-                notifications: device.notifications
+                notifications: device.notifications,
+                decoding: device.decoding
             )
         }
     }
