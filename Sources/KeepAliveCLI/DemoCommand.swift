@@ -53,7 +53,11 @@ struct DemoCommand: AsyncParsableCommand {
 
         let bus = try PrivateBus.start()
         defer { bus.stop() }
-        var simulatorConfiguration = BlueZSimulator.Configuration(adapters: ["hci0"], devices: .sensors(count: configuration.devices.count))
+        // The example's first five devices are the simulator's plain sensors; the rest its profile sensors.
+        let plainSensors = configuration.devices.filter { $0.profile == nil }.count
+        var simulatorConfiguration = BlueZSimulator.Configuration(
+            adapters: ["hci0"], devices: .sensors(count: plainSensors) + .profileSensors(adapter: "hci0")
+        )
         simulatorConfiguration.controlName = BlueZSimulator.controlName
         let simulator = try await BlueZSimulator.start(on: .address(bus.address), configuration: simulatorConfiguration, logger: logger)
 
@@ -106,6 +110,13 @@ struct DemoCommand: AsyncParsableCommand {
             var device = device
             device.interval = device.interval.map { max($0 * ratio, interval) }
             device.budget = nil
+            // Listening shrinks with the interval (never below a second, the sensors' notification period),
+            // so it still fits the scaled window.
+            device.notifications = device.notifications.map { subscription in
+                var subscription = subscription
+                subscription.duration = max(subscription.duration * ratio, .seconds(1))
+                return subscription
+            }
             return device
         }
         return scaled

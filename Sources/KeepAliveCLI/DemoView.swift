@@ -50,10 +50,11 @@ final class DemoView: Sendable {
                 line += dim(" [\(failure.code), \(failure.transient ? "transient" : "permanent"), \(record.attempts) attempt\(record.attempts == 1 ? "" : "s")]")
             }
         } else {
-            line += record.values.map { Self.describe($0.characteristic, $0.bytes) }.joined(separator: "  ")
+            line += record.readings.map { reading in
+                reading.value == nil ? red(reading.description) : reading.description
+            }.joined(separator: "  ")
             if !record.notifications.isEmpty {
-                let last = record.notifications.last.map { Self.describe($0.characteristic, $0.bytes) } ?? ""
-                line += "  +\(record.notifications.count) notifications (last \(last))"
+                line += dim("  (\(record.notifications.count) notification\(record.notifications.count == 1 ? "" : "s"))")
             }
         }
         if let window = record.window {
@@ -73,22 +74,6 @@ final class DemoView: Sendable {
             \(statistics.missedTicks) missed; \(openWindows) windows open, \(linksUp) links up
 
             """
-    }
-
-    static func describe(_ uuid: BluetoothUUID, _ bytes: [UInt8]) -> String {
-        switch uuid.shortDescription {
-        case "2a19" where bytes.count == 1:
-            return "battery \(bytes[0]) %"
-        case "2a6e" where bytes.count == 2:
-            let raw = Int16(bitPattern: UInt16(bytes[0]) | UInt16(bytes[1]) << 8)
-            let hundredths = Int(raw)
-            let sign = hundredths < 0 ? "-" : ""
-            let magnitude = abs(hundredths)
-            return "temperature \(sign)\(magnitude / 100).\(magnitude % 100 < 10 ? "0" : "")\(magnitude % 100) °C"
-        default:
-            let name = uuid.shortDescription.count > 8 ? String(uuid.shortDescription.prefix(8)) + "…" : uuid.shortDescription
-            return "\(name)=\(bytes.map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined())"
-        }
     }
 
     private func bold(_ text: String) -> String { colour ? "\u{1B}[1m\(text)\u{1B}[0m" : text }

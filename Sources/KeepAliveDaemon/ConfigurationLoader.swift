@@ -285,9 +285,15 @@ public enum ConfigurationLoader {
                 let location = origin?.fieldLocations[name] ?? origin?.location ?? document.start
                 let field = origin?.field ?? path
                 if let first = seen[name] {
+                    // Reported in the file being loaded: a clash between a device and its profile is at the device.
+                    let reportHere = location.file == document.file || first.location.file != document.file
+                    let hereLocation = reportHere ? location : first.location
+                    let hereField = reportHere ? field : first.field
+                    let thereLocation = reportHere ? first.location : location
+                    let thereField = reportHere ? first.field : field
                     throw ConfigurationError(
-                        .invalidValue, at: location, field: field,
-                        "the reading name `\(name)` (from \(uuid.shortDescription)) is already given by \(first.field) at \(first.location): "
+                        .invalidValue, at: hereLocation, field: hereField,
+                        "the reading name `\(name)` is also given by \(thereField) at \(thereLocation): "
                             + "rename one (`name:` or the field's name) so each reading of \(path) has its own"
                     )
                 }

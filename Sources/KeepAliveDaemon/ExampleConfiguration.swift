@@ -1,11 +1,12 @@
 /// The commented example configuration: the reference users copy from, and what `keepalive demo` runs against
-/// the simulated BlueZ (its five sensors `C0:FF:EE:00:00:01`…`05` on `hci0`).
+/// the simulated BlueZ (its five sensors `C0:FF:EE:00:00:01`…`05` and its five profile sensors
+/// `C0:FF:EE:01:00:01`…`05`, on `hci0`).
 ///
 /// `Examples/keepalive.yaml` is a byte-identical copy; a test keeps the two equal.
 ///
 /// ```swift
 /// let configuration = try ConfigurationLoader.parse(ExampleConfiguration.yaml, file: "example.yaml")
-/// configuration.devices.count  // 5
+/// configuration.devices.count  // 10
 /// ```
 public enum ExampleConfiguration {
     public static let yaml: String = """
@@ -63,25 +64,34 @@ public enum ExampleConfiguration {
         #   adapter   optional: this device's adapter instead of the one above
         #   interval  optional duration: this device's own interval instead of the one above
         #   budget    optional duration: this device's window budget, shorter than its interval
-        # and at least one of
+        #   profile   optional: a kind of sensor (`keepalive profiles` lists them: mi-flora, lywsd03mmc,
+        #             environmental-sensing, battery, heart-rate, health-thermometer) that brings its writes,
+        #             reads, notifications and how to decode them; the entries below add to it
+        #   fields    optional: per reading of the profile, {scale, offset, unit, valid} to change
+        # and, unless a profile says it, at least one of
         #   write     [{uuid, value, type}]: value is hex bytes, "01ff", "0x01ff", "01:ff" or "01 ff";
         #             type is `request` (acknowledged, the default) or `command` (without response)
-        #   read      [uuid, …]: characteristics to read
+        #   read      [uuid, …]: characteristics to read; or {uuid, name} to name the reading of a value the
+        #             SIG table does not know, or {uuid, size, fields: [{name, at, format, scale, offset,
+        #             unit, valid}]} for the fields of a vendor payload (README: Readings)
         #   notify    [{uuid, for}]: characteristics to listen to, each `for` a duration shorter than the
-        #             device's window budget
+        #             device's window budget; `name`, `size` and `fields` as for read
         # Each poll does the writes (in order), then the reads, then listens to all notifications at once.
+        # Records carry the raw bytes (`values`) and the decoded `readings`: numbers with units.
         devices:
           # The simplest entry: read two standard characteristics, in their 16-bit form.
           - name: greenhouse-north
             address: C0:FF:EE:00:00:01
             read: [2a19, 2a6e]              # Battery Level, Temperature
 
-          # 16-bit and 128-bit UUIDs mix freely.
+          # 16-bit and 128-bit UUIDs mix freely. A vendor characteristic the SIG table does not know is shown as
+          # hex unless its fields are given: here the sensor's counter, a 32-bit little-endian number.
           - name: greenhouse-south
             address: C0:FF:EE:00:00:02
             read:
               - 2a19                                    # Battery Level
-              - 4b410002-6b65-6570-616c-697665000000    # the sensor's counter
+              - uuid: 4b410002-6b65-6570-616c-697665000000
+                fields: [{name: counter, at: 0, format: uint32le}]
 
           # A write before the reads: set the sensor's setting to 01, then read it back.
           - name: cold-room
@@ -91,7 +101,7 @@ public enum ExampleConfiguration {
                 value: "01"
                 type: request
             read:
-              - 4b410003-6b65-6570-616c-697665000000
+              - {uuid: 4b410003-6b65-6570-616c-697665000000, name: setting}   # one byte, shown as hex
               - 2a6e
 
           # A slow device on its own interval (and its own adapter, here the same one).
@@ -108,7 +118,45 @@ public enum ExampleConfiguration {
             budget: 5s
             read: [2a6e]
             notify:
-              - {uuid: 4b410002-6b65-6570-616c-697665000000, for: 1s}
+              - uuid: 4b410002-6b65-6570-616c-697665000000
+                for: 1s
+                fields: [{name: counter, at: 0, format: uint32le}]
+
+          # Sensors by profile, polled every 5 minutes. A Mi Flora plant sensor: the profile writes the mode
+          # change (A0 1F) before reading, and decodes temperature, light, moisture, conductivity, battery and
+          # firmware; here its moisture is only trusted between 5 and 95 %.
+          - name: fern
+            address: C0:FF:EE:01:00:01
+            interval: 5m
+            profile: mi-flora
+            fields:
+              moisture: {valid: [5, 95]}
+
+          # A Xiaomi LYWSD03MMC thermometer (stock firmware): listened to until it notifies.
+          - name: bedroom
+            address: C0:FF:EE:01:00:02
+            interval: 5m
+            profile: lywsd03mmc
+
+          # An Environmental Sensing device: the SIG's temperature and humidity, plus a vendor probe whose
+          # value is decoded by its own Characteristic Presentation Format descriptor (0x2904).
+          - name: freezer
+            address: C0:FF:EE:01:00:03
+            interval: 5m
+            profile: environmental-sensing
+            read:
+              - {uuid: 4b410102-6b65-6570-616c-697665000000, name: probe_temperature}
+
+          # Health devices: a heart-rate strap and a thermometer, both SIG formats.
+          - name: runner
+            address: C0:FF:EE:01:00:04
+            interval: 5m
+            profile: heart-rate
+
+          - name: patient
+            address: C0:FF:EE:01:00:05
+            interval: 5m
+            profile: health-thermometer
 
         """
 }

@@ -33,9 +33,9 @@ extension JSONLine {
         }
     }
 
-    /// Whole numbers without a fraction (`51`, not `51.0`); others in Swift's shortest round-trip form.
+    /// Whole numbers without a fraction (`51`, not `51.0`); others in Swift's shortest round-trip form: the
+    /// readings' own text form of a number.
     static func numberText(_ value: Double) -> String {
-        if value == value.rounded(.towardZero), abs(value) < 1e15 { return String(Int64(value)) }
-        return value.description
+        Reading.Value.number(value).description
     }
 }

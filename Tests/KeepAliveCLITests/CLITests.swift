@@ -222,7 +222,7 @@ struct CLITests {
         let example = String(#filePath.split(separator: "/", omittingEmptySubsequences: false).dropLast(3).joined(separator: "/")) + "/Examples/keepalive.yaml"
         let result = try await CommandProcess.run(["run", "--config", example, "--check"])
         #expect(result.status == 0, "\(result.stderr)")
-        #expect(result.stdout.contains("valid, 5 devices"))
+        #expect(result.stdout.contains("valid, 10 devices"))
         #expect(result.stdout.contains("incubator C0:FF:EE:00:00:05 on hci0 every 10s"))
     }
 

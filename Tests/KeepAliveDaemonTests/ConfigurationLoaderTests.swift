@@ -2,6 +2,7 @@ import Foundation
 import KeepAlive
 import KeepAliveDaemon
 import KeepAliveTesting
+import Readings
 import Testing
 
 /// The YAML configuration loader: the example, one test per error class (exact kind, line, column and field),
@@ -52,7 +53,7 @@ struct ConfigurationLoaderTests {
 
     // MARK: - The example
 
-    @Test func exampleConfigurationParsesIntoTheSimulatorsFiveSensors() throws {
+    @Test func exampleConfigurationParsesIntoTheSimulatorsTenSensors() throws {
         let configuration = try ConfigurationLoader.parse(ExampleConfiguration.yaml, file: "example.yaml")
         #expect(configuration.interval == .seconds(30))
         #expect(configuration.jitter == .seconds(2))
@@ -69,23 +70,29 @@ struct ConfigurationLoaderTests {
         let counter = try BluetoothUUID("4b410002-6b65-6570-616c-697665000000")
         let setting = try BluetoothUUID("4b410003-6b65-6570-616c-697665000000")
         func peripheral(_ last: Int) -> Peripheral { Peripheral(address: "C0:FF:EE:00:00:0\(last)", adapter: "hci0") }
+        let counterLayout = PeripheralSpec.Decoding(layout: Layout(fields: [Field(name: "counter", at: 0, format: .uint32le)]))
         let expected = [
             PeripheralSpec(name: "greenhouse-north", peripheral: peripheral(1), reads: [battery, temperature]),
-            PeripheralSpec(name: "greenhouse-south", peripheral: peripheral(2), reads: [battery, counter]),
+            PeripheralSpec(name: "greenhouse-south", peripheral: peripheral(2), reads: [battery, counter], decoding: [counter: counterLayout]),
             PeripheralSpec(
                 name: "cold-room", peripheral: peripheral(3),
                 writes: [.init(characteristic: setting, value: [0x01], type: .request)],
-                reads: [setting, temperature]
+                reads: [setting, temperature],
+                decoding: [setting: .init(name: "setting")]
             ),
             PeripheralSpec(name: "battery-bank", peripheral: peripheral(4), interval: .seconds(120), reads: [battery]),
             PeripheralSpec(
                 name: "incubator", peripheral: peripheral(5), interval: .seconds(10), budget: .seconds(5),
                 reads: [temperature],
-                notifications: [.init(characteristic: counter, duration: .seconds(1))]
+                notifications: [.init(characteristic: counter, duration: .seconds(1))],
+                decoding: [counter: counterLayout]
             ),
         ]
         let specs = configuration.peripheralSpecs()
-        #expect(specs.count == 5)
+        #expect(specs.count == 10)
+        // The other five are the simulator's profile sensors, each by its profile.
+        #expect(configuration.devices.dropFirst(5).map(\.profile) == ["mi-flora", "lywsd03mmc", "environmental-sensing", "heart-rate", "health-thermometer"])
+        #expect(configuration.devices.dropFirst(5).map(\.address) == (1...5).map { "C0:FF:EE:01:00:0\($0)" })
         for (spec, expectedSpec) in zip(specs, expected) {
             #expect(spec == expectedSpec)
         }
@@ -93,7 +100,7 @@ struct ConfigurationLoaderTests {
         let entryLines = ExampleConfiguration.yaml.split(separator: "\n", omittingEmptySubsequences: false)
             .enumerated().filter { $0.element.hasPrefix("  - name:") }.map { $0.offset + 1 }
         #expect(configuration.devices.map(\.location?.line) == entryLines)
-        #expect(configuration.devices.map(\.location?.column) == Array(repeating: 5, count: 5))
+        #expect(configuration.devices.map(\.location?.column) == Array(repeating: 5, count: 10))
     }
 
     @Test func examplesFileIsAByteIdenticalCopyOfTheExampleConfiguration() throws {
@@ -102,7 +109,7 @@ struct ConfigurationLoaderTests {
         #expect(bytes == Data(ExampleConfiguration.yaml.utf8))
         let loaded = try ConfigurationLoader.load(path: path)
         #expect(loaded.path == path)
-        #expect(loaded.devices.count == 5)
+        #expect(loaded.devices.count == 10)
     }
 
     // MARK: - One test per error class

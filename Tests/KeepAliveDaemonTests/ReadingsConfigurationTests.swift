@@ -91,7 +91,7 @@ struct ReadingsConfigurationTests {
                     fields:
                       - {name: temperature, at: 0, format: sint16le, scale: 0.1, unit: °C}
             """,
-            line: 8, column: 20, field: "devices[0].read[1]", containing: "already given by devices[0].read[0] at test.yaml:5:9"
+            line: 8, column: 20, field: "devices[0].read[1]", containing: "also given by devices[0].read[0] at test.yaml:5:9"
         )
     }
 
