@@ -14,6 +14,6 @@ struct KeepAliveCommand: AsyncParsableCommand {
             Start with `keepalive demo` (no hardware needed) and `keepalive doctor`.
             """,
         version: "0.5.0",
-        subcommands: [RunCommand.self, ScanCommand.self, ReadCommand.self, DoctorCommand.self, SimulateCommand.self, DemoCommand.self]
+        subcommands: [RunCommand.self, ScanCommand.self, ReadCommand.self, ProfilesCommand.self, DoctorCommand.self, SimulateCommand.self, DemoCommand.self]
     )
 }

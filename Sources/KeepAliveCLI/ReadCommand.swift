@@ -2,6 +2,7 @@ import ArgumentParser
 import BlueZ
 import KeepAlive
 import KeepAliveDaemon
+import Readings
 import Logging
 
 /// `keepalive read`: one connect, read, disconnect.
@@ -10,10 +11,14 @@ struct ReadCommand: AsyncParsableCommand {
         commandName: "read",
         abstract: "Connect to one device, read characteristics, disconnect.",
         discussion: """
-            Prints one line per characteristic: the UUID, the value in hex, and the value as text when it is \
-            printable. The link is always disconnected, also on Ctrl-C. Exit status 1 when any read failed.
+            Prints one line per characteristic: the UUID, the value in hex, and its readings (numbers with units, \
+            decoded as a poll would: the SIG table, else the 0x2904 descriptor, else the text when printable). \
+            With --profile, the profile's writes come first and its layouts decode its characteristics; with no \
+            UUID, its reads are read. The link is always disconnected, also on Ctrl-C. Exit status 1 when any \
+            read failed.
 
-            Example: keepalive read C0:FF:EE:00:00:01 2a19 4b410002-6b65-6570-616c-697665000000
+            Examples: keepalive read C0:FF:EE:00:00:01 2a19 4b410002-6b65-6570-616c-697665000000
+                      keepalive read C4:7C:8D:6A:1B:22 --profile mi-flora
             """
     )
 
@@ -21,7 +26,10 @@ struct ReadCommand: AsyncParsableCommand {
     var address: String
 
     @Argument(help: ArgumentHelp("Characteristics: 16-bit (2a19), 32-bit or 128-bit UUIDs.", valueName: "uuid"))
-    var uuids: [String]
+    var uuids: [String] = []
+
+    @Option(name: .long, help: ArgumentHelp("A device profile (`keepalive profiles`): its writes first, its decoding.", valueName: "name"))
+    var profile: String?
 
     @Option(name: .long, help: "The adapter to connect through.")
     var adapter = "hci0"
@@ -39,7 +47,11 @@ struct ReadCommand: AsyncParsableCommand {
         guard HostBluetooth.isValidAddress(address) else {
             throw ValidationError("'\(address)' is not a Bluetooth address like AA:BB:CC:DD:EE:FF")
         }
-        guard !uuids.isEmpty else { throw ValidationError("name at least one characteristic UUID to read") }
+        guard !uuids.isEmpty || profile != nil else { throw ValidationError("name at least one characteristic UUID to read, or a --profile") }
+        if let profile, (try? DeviceProfile.named(profile)) == nil {
+            let known = ((try? DeviceProfile.builtIn().get()) ?? []).map(\.name).joined(separator: ", ")
+            throw ValidationError("unknown profile '\(profile)' (profiles: \(known))")
+        }
         for uuid in uuids {
             do { _ = try BluetoothUUID(uuid) } catch { throw ValidationError("\(error)") }
         }
@@ -52,13 +64,18 @@ struct ReadCommand: AsyncParsableCommand {
         if logging.logLevel.level == .info { logging.logLevel = LogLevelArgument(.warning) }  // one-shot: quiet unless asked
         logging.bootstrap()
         let logger = Logger(label: "keepalive.read")
-        let characteristics = try uuids.map { try BluetoothUUID($0) }
         let peripheral = Peripheral(address: address.uppercased(), adapter: adapter)
+        let chosen = try profile.flatMap { try DeviceProfile.named($0) }
+        let named = try uuids.map { try BluetoothUUID($0) }
+        let spec = PeripheralSpec(
+            name: "read", peripheral: peripheral, writes: chosen?.writes ?? [],
+            reads: named.isEmpty ? chosen?.reads ?? [] : named, decoding: chosen?.decoding ?? [:]
+        )
         let timeout = timeout.duration
         let json = json
         let outcome = try await untilInterrupted {
             try await withBlueZ(bus: bus.resolved, adapter: peripheral.adapter, logger: logger) { transport in
-                try await Self.readAll(characteristics, from: peripheral, timeout: timeout, transport: transport, json: json)
+                try await Self.readAll(spec, timeout: timeout, transport: transport, json: json)
             }
         }
         guard let outcome else {
@@ -70,14 +87,14 @@ struct ReadCommand: AsyncParsableCommand {
 
     /// Returns whether every read succeeded.
     static func readAll(
-        _ characteristics: [BluetoothUUID],
-        from peripheral: Peripheral,
+        _ spec: PeripheralSpec,
         timeout: Duration,
         transport: BlueZTransport,
         json: Bool
     ) async throws -> Bool {
+        let peripheral = spec.peripheral
         do {
-            try await transport.connect(peripheral, options: ConnectOptions(timeout: timeout, characteristics: characteristics))
+            try await transport.connect(peripheral, options: ConnectOptions(timeout: timeout, characteristics: spec.characteristics))
         } catch is CancellationError {
             await transport.disconnect(peripheral, timeout: .seconds(3))
             throw CancellationError()
@@ -87,11 +104,27 @@ struct ReadCommand: AsyncParsableCommand {
         }
         var allRead = true
         do {
-            for characteristic in characteristics {
+            for write in spec.writes {
+                do {
+                    try await transport.write(write.value, to: write.characteristic, of: peripheral, type: write.type)
+                } catch let error as TransportError {
+                    writeOut("keepalive: write to \(write.characteristic.shortDescription) of \(peripheral.address) failed: \(error)\n", to: 2)
+                    allRead = false
+                }
+            }
+            for characteristic in spec.reads {
                 try Task.checkCancellation()
                 do {
                     let bytes = try await transport.read(characteristic, from: peripheral)
-                    writeOut(format(characteristic, bytes, json: json) + "\n")
+                    // The same decoding as a poll's: the SIG table, else the 0x2904 descriptor, else hex.
+                    var presentation: PresentationFormat?
+                    if characteristic.assignedNumber.flatMap(SIGCharacteristics.entry) == nil,
+                        let descriptor = try? await transport.presentationFormat(of: characteristic, from: peripheral)
+                    {
+                        presentation = try? PresentationFormat(descriptor: descriptor)
+                    }
+                    let readings = ReadingsDecoder.decode(bytes, as: spec.decoding(of: characteristic, presentation: presentation))
+                    writeOut(format(characteristic, bytes, readings: readings, json: json) + "\n")
                 } catch let error as TransportError {
                     allRead = false
                     writeOut("keepalive: read \(characteristic.shortDescription) from \(peripheral.address) failed: \(error)\n", to: 2)
@@ -105,17 +138,21 @@ struct ReadCommand: AsyncParsableCommand {
         return allRead
     }
 
-    static func format(_ characteristic: BluetoothUUID, _ bytes: [UInt8], json: Bool) -> String {
+    /// `2a19  33  battery 51 %`, or one JSON object with the hex, the printable text and the readings.
+    static func format(_ characteristic: BluetoothUUID, _ bytes: [UInt8], readings: [Reading], json: Bool) -> String {
         let hex = bytes.map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined()
         let printable = !bytes.isEmpty && bytes.allSatisfy { (0x20..<0x7F).contains($0) }
         let text = printable ? String(decoding: bytes, as: UTF8.self) : nil
         if json {
             var line = "{\"uuid\":\"\(characteristic.shortDescription)\",\"hex\":\"\(hex)\""
             if let text { line += ",\"text\":" + JSONText.quoted(text) }
-            return line + "}"
+            return line + ",\"readings\":" + JSONText.readings(readings) + "}"
         }
         var line = "\(characteristic.shortDescription)  \(hex.isEmpty ? "(empty)" : hex)"
-        if let text { line += "  \"\(text)\"" }
+        // A value shown as hex only would say its hex twice.
+        let decoded = readings.filter { !($0.value == .text(hex) && $0.unit == nil) }
+        if !decoded.isEmpty { line += "  " + decoded.map(\.description).joined(separator: "  ") }
+        if let text, decoded.isEmpty { line += "  \"\(text)\"" }
         return line
     }
 }

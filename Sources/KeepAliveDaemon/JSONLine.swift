@@ -1,3 +1,5 @@
+public import Readings
+
 /// A tiny JSON object writer for one output line: keys in the order written, strings escaped per RFC 8259.
 ///
 /// Hand-written rather than `JSONEncoder` so the key order is the documented one and a record costs a few
@@ -97,6 +99,15 @@ public enum JSONText {
         var text = ""
         JSONLine.appendString(value, to: &text)
         return text
+    }
+
+    /// `readings` as the records write them: `{"battery":{"value":51,"unit":"%"}}`.
+    public static func readings(_ readings: [Reading]) -> String {
+        var line = JSONLine()
+        line.readings("readings", readings)
+        let object = line.finished
+        // `{"readings":{…}}` → `{…}`.
+        return String(object.dropFirst("{\"readings\":".count).dropLast())
     }
 
     /// `value` with control characters (ESC sequences from a radio-supplied name, newlines) made visible, for a
