@@ -30,8 +30,9 @@ try await withThrowingTaskGroup { group in
     try await transport.waitUntilReady(timeout: .seconds(5))
     group.addTask {
         for await record in engine.records() {
-            let level = record.values.first { $0.characteristic == battery }?.bytes.first
-            print("tick \(record.tick): \(level.map { "battery \($0) %" } ?? "failed: \(record.failure?.message ?? "?")")")
+            // Readings are decoded already: `battery 51 %` (record.values keeps the raw bytes).
+            let readings = record.readings.map(\.description).joined(separator: ", ")
+            print("tick \(record.tick): \(record.failure.map { "failed: \($0.message)" } ?? readings)")
             if let ticks, record.tick + 1 >= ticks { return }
         }
     }
