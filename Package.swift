@@ -94,6 +94,8 @@ let package = Package(
             name: "KeepAliveBenchmarks",
             dependencies: [
                 "KeepAlive",
+                "KeepAliveDaemon",
+                "Readings",
                 "KeepAliveTesting",
                 "Locking",
                 .product(name: "Logging", package: "swift-log"),

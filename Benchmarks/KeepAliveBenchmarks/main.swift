@@ -263,3 +263,10 @@ print(
     "scheduler + poll engine, \(devices) mock devices: \(format(microseconds(engineResult.cpuPerDevice))) µs CPU per device per tick, "
         + "\(format(microseconds(engineResult.wallPerTick) / 1_000)) ms wall per tick"
 )
+
+let readingIterations = quick ? 100_000 : 1_000_000
+for (name, nanoseconds) in benchmarkReadings(iterations: readingIterations) {
+    print("readings decode, \(name): \(format(nanoseconds, 0)) ns CPU per reading")
+}
+let line = benchmarkRecordLine(iterations: quick ? 100_000 : 1_000_000)
+print("record JSON line, 2 values: \(format(line.withReadings, 0)) ns CPU with their readings, \(format(line.withoutReadings, 0)) ns without")

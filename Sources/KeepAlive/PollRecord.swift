@@ -82,4 +82,37 @@ public struct PollRecord: Sendable {
     /// The effective interval at the time (stretched in low power).
     public var interval: Duration
     public var power: PowerState
+
+    /// A record as the engine makes them; for sinks, tests and tools that handle records of their own.
+    public init(
+        device: String,
+        peripheral: Peripheral,
+        tick: UInt64,
+        scheduled: KeepAliveInstant,
+        fired: KeepAliveInstant,
+        result: Result,
+        values: [Value] = [],
+        notifications: [Notification] = [],
+        readings: [Reading] = [],
+        failure: Failure? = nil,
+        window: Window? = nil,
+        attempts: Int = 0,
+        interval: Duration,
+        power: PowerState = .normal
+    ) {
+        self.device = device
+        self.peripheral = peripheral
+        self.tick = tick
+        self.scheduled = scheduled
+        self.fired = fired
+        self.result = result
+        self.values = values
+        self.notifications = notifications
+        self.readings = readings
+        self.failure = failure
+        self.window = window
+        self.attempts = attempts
+        self.interval = interval
+        self.power = power
+    }
 }

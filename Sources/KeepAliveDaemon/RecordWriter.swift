@@ -106,6 +106,11 @@ public final class RecordWriter: Sendable {
 
     // MARK: Encoding
 
+    /// One record's line as it would be written now (no newline): for the bridge and the benchmarks.
+    package static func line(for record: PollRecord, sequence: UInt64) -> String {
+        encode(record, sequence: sequence, at: WallClock.now())
+    }
+
     /// One record as a JSON object (no newline), in the README's key order.
     static func encode(_ record: PollRecord, sequence: UInt64, at now: WallClock.Time) -> String {
         // The record's monotonic instants are placed on the wall clock relative to now: the poll finished
