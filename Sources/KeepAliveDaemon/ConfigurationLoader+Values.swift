@@ -196,6 +196,19 @@ extension ConfigurationLoader {
 
         var start: SourceLocation { SourceLocation(file: file, line: 1, column: 1) }
 
+        /// The YAML document's root node (nil for an empty text), a syntax error at libyaml's position.
+        func root(_ text: String) throws(ConfigurationError) -> Node? {
+            do {
+                // `.utf8` explicitly: `Parser.Encoding.default` consults an environment variable and prints to
+                // standard output, which may be the daemon's JSON Lines stream.
+                return try Parser(yaml: text, resolver: .default, constructor: .default, encoding: .utf8).singleRoot()
+            } catch let yamlError as YamlError {
+                throw syntaxError(yamlError)
+            } catch {
+                throw ConfigurationError(.syntax, at: start, field: "", "\(error)")
+            }
+        }
+
         /// A 1-based position (Yams' marks already are, see `Parser.swift`'s `startMark`), moved back inside the
         /// text: libyaml reports "unexpected end of stream" one line past a final newline.
         func location(line: Int, column: Int) -> SourceLocation {

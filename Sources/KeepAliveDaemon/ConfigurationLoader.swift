@@ -46,17 +46,7 @@ public enum ConfigurationLoader {
     /// Parses YAML text; `file` is only the name used in error locations.
     public static func parse(_ text: String, file: String) throws(ConfigurationError) -> DaemonConfiguration {
         let document = Document(file: file, text: text)
-        let root: Node?
-        do {
-            // `.utf8` explicitly: `Parser.Encoding.default` consults an environment variable and prints to
-            // standard output, which may be the daemon's JSON Lines stream.
-            root = try Parser(yaml: text, resolver: .default, constructor: .default, encoding: .utf8).singleRoot()
-        } catch let yamlError as YamlError {
-            throw document.syntaxError(yamlError)
-        } catch {
-            throw ConfigurationError(.syntax, at: document.start, field: "", "\(error)")
-        }
-        guard let root, root.tag.rawValue != Tag.Name.null.rawValue else {
+        guard let root = try document.root(text), root.tag.rawValue != Tag.Name.null.rawValue else {
             throw ConfigurationError(
                 .missingKey, at: document.start, field: "devices",
                 "the file is empty: it needs at least a `devices:` list (see Examples/keepalive.yaml)"
@@ -322,15 +312,7 @@ public enum ConfigurationLoader {
 
     private static func parseProfile(_ text: String, file: String) throws(ConfigurationError) -> (profile: DeviceProfile, operations: Operations) {
         let document = Document(file: file, text: text)
-        let root: Node?
-        do {
-            root = try Parser(yaml: text, resolver: .default, constructor: .default, encoding: .utf8).singleRoot()
-        } catch let yamlError as YamlError {
-            throw document.syntaxError(yamlError)
-        } catch {
-            throw ConfigurationError(.syntax, at: document.start, field: "", "\(error)")
-        }
-        guard let root else {
+        guard let root = try document.root(text) else {
             throw ConfigurationError(.missingKey, at: document.start, field: "profile", "the profile is empty")
         }
         let fields = try Fields(root, path: "", allowed: profileKeys, in: document, expected: "a profile mapping (profile:, read:, …)")
