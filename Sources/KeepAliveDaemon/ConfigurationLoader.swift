@@ -29,7 +29,7 @@ public enum ConfigurationLoader {
     static let largestFile = 1 << 20
 
     static let topLevelKeys = [
-        "interval", "jitter", "window_budget", "low_power", "adapter", "max_connections", "output", "devices",
+        "interval", "jitter", "window_budget", "low_power", "adapter", "max_connections", "output", "mqtt", "devices",
     ]
     static let deviceKeys = ["name", "address", "adapter", "interval", "budget", "profile", "fields", "read", "write", "notify"]
     static let profileKeys = ["profile", "manufacturer", "model", "description", "read", "write", "notify"]
@@ -81,6 +81,7 @@ public enum ConfigurationLoader {
             case "output":
                 let output = try document.nonEmptyText(value, "output", expected: "`-` (standard output) or a path")
                 configuration.output = output == "-" ? .standardOutput : .file(output)
+            case "mqtt": configuration.mqtt = try mqtt(value, in: document)
             case "devices": entries = try devices(value, in: document)
             default: break  // `Fields` refused every other key.
             }

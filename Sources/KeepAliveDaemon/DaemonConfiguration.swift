@@ -98,6 +98,8 @@ public struct DaemonConfiguration: Sendable, Hashable {
     public var maxConnections = 3
     public var output = Output.standardOutput
     public var devices: [Device] = []
+    /// The MQTT bridge, when configured (README: MQTT).
+    public var mqtt: MQTT?
     /// The file it came from, if any.
     public var path: String?
 
