@@ -86,7 +86,7 @@ public struct BluetoothUUID: Hashable, Comparable, Sendable, CustomStringConvert
     }
 
     /// The 16-bit assigned number (`0x2A19` for Battery Level) when the UUID is a 16-bit UUID on the Bluetooth
-    /// base, else `nil`: how the SIG's tables (``Readings/SIGCharacteristics``) know a characteristic.
+    /// base, else `nil`: how the SIG's tables (`SIGCharacteristics`) know a characteristic.
     public var assignedNumber: UInt16? {
         guard bytes[0] == 0, bytes[1] == 0, bytes[4...].elementsEqual(Self.baseSuffix) else { return nil }
         return UInt16(bytes[2]) << 8 | UInt16(bytes[3])

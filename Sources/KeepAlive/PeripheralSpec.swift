@@ -11,7 +11,7 @@ public import Readings
 /// )
 /// ```
 public struct PeripheralSpec: Hashable, Sendable {
-    /// How one characteristic's bytes become ``Readings/Reading``s, when the SIG table is not the answer.
+    /// How one characteristic's bytes become `Reading`s, when the SIG table is not the answer.
     public struct Decoding: Hashable, Sendable {
         /// The fields of a vendor payload (Mi Flora's 16 bytes: temperature at 0, light at 3…). Wins over the SIG
         /// table and the 0x2904 descriptor: the operator knows the device.
@@ -61,7 +61,7 @@ public struct PeripheralSpec: Hashable, Sendable {
     public var reads: [BluetoothUUID]
     public var notifications: [Subscription]
     /// Per characteristic, how its values become readings; a characteristic not listed is decoded by the SIG
-    /// table, else its 0x2904 descriptor, else shown as hex (``Readings/ReadingsDecoder``).
+    /// table, else its 0x2904 descriptor, else shown as hex (`ReadingsDecoder`).
     public var decoding: [BluetoothUUID: Decoding]
 
     public init(

@@ -72,7 +72,7 @@ public struct PollRecord: Sendable {
     public var notifications: [Notification]
     /// The values and the last notification of each characteristic, decoded: numbers with units, named
     /// (`temperature`, `battery`…), in the order the spec lists them. A value that could not be decoded is a
-    /// reading with `value == nil` and its ``Readings/Reading/error``; ``values`` keeps the raw bytes.
+    /// reading with `value == nil` and its `Reading/error`; ``values`` keeps the raw bytes.
     public var readings: [Reading] = []
     public var failure: Failure?
     /// `nil` when the tick was skipped (overlap, backoff, ledger closed): no window was opened.
