@@ -116,6 +116,7 @@ public final class KeepAlive: Service, Sendable {
                 onReport: onReport,
                 maxTicks: options.maxTicks
             )
+            registration.explicitBudget = options.budget != nil
             if state.isRunning {
                 registration.schedule = RegistrationSchedule(
                     startingAt: now,

@@ -2,8 +2,10 @@
 struct Registration {
     let token: RegistrationToken
     let name: String
-    let baseInterval: Duration
-    let budget: Duration
+    var baseInterval: Duration
+    var budget: Duration
+    /// The budget was given (``KeepAlive/RegistrationOptions/budget``), not derived from the interval.
+    var explicitBudget = false
     let handler: @Sendable (PollWindow) async -> PollResult
     let onReport: (@Sendable (TickReport) -> Void)?
     let maxTicks: UInt64?
