@@ -1,0 +1,96 @@
+import KeepAlive
+import Logging
+import MQTT
+
+extension MQTTBridge {
+    /// What a fresh connection needs, in this order: status `online`; the subscriptions (commands, HA's
+    /// status); discovery (stale configs cleared first); every device's retained availability, failures and
+    /// interval; the dropped count.
+    func announceConnection(_ client: MQTTClient) async throws(MQTTError) {
+        try await client.publish(retained(topics.status, "online"))
+        try await client.subscribe(topics.pollFilter, qos: .atLeastOnce)
+        try await client.subscribe(topics.intervalSetFilter, qos: .atLeastOnce)
+        if configuration.discovery {
+            try await client.subscribe(discovery.homeAssistantStatus, qos: .atLeastOnce)
+        }
+        try await announceDiscovery(client, devices: nil)
+        let (retainedState, dropped) = state.withLock { state -> ([MQTTOutgoingMessage], UInt64?) in
+            var messages: [MQTTOutgoingMessage] = []
+            for name in state.devices.keys.sorted() {
+                guard let entry = state.devices[name] else { continue }
+                if let availability = entry.availability.availability {
+                    messages.append(retained(topics.availability(name), availability.rawValue))
+                }
+                if let failures = entry.publishedFailures { messages.append(retained(topics.failures(name), "\(failures)")) }
+                messages.append(retained(topics.interval(name), entry.interval.compact))
+            }
+            return (messages, state.publishedDropped)
+        }
+        for message in retainedState { try await client.publish(message) }
+        let total = spool.withLock { $0.dropped }
+        if total > 0 || dropped == nil {
+            try await client.publish(retained(topics.dropped, "\(total)"))
+            state.withLock { $0.publishedDropped = total }
+        }
+    }
+
+    /// Publishes the discovery configs of `devices` (all and the gateway's when nil), first clearing configs
+    /// announced before that are no longer wanted (a device removed from the configuration, discovery turned
+    /// off), then saves the discovery state file when what is announced changed.
+    func announceDiscovery(_ client: MQTTClient, devices names: [String]?) async throws(MQTTError) {
+        let (configs, stale, keys) = state.withLock { state -> ([DiscoveryPayloads.Config], [(String, String)], Set<String>) in
+            var configs: [DiscoveryPayloads.Config] = []
+            guard configuration.discovery else {
+                let stale = state.announced.topics.flatMap { key, topics in topics.map { (key, $0) } }
+                return ([], names == nil ? stale : [], [])
+            }
+            if names == nil { configs += discovery.gatewayConfigs() }
+            for name in (names ?? state.devices.keys.sorted()) {
+                guard let entry = state.devices[name] else { continue }
+                configs += discovery.configs(for: describe(entry))
+            }
+            let keys = Set(configs.map(\.key))
+            let wanted = Set(configs.map(\.topic))
+            // On a full announcement everything not wanted goes; for one device, only its own old topics.
+            let stale = state.announced.topics.flatMap { key, topics in
+                topics.filter { !wanted.contains($0) && (names == nil || keys.contains(key)) }.map { (key, $0) }
+            }
+            return (configs, stale.sorted { $0.1 < $1.1 }, keys)
+        }
+        for (key, topic) in stale {
+            try await client.publish(topic: topic, payload: [], qos: configuration.qos, retain: true)
+            state.withLock { _ = $0.announced.topics[key]?.remove(topic) }
+            logger.info("cleared a stale Home Assistant config", metadata: ["topic": "\(topic)"])
+        }
+        for config in configs {
+            try await client.publish(topic: config.topic, payload: config.payload, qos: configuration.qos, retain: true)
+        }
+        let changed = state.withLock { state -> AnnouncedState? in
+            var next = state.announced
+            for key in keys { next.topics[key] = Set(configs.filter { $0.key == key }.map(\.topic)) }
+            next.topics = next.topics.filter { !$0.value.isEmpty }
+            for entry in state.devices.values { next.readings[entry.device.address] = entry.readings }
+            guard next != state.announced || !stale.isEmpty else { return nil }
+            state.announced = next
+            return next
+        }
+        if let changed { saveAnnounced(changed) }
+    }
+
+    private func saveAnnounced(_ announced: AnnouncedState) {
+        let directory = configuration.spoolDirectory
+        do {
+            try SpoolFiles.replace(directory + "/" + AnnouncedState.fileName, with: announced.encoded, directory: directory)
+        } catch {
+            // Not fatal: the next start may then leave a removed device's configs in place.
+            logger.error("cannot save the discovery state", metadata: ["error": "\(error)"])
+        }
+    }
+
+    func describe(_ entry: BridgeState.DeviceState) -> DiscoveryPayloads.Device {
+        DiscoveryPayloads.Device(
+            name: entry.device.name, address: entry.device.address, manufacturer: entry.device.manufacturer,
+            model: entry.device.model, softwareVersion: entry.softwareVersion, hardwareVersion: entry.hardwareVersion,
+            readings: entry.readings, expireAfter: expireAfter(entry.interval))
+    }
+}
