@@ -36,45 +36,47 @@ extension MQTTBridge {
 
     /// Publishes the discovery configs of `devices` (all and the gateway's when nil), first clearing configs
     /// announced before that are no longer wanted (a device removed from the configuration, discovery turned
-    /// off), then saves the discovery state file when what is announced changed.
+    /// off). The discovery state file is saved *before* a config is published and after a stale one is
+    /// cleared, so that a stop or crash in between errs towards clearing a config that was never published
+    /// (harmless) rather than forgetting one that was.
     func announceDiscovery(_ client: MQTTClient, devices names: [String]?) async throws(MQTTError) {
-        let (configs, stale, keys) = state.withLock { state -> ([DiscoveryPayloads.Config], [(String, String)], Set<String>) in
+        let (configs, stale, intent) = state.withLock { state -> ([DiscoveryPayloads.Config], [(String, String)], AnnouncedState?) in
             var configs: [DiscoveryPayloads.Config] = []
-            guard configuration.discovery else {
-                let stale = state.announced.topics.flatMap { key, topics in topics.map { (key, $0) } }
-                return ([], names == nil ? stale : [], [])
-            }
-            if names == nil { configs += discovery.gatewayConfigs() }
-            for name in (names ?? state.devices.keys.sorted()) {
-                guard let entry = state.devices[name] else { continue }
-                configs += discovery.configs(for: describe(entry))
+            if configuration.discovery {
+                if names == nil { configs += discovery.gatewayConfigs() }
+                for name in (names ?? state.devices.keys.sorted()) {
+                    guard let entry = state.devices[name] else { continue }
+                    configs += discovery.configs(for: describe(entry))
+                }
             }
             let keys = Set(configs.map(\.key))
             let wanted = Set(configs.map(\.topic))
             // On a full announcement everything not wanted goes; for one device, only its own old topics.
             let stale = state.announced.topics.flatMap { key, topics in
                 topics.filter { !wanted.contains($0) && (names == nil || keys.contains(key)) }.map { (key, $0) }
-            }
-            return (configs, stale.sorted { $0.1 < $1.1 }, keys)
+            }.sorted { $0.1 < $1.1 }
+            var next = state.announced
+            for config in configs { next.topics[config.key, default: []].insert(config.topic) }
+            for entry in state.devices.values { next.readings[entry.device.address] = entry.readings }
+            guard next != state.announced else { return (configs, stale, nil) }
+            state.announced = next
+            return (configs, stale, next)
         }
-        for (key, topic) in stale {
-            try await client.publish(topic: topic, payload: [], qos: configuration.qos, retain: true)
-            state.withLock { _ = $0.announced.topics[key]?.remove(topic) }
-            logger.info("cleared a stale Home Assistant config", metadata: ["topic": "\(topic)"])
+        if let intent { saveAnnounced(intent) }
+        if !stale.isEmpty {
+            for (key, topic) in stale {
+                try await client.publish(topic: topic, payload: [], qos: configuration.qos, retain: true)
+                logger.info("cleared a stale Home Assistant config", metadata: ["topic": "\(topic)"])
+                state.withLock { state in
+                    state.announced.topics[key]?.remove(topic)
+                    if state.announced.topics[key]?.isEmpty == true { state.announced.topics[key] = nil }
+                }
+            }
+            saveAnnounced(state.withLock { $0.announced })
         }
         for config in configs {
             try await client.publish(topic: config.topic, payload: config.payload, qos: configuration.qos, retain: true)
         }
-        let changed = state.withLock { state -> AnnouncedState? in
-            var next = state.announced
-            for key in keys { next.topics[key] = Set(configs.filter { $0.key == key }.map(\.topic)) }
-            next.topics = next.topics.filter { !$0.value.isEmpty }
-            for entry in state.devices.values { next.readings[entry.device.address] = entry.readings }
-            guard next != state.announced || !stale.isEmpty else { return nil }
-            state.announced = next
-            return next
-        }
-        if let changed { saveAnnounced(changed) }
     }
 
     private func saveAnnounced(_ announced: AnnouncedState) {

@@ -118,12 +118,15 @@ final class MosquittoSubscriber: Sendable {
     let process: WatchedProcess
 
     init(broker: MosquittoBroker, filters: [String]) async throws {
+        // The broker's log holds earlier clients' subscriptions too: wait for one more of each.
+        @Sendable func count(_ filter: String) -> Int { broker.log.components(separatedBy: filter + " (QoS 2)").count }
+        let before = Dictionary(uniqueKeysWithValues: filters.map { ($0, count($0)) })
         process = try WatchedProcess(
             ["mosquitto_sub", "-h", "127.0.0.1", "-p", "\(broker.port)", "-V", "mqttv5", "--retain-as-published", "-q", "2"]
                 + filters.flatMap { ["-t", $0] } + ["-F", "MSG %t|%q|%r|%p"])
         let process = self.process
         try await waitUntil("mosquitto_sub is subscribed") {
-            filters.allSatisfy { broker.log.contains($0 + " (QoS 2)") } || process.exitStatus != nil
+            filters.allSatisfy { count($0) > before[$0, default: 0] } || process.exitStatus != nil
         }
     }
 
