@@ -12,8 +12,8 @@ extension MQTTBridge {
     /// - Throws: `MQTTError` when the client cannot be created (a client id, will or TLS file libmosquitto
     ///   rejects): a configuration error, not a broker that is away.
     public func run() async throws {
-        let client = try MQTTClient(configuration: configuration.mqtt)
         defer { commandContinuation.finish() }
+        let client = try MQTTClient(configuration: configuration.mqtt)
         await cancelWhenGracefulShutdown {
             await withTaskGroup(of: Void.self) { group in
                 group.addTask { await self.followEvents(of: client) }

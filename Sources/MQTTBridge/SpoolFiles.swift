@@ -34,11 +34,13 @@ enum SpoolFiles {
     static func writeAll(_ descriptor: Int32, _ bytes: [UInt8], path: String) throws(BridgeError) {
         var written = 0
         while written < bytes.count {
-            let count = bytes.withUnsafeBytes { write(descriptor, $0.baseAddress! + written, $0.count - written) }
-            if count < 0 {
-                if errno == EINTR { continue }
-                throw failure("write", path)
+            let count = bytes.withUnsafeBytes { raw -> Int in
+                guard let base = raw.baseAddress else { return 0 }
+                return write(descriptor, base + written, raw.count - written)
             }
+            if count < 0, errno == EINTR { continue }
+            // 0 for a non-empty write means no progress (a full device that does not say so): fail, never spin.
+            guard count > 0 else { throw failure("write", path, count == 0 ? ENOSPC : errno) }
             written += count
         }
     }
@@ -47,13 +49,12 @@ enum SpoolFiles {
     static func writeAll(_ descriptor: Int32, _ bytes: [UInt8], at offset: Int, path: String) throws(BridgeError) {
         var written = 0
         while written < bytes.count {
-            let count = bytes.withUnsafeBytes {
-                pwrite(descriptor, $0.baseAddress! + written, $0.count - written, off_t(offset + written))
+            let count = bytes.withUnsafeBytes { raw -> Int in
+                guard let base = raw.baseAddress else { return 0 }
+                return pwrite(descriptor, base + written, raw.count - written, off_t(offset + written))
             }
-            if count < 0 {
-                if errno == EINTR { continue }
-                throw failure("pwrite", path)
-            }
+            if count < 0, errno == EINTR { continue }
+            guard count > 0 else { throw failure("pwrite", path, count == 0 ? ENOSPC : errno) }
             written += count
         }
     }
@@ -63,8 +64,9 @@ enum SpoolFiles {
         var buffer = [UInt8](repeating: 0, count: count)
         var total = 0
         while total < count {
-            let got = buffer.withUnsafeMutableBytes {
-                pread(descriptor, $0.baseAddress! + total, $0.count - total, off_t(offset + total))
+            let got = buffer.withUnsafeMutableBytes { raw -> Int in
+                guard let base = raw.baseAddress else { return 0 }
+                return pread(descriptor, base + total, raw.count - total, off_t(offset + total))
             }
             if got < 0 {
                 if errno == EINTR { continue }
