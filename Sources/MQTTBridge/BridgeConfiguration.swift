@@ -7,8 +7,10 @@ import Glibc
 /// Everything the bridge needs besides its devices: fixed for its life.
 ///
 /// The daemon builds the ``mqtt`` part (broker, TLS, credentials) from its configuration file; the bridge
-/// replaces the will (status `offline`, retained) and, when ``MQTTConfiguration/clientID`` is empty, the
-/// client id (`keepalive-<hostname>`). Everything else of it is passed through as given.
+/// replaces the will (status `offline`, retained, at ``qos``), turns clean start off (a persistent session, so
+/// commands wait at the broker while the bridge is away) and, when ``MQTTConfiguration/clientID`` is empty,
+/// sets the client id to `keepalive-<gateway>` (the host name unless a gateway name is given). Everything else
+/// (host, port, TLS, credentials, keep-alive, reconnection policy) is passed through as given.
 ///
 /// ```swift
 /// var configuration = BridgeConfiguration(

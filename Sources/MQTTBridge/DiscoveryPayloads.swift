@@ -8,8 +8,8 @@
 ///
 /// Entities per BLE device:
 /// - one `sensor` per reading, value from the state record (`value_json.readings['<name>'].value`); when a
-///   record lacks the reading (a failed poll) the template keeps the previous state (`this.state`) rather than
-///   blanking it; staleness is `availability` and `expire_after`'s job;
+///   record lacks the reading (a failed poll) the template renders nothing, which HA's MQTT entities ignore
+///   (the previous state stays) rather than blanking it; staleness is `availability`'s and `expire_after`'s job;
 /// - diagnostic sensors: last result, consecutive failures (from `<device>/failures`), window used (ms), last
 ///   error;
 /// - a `button` "Poll now" on the poll command topic (available while the gateway is: a device that is offline is
@@ -96,7 +96,7 @@ struct DiscoveryPayloads: Sendable {
         }
         let diagnostics: [(object: String, name: String, template: String?, unit: String?, deviceClass: String?)] = [
             ("last_result", "Last result", "{{ value_json.result }}", nil, nil),
-            ("window_used", "Window used", "{{ value_json.window.used_ms if value_json.window else none }}", "ms", "duration"),
+            ("window_used", "Window used", "{{ value_json.window.used_ms if value_json.window else '' }}", "ms", "duration"),
             ("last_error", "Last error",
              "{{ ((value_json.error.code ~ ': ' ~ value_json.error.message) if value_json.error else 'none')[:250] }}", nil, nil),
             ("consecutive_failures", "Consecutive failures", nil, nil, nil),
@@ -138,8 +138,7 @@ struct DiscoveryPayloads: Sendable {
         let key = Self.jinjaString(reading.name)
         json.string(
             "value_template",
-            "{% if \(key) in value_json.get('readings', {}) %}{{ value_json.readings[\(key)].value }}"
-                + "{% else %}{{ this.state }}{% endif %}")
+            "{% if \(key) in value_json.get('readings', {}) %}{{ value_json.readings[\(key)].value }}{% endif %}")
         if let deviceClass = classification.deviceClass { json.string("device_class", deviceClass) }
         if let unit = classification.unit { json.string("unit_of_measurement", unit) }
         if let stateClass = classification.stateClass { json.string("state_class", stateClass) }

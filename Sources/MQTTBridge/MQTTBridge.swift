@@ -45,6 +45,8 @@ public final class MQTTBridge: Service, Sendable {
     public init(configuration: BridgeConfiguration, devices: [BridgeDevice], logger: Logger) throws(BridgeError) {
         var configuration = configuration
         let topics = BridgeTopics(prefix: configuration.topicPrefix, gateway: configuration.gateway)
+        // A persistent session: commands sent while the bridge is away wait for it at the broker.
+        configuration.mqtt.cleanStart = false
         configuration.mqtt.will = MQTTConfiguration.Will(
             topic: topics.status, payload: Array("offline".utf8), qos: configuration.qos, retain: true)
         self.configuration = configuration

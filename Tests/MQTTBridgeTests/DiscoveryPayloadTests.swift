@@ -68,7 +68,7 @@ import Testing
         #expect(json["state_class"] as? String == "measurement")
         #expect(json["unique_id"] as? String == "keepalive_aabbccddee01_temperature")
         #expect(json["value_template"] as? String
-            == "{% if 'temperature' in value_json.get('readings', {}) %}{{ value_json.readings['temperature'].value }}{% else %}{{ this.state }}{% endif %}")
+            == "{% if 'temperature' in value_json.get('readings', {}) %}{{ value_json.readings['temperature'].value }}{% endif %}")
         let pm = try #require(payloads.configs(for: device).first { $0.topic.hasSuffix("_pm2_5/config") })
         #expect(jsonObject(pm.payload)?["unit_of_measurement"] as? String == "\u{03BC}g/m³")
         let firmware = try #require(payloads.configs(for: device).first { $0.topic.hasSuffix("_firmware_revision/config") })
