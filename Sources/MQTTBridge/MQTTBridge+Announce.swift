@@ -7,12 +7,10 @@ extension MQTTBridge {
     /// status); discovery (stale configs cleared first); every device's retained availability, failures and
     /// interval; the dropped count.
     func announceConnection(_ client: MQTTClient) async throws(MQTTError) {
-        try await client.publish(retained(topics.status, "online"))
-        try await client.subscribe(topics.pollFilter, qos: .atLeastOnce)
-        try await client.subscribe(topics.intervalSetFilter, qos: .atLeastOnce)
-        if configuration.discovery {
-            try await client.subscribe(discovery.homeAssistantStatus, qos: .atLeastOnce)
-        }
+        try await send(client, retained(topics.status, "online"))
+        try await listen(client, topics.pollFilter)
+        try await listen(client, topics.intervalSetFilter)
+        if configuration.discovery { try await listen(client, discovery.homeAssistantStatus) }
         try await announceDiscovery(client, devices: nil)
         let (retainedState, dropped) = state.withLock { state -> ([MQTTOutgoingMessage], UInt64?) in
             var messages: [MQTTOutgoingMessage] = []
@@ -26,11 +24,36 @@ extension MQTTBridge {
             }
             return (messages, state.publishedDropped)
         }
-        for message in retainedState { try await client.publish(message) }
+        for message in retainedState { try await send(client, message) }
         let total = spool.withLock { $0.dropped }
-        if total > 0 || dropped == nil {
-            try await client.publish(retained(topics.dropped, "\(total)"))
+        if total > 0 || dropped == nil, try await send(client, retained(topics.dropped, "\(total)")) {
             state.withLock { $0.publishedDropped = total }
+        }
+    }
+
+    /// Publishes; a refusal for good (an ACL, a payload too large) is logged and the announcement goes on with
+    /// the next message, so one forbidden topic does not hide the rest. Throws only when the connection went.
+    @discardableResult
+    func send(_ client: MQTTClient, _ message: MQTTOutgoingMessage) async throws(MQTTError) -> Bool {
+        do {
+            try await client.publish(message)
+            return true
+        } catch where error.code == .disconnected || error.code == .cancelled || error.code == .closed {
+            throw error
+        } catch {
+            logger.error("the broker refused a publish", metadata: ["topic": "\(message.topic)", "error": "\(error)"])
+            return false
+        }
+    }
+
+    /// Subscribes; a refusal is logged (those commands will not arrive) and the announcement goes on.
+    private func listen(_ client: MQTTClient, _ filter: String) async throws(MQTTError) {
+        do {
+            try await client.subscribe(filter, qos: .atLeastOnce)
+        } catch where error.code == .disconnected || error.code == .cancelled || error.code == .closed {
+            throw error
+        } catch {
+            logger.error("the broker refused a subscription", metadata: ["filter": "\(filter)", "error": "\(error)"])
         }
     }
 
@@ -65,7 +88,9 @@ extension MQTTBridge {
         if let intent { saveAnnounced(intent) }
         if !stale.isEmpty {
             for (key, topic) in stale {
-                try await client.publish(topic: topic, payload: [], qos: configuration.qos, retain: true)
+                // Refused: kept in the state file, to be tried again at the next connection.
+                guard try await send(client, MQTTOutgoingMessage(topic: topic, payload: [], qos: configuration.qos, retain: true))
+                else { continue }
                 logger.info("cleared a stale Home Assistant config", metadata: ["topic": "\(topic)"])
                 state.withLock { state in
                     state.announced.topics[key]?.remove(topic)
@@ -75,7 +100,7 @@ extension MQTTBridge {
             saveAnnounced(state.withLock { $0.announced })
         }
         for config in configs {
-            try await client.publish(topic: config.topic, payload: config.payload, qos: configuration.qos, retain: true)
+            try await send(client, MQTTOutgoingMessage(topic: config.topic, payload: config.payload, qos: configuration.qos, retain: true))
         }
     }
 

@@ -92,3 +92,35 @@ import Testing
         #expect(bridge.configuration.mqtt.cleanStart == false)
     }
 }
+
+@Suite struct BridgeRefusalTests {
+    @Test func aTopicTheBrokerForbidsDoesNotHideTheRestOfTheAnnouncement() async throws {
+        let directory = try makeTemporaryDirectory(prefix: "bridge-test")
+        let brokerDirectory = try makeTemporaryDirectory(prefix: "bridge-broker")
+        defer {
+            removeDirectory(directory)
+            removeDirectory(brokerDirectory)
+        }
+        try """
+            topic readwrite #
+            topic deny homeassistant/sensor/gw/aabbccddee01_humidity/config
+            topic deny keepalive/gw/+/poll
+
+            """.write(toFile: brokerDirectory + "/acl", atomically: true, encoding: .utf8)
+        let broker = try await MosquittoBroker.start(
+            directory: brokerDirectory, listener: "allow_anonymous true\nacl_file \(brokerDirectory)/acl")
+        defer { broker.remove() }
+        let subscriber = try await Collector(port: broker.port, filters: ["homeassistant/#", "keepalive/#"])
+        let bridge = try MQTTBridge(
+            configuration: bridgeConfiguration(port: broker.port, directory: directory), devices: [kitchen], logger: testLogger())
+        let running = RunningBridge(bridge)
+        // Refused: the humidity config (PUBACK "not authorized"); everything after it still arrives.
+        try await subscriber.wait(for: "homeassistant/button/gw/aabbccddee01_poll/config")
+        try await subscriber.wait(for: "keepalive/gw/dropped")
+        #expect(subscriber.messages(on: "homeassistant/sensor/gw/aabbccddee01_humidity/config").isEmpty)
+        try bridge.submit(device: "kitchen", sequence: 0, succeeded: true, payload: recordPayload(0))
+        try await subscriber.wait(for: "keepalive/gw/kitchen/state")
+        await subscriber.close()
+        await running.stop()
+    }
+}
