@@ -56,7 +56,8 @@ struct AnnouncedState: Sendable, Hashable {
         }
         for address in readings.keys.sorted() {
             for reading in readings[address, default: []] {
-                text += "reading\t\(address)\t\(Self.clean(reading.name))\t\(Self.clean(reading.unit ?? ""))\t"
+                text +=
+                    "reading\t\(address)\t\(Self.clean(reading.name))\t\(Self.clean(reading.unit ?? ""))\t"
                     + (reading.isText ? "1" : "0") + "\n"
             }
         }

@@ -1,7 +1,7 @@
 public import MQTT
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Everything the bridge needs besides its devices: fixed for its life.

@@ -72,8 +72,12 @@ struct DiscoveryPayloads: Sendable {
         dropped.string("entity_category", "diagnostic")
         gatewayDevice(&dropped)
         return [
-            Config(key: Self.gatewayKey, topic: topic(component: "binary_sensor", objectID: "gateway_status"), payload: status.bytes),
-            Config(key: Self.gatewayKey, topic: topic(component: "sensor", objectID: "gateway_dropped"), payload: dropped.bytes),
+            Config(
+                key: Self.gatewayKey, topic: topic(component: "binary_sensor", objectID: "gateway_status"),
+                payload: status.bytes),
+            Config(
+                key: Self.gatewayKey, topic: topic(component: "sensor", objectID: "gateway_dropped"),
+                payload: dropped.bytes),
         ]
     }
 
@@ -96,9 +100,15 @@ struct DiscoveryPayloads: Sendable {
         }
         let diagnostics: [(object: String, name: String, template: String?, unit: String?, deviceClass: String?)] = [
             ("last_result", "Last result", "{{ value_json.result }}", nil, nil),
-            ("window_used", "Window used", "{{ value_json.window.used_ms if value_json.window else '' }}", "ms", "duration"),
-            ("last_error", "Last error",
-             "{{ ((value_json.error.code ~ ': ' ~ value_json.error.message) if value_json.error else 'none')[:250] }}", nil, nil),
+            (
+                "window_used", "Window used", "{{ value_json.window.used_ms if value_json.window else '' }}", "ms",
+                "duration"
+            ),
+            (
+                "last_error", "Last error",
+                "{{ ((value_json.error.code ~ ': ' ~ value_json.error.message) if value_json.error else 'none')[:250] }}",
+                nil, nil
+            ),
             ("consecutive_failures", "Consecutive failures", nil, nil, nil),
         ]
         for diagnostic in diagnostics {
@@ -119,21 +129,28 @@ struct DiscoveryPayloads: Sendable {
             }
             json.string("entity_category", "diagnostic")
             deviceObject(&json, device, id: id)
-            configs.append(Config(key: device.address, topic: topic(component: "sensor", objectID: "\(id)_\(diagnostic.object)"), payload: json.bytes))
+            configs.append(
+                Config(
+                    key: device.address, topic: topic(component: "sensor", objectID: "\(id)_\(diagnostic.object)"),
+                    payload: json.bytes))
         }
         var button = entity(name: "Poll now", uniqueID: "keepalive_\(id)_poll", availability: false)
         button.array("availability") { $0.object { $0.string("topic", topics.status) } }
         button.string("command_topic", topics.poll(device.name))
         button.string("payload_press", "PRESS")
         deviceObject(&button, device, id: id)
-        configs.append(Config(key: device.address, topic: topic(component: "button", objectID: "\(id)_poll"), payload: button.bytes))
+        configs.append(
+            Config(
+                key: device.address, topic: topic(component: "button", objectID: "\(id)_poll"), payload: button.bytes))
         return configs
     }
 
     private func sensorConfig(_ device: Device, _ reading: BridgeDevice.ExpectedReading, id: String) -> Config {
         let readingID = BridgeTopics.identifier(reading.name)
         let classification = SensorClassTable.classify(name: reading.name, unit: reading.unit, isText: reading.isText)
-        var json = entity(name: Self.displayName(reading.name), uniqueID: "keepalive_\(id)_\(readingID)", availability: true, device: device)
+        var json = entity(
+            name: Self.displayName(reading.name), uniqueID: "keepalive_\(id)_\(readingID)", availability: true,
+            device: device)
         json.string("state_topic", topics.state(device.name))
         let key = Self.jinjaString(reading.name)
         json.string(
@@ -145,7 +162,8 @@ struct DiscoveryPayloads: Sendable {
         if reading.isText { json.string("entity_category", "diagnostic") }
         json.integer("expire_after", device.expireAfter)
         deviceObject(&json, device, id: id)
-        return Config(key: device.address, topic: topic(component: "sensor", objectID: "\(id)_\(readingID)"), payload: json.bytes)
+        return Config(
+            key: device.address, topic: topic(component: "sensor", objectID: "\(id)_\(readingID)"), payload: json.bytes)
     }
 
     /// The keys every entity starts with; `availability` = [gateway status, device availability], mode all.

@@ -19,7 +19,9 @@ extension MQTTBridge {
                 if let availability = entry.availability.availability {
                     messages.append(retained(topics.availability(name), availability.rawValue))
                 }
-                if let failures = entry.publishedFailures { messages.append(retained(topics.failures(name), "\(failures)")) }
+                if let failures = entry.publishedFailures {
+                    messages.append(retained(topics.failures(name), "\(failures)"))
+                }
                 messages.append(retained(topics.interval(name), entry.interval.compact))
             }
             return (messages, state.publishedDropped)
@@ -38,7 +40,7 @@ extension MQTTBridge {
         do {
             try await client.publish(message)
             return true
-        } catch where error.code == .disconnected || error.code == .cancelled || error.code == .closed {
+        } catch  where error.code == .disconnected || error.code == .cancelled || error.code == .closed {
             throw error
         } catch {
             logger.error("the broker refused a publish", metadata: ["topic": "\(message.topic)", "error": "\(error)"])
@@ -50,7 +52,7 @@ extension MQTTBridge {
     private func listen(_ client: MQTTClient, _ filter: String) async throws(MQTTError) {
         do {
             try await client.subscribe(filter, qos: .atLeastOnce)
-        } catch where error.code == .disconnected || error.code == .cancelled || error.code == .closed {
+        } catch  where error.code == .disconnected || error.code == .cancelled || error.code == .closed {
             throw error
         } catch {
             logger.error("the broker refused a subscription", metadata: ["filter": "\(filter)", "error": "\(error)"])
@@ -63,7 +65,8 @@ extension MQTTBridge {
     /// cleared, so that a stop or crash in between errs towards clearing a config that was never published
     /// (harmless) rather than forgetting one that was.
     func announceDiscovery(_ client: MQTTClient, devices names: [String]?) async throws(MQTTError) {
-        let (configs, stale, intent) = state.withLock { state -> ([DiscoveryPayloads.Config], [(String, String)], AnnouncedState?) in
+        let (configs, stale, intent) = state.withLock {
+            state -> ([DiscoveryPayloads.Config], [(String, String)], AnnouncedState?) in
             var configs: [DiscoveryPayloads.Config] = []
             if configuration.discovery {
                 if names == nil { configs += discovery.gatewayConfigs() }
@@ -89,7 +92,9 @@ extension MQTTBridge {
         if !stale.isEmpty {
             for (key, topic) in stale {
                 // Refused: kept in the state file, to be tried again at the next connection.
-                guard try await send(client, MQTTOutgoingMessage(topic: topic, payload: [], qos: configuration.qos, retain: true))
+                guard
+                    try await send(
+                        client, MQTTOutgoingMessage(topic: topic, payload: [], qos: configuration.qos, retain: true))
                 else { continue }
                 logger.info("cleared a stale Home Assistant config", metadata: ["topic": "\(topic)"])
                 state.withLock { state in
@@ -100,14 +105,17 @@ extension MQTTBridge {
             saveAnnounced(state.withLock { $0.announced })
         }
         for config in configs {
-            try await send(client, MQTTOutgoingMessage(topic: config.topic, payload: config.payload, qos: configuration.qos, retain: true))
+            try await send(
+                client,
+                MQTTOutgoingMessage(topic: config.topic, payload: config.payload, qos: configuration.qos, retain: true))
         }
     }
 
     private func saveAnnounced(_ announced: AnnouncedState) {
         let directory = configuration.spoolDirectory
         do {
-            try SpoolFiles.replace(directory + "/" + AnnouncedState.fileName, with: announced.encoded, directory: directory)
+            try SpoolFiles.replace(
+                directory + "/" + AnnouncedState.fileName, with: announced.encoded, directory: directory)
         } catch {
             // Not fatal: the next start may then leave a removed device's configs in place.
             logger.error("cannot save the discovery state", metadata: ["error": "\(error)"])

@@ -28,9 +28,11 @@ extension MQTTBridge {
             case .success(nil):
                 continue
             case .failure(let rejection):
-                logger.warning("command rejected", metadata: ["topic": "\(message.topic)", "reason": "\(rejection.message)"])
+                logger.warning(
+                    "command rejected", metadata: ["topic": "\(message.topic)", "reason": "\(rejection.message)"])
                 let reply = MQTTOutgoingMessage(
-                    topic: rejection.topic, payload: Array(rejection.message.utf8), qos: configuration.qos, retain: false)
+                    topic: rejection.topic, payload: Array(rejection.message.utf8), qos: configuration.qos,
+                    retain: false)
                 state.withLock { $0.enqueue(.message(reply)) }
                 wakeupContinuation.yield()
             }
@@ -55,24 +57,28 @@ extension MQTTBridge {
             return .success(nil)
         }
         guard let device = state.withLock({ $0.deviceByLevel[String(level)] }) else {
-            return .failure(CommandRejection(
-                topic: topics.gatewayError,
-                message: "\(message.topic): no device \"\(level)\" is configured on gateway \(configuration.gateway)"))
+            return .failure(
+                CommandRejection(
+                    topic: topics.gatewayError,
+                    message:
+                        "\(message.topic): no device \"\(level)\" is configured on gateway \(configuration.gateway)"))
         }
         guard message.payload.count <= configuration.maximumCommandBytes else {
-            return .failure(CommandRejection(
-                topic: topics.error(device),
-                message: "\(message.topic): payload of \(message.payload.count) bytes is longer than "
-                    + "\(configuration.maximumCommandBytes)"))
+            return .failure(
+                CommandRejection(
+                    topic: topics.error(device),
+                    message: "\(message.topic): payload of \(message.payload.count) bytes is longer than "
+                        + "\(configuration.maximumCommandBytes)"))
         }
         if kind == "poll" {
             return .success(message.retain ? nil : .pollNow(device: device))
         }
         let text = String(decoding: message.payload, as: UTF8.self)
         guard let interval = DurationText.parse(text) else {
-            return .failure(CommandRejection(
-                topic: topics.error(device),
-                message: "\(message.topic): \"\(text)\" is not a duration (write e.g. 500ms, 30s, 2m, 1h)"))
+            return .failure(
+                CommandRejection(
+                    topic: topics.error(device),
+                    message: "\(message.topic): \"\(text)\" is not a duration (write e.g. 500ms, 30s, 2m, 1h)"))
         }
         return .success(.setInterval(device: device, interval))
     }

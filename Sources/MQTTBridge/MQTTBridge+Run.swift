@@ -37,7 +37,10 @@ extension MQTTBridge {
             case .connected(let sessionPresent, let version):
                 logger.info(
                     "connected to the MQTT broker",
-                    metadata: ["broker": "\(configuration.mqtt.broker)", "session": "\(sessionPresent)", "protocol": "\(version)"])
+                    metadata: [
+                        "broker": "\(configuration.mqtt.broker)", "session": "\(sessionPresent)",
+                        "protocol": "\(version)",
+                    ])
                 state.withLock { state in
                     state.connected = true
                     state.enqueue(.connected)
@@ -92,7 +95,7 @@ extension MQTTBridge {
                 case .announce(let device):
                     try await announceDiscovery(client, devices: [device])
                 }
-            } catch where error.code == .disconnected || error.code == .cancelled || error.code == .closed {
+            } catch  where error.code == .disconnected || error.code == .cancelled || error.code == .closed {
                 if case .message = item {} else { state.withLock { $0.outgoing.insert(item, at: 0) } }
                 return false
             } catch {
@@ -130,9 +133,10 @@ extension MQTTBridge {
             if let record {
                 do {
                     try await client.publish(
-                        topic: topics.state(record.device), payload: record.payload, qos: configuration.qos, retain: false,
+                        topic: topics.state(record.device), payload: record.payload, qos: configuration.qos,
+                        retain: false,
                         properties: MQTTProperties(contentType: "application/json"))
-                } catch where error.code == .disconnected || error.code == .cancelled || error.code == .closed {
+                } catch  where error.code == .disconnected || error.code == .cancelled || error.code == .closed {
                     return
                 } catch {
                     // Refused for good (too large for the broker, not authorised): retrying would block every
@@ -142,9 +146,12 @@ extension MQTTBridge {
                         metadata: ["device": "\(record.device)", "seq": "\(record.sequence)", "error": "\(error)"])
                 }
             } else {
-                logger.error("a spooled record no longer reads back whole; skipping it", metadata: ["entry": "\(entry.id)"])
+                logger.error(
+                    "a spooled record no longer reads back whole; skipping it", metadata: ["entry": "\(entry.id)"])
             }
-            let acknowledged = spool.withLock { spool in Result { () throws(BridgeError) in try spool.acknowledge(entry.id) } }
+            let acknowledged = spool.withLock { spool in
+                Result { () throws(BridgeError) in try spool.acknowledge(entry.id) }
+            }
             if case .failure(let error) = acknowledged {
                 logger.error("cannot record an acknowledgement in the spool", metadata: ["error": "\(error)"])
             }

@@ -80,7 +80,10 @@ public final class MQTTBridge: Service, Sendable {
         if spool.pendingCount > 0 || spool.corrupt > 0 {
             logger.notice(
                 "spool opened with records to deliver",
-                metadata: ["pending": "\(spool.pendingCount)", "corrupt": "\(spool.corrupt)", "directory": "\(configuration.spoolDirectory)"])
+                metadata: [
+                    "pending": "\(spool.pendingCount)", "corrupt": "\(spool.corrupt)",
+                    "directory": "\(configuration.spoolDirectory)",
+                ])
         }
     }
 
@@ -140,14 +143,19 @@ public final class MQTTBridge: Service, Sendable {
             if expireAfter(interval) != before { state.enqueue(.announce(device: device)) }
             return true
         }
-        if known { wakeupContinuation.yield() } else { logger.warning("interval of an unknown device", metadata: ["device": "\(device)"]) }
+        if known {
+            wakeupContinuation.yield()
+        } else {
+            logger.warning("interval of an unknown device", metadata: ["device": "\(device)"])
+        }
     }
 
     public var statistics: BridgeStatistics {
         let connected = state.withLock { $0.connected }
         return spool.withLock { spool in
             BridgeStatistics(
-                spooled: spool.appended, delivered: spool.delivered, dropped: spool.dropped, pending: spool.pendingCount,
+                spooled: spool.appended, delivered: spool.delivered, dropped: spool.dropped,
+                pending: spool.pendingCount,
                 spoolBytes: spool.bytes, corrupt: spool.corrupt, connected: connected)
         }
     }

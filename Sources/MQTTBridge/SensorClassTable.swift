@@ -43,7 +43,8 @@ enum SensorClassTable {
         Row(deviceClass: "humidity", nameFragments: ["humidity"], units: ["%"]),
         Row(deviceClass: "moisture", nameFragments: ["moisture"], units: ["%"]),
         Row(deviceClass: "carbon_dioxide", names: ["co2", "carbon_dioxide"], units: ["ppm"]),
-        Row(deviceClass: "volatile_organic_compounds_parts", names: ["voc", "tvoc"], nameFragments: ["volatile"],
+        Row(
+            deviceClass: "volatile_organic_compounds_parts", names: ["voc", "tvoc"], nameFragments: ["volatile"],
             units: ["ppm", "ppb"]),
         Row(deviceClass: "pm1", names: ["pm1", "pm1_0"], units: [micro + "g/m³"]),
         Row(deviceClass: "pm25", names: ["pm2_5", "pm25"], units: [micro + "g/m³"]),
@@ -51,7 +52,8 @@ enum SensorClassTable {
         Row(deviceClass: "wind_speed", nameFragments: ["wind_speed"], units: ["m/s", "km/h", "mph", "kn", "ft/s"]),
         // HA gives wind direction no state class at all (its statistics cannot average angles).
         Row(deviceClass: "wind_direction", nameFragments: ["wind_direction"], units: ["°"], stateClass: nil),
-        Row(deviceClass: "distance", names: ["elevation", "distance", "altitude", "height"],
+        Row(
+            deviceClass: "distance", names: ["elevation", "distance", "altitude", "height"],
             units: ["m", "km", "cm", "mm", "in", "ft", "yd", "mi"]),
         Row(deviceClass: "weight", names: ["weight", "mass"], units: ["kg", "g", "mg", "lb", "oz"]),
         Row(deviceClass: "signal_strength", names: ["rssi", "signal_strength", "tx_power"], units: ["dBm", "dB"]),
@@ -66,7 +68,9 @@ enum SensorClassTable {
     /// The classification of reading `name` with `unit`; `isText` for readings whose value is text.
     static func classify(name: String, unit: String?, isText: Bool) -> Classification {
         if isText { return Classification(deviceClass: nil, unit: nil, stateClass: nil) }
-        guard let unit, !unit.isEmpty else { return Classification(deviceClass: nil, unit: nil, stateClass: "measurement") }
+        guard let unit, !unit.isEmpty else {
+            return Classification(deviceClass: nil, unit: nil, stateClass: "measurement")
+        }
         let normalised = normaliseUnit(unit)
         if let row = rows.first(where: { $0.matches(name: name, unit: normalised) }) {
             return Classification(deviceClass: row.deviceClass, unit: normalised, stateClass: row.stateClass)

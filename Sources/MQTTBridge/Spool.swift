@@ -1,5 +1,5 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// The bridge's bounded, append-only, crash-safe store of records not yet acknowledged by the broker.
@@ -103,7 +103,8 @@ final class Spool {
         let index = segments.count - 1
         let path = segmentPath(segments[index].number)
         try SpoolFiles.writeAll(segments[index].descriptor, bytes, path: path)
-        let entry = Entry(id: nextEntryID, segment: segments[index].number, offset: segments[index].size, size: bytes.count)
+        let entry = Entry(
+            id: nextEntryID, segment: segments[index].number, offset: segments[index].size, size: bytes.count)
         nextEntryID += 1
         segments[index].size += bytes.count
         pending.append(entry)
@@ -214,7 +215,10 @@ final class Spool {
             CRC32.checksum(bytes[0..<28]) == readInteger(bytes[...], at: 28, as: UInt32.self)
         else { return nil }
         let offset = readInteger(bytes[...], at: 12, as: UInt64.self)
-        return (readInteger(bytes[...], at: 4, as: UInt64.self), Int(clamping: offset), readInteger(bytes[...], at: 20, as: UInt64.self))
+        return (
+            readInteger(bytes[...], at: 4, as: UInt64.self), Int(clamping: offset),
+            readInteger(bytes[...], at: 20, as: UInt64.self)
+        )
     }
 
     // MARK: Recovery

@@ -1,12 +1,13 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Every raw file call of the spool in one place (as swift-system gathers its syscalls), each failure a
 /// ``BridgeError`` naming the call, the file and `errno`; EINTR is retried here so that callers never see it.
 enum SpoolFiles {
     static func failure(_ call: String, _ path: String, _ error: Int32 = errno) -> BridgeError {
-        BridgeError(code: .spool, message: "\(call) \(path): \(String(cString: strerror(error)))", call: call, errno: error)
+        BridgeError(
+            code: .spool, message: "\(call) \(path): \(String(cString: strerror(error)))", call: call, errno: error)
     }
 
     /// Creates `path` and its missing parents (0700: records may say where someone lives and when).

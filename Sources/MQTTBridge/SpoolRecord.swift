@@ -46,7 +46,9 @@ struct SpoolRecord: Sendable, Hashable {
     static func header(_ header: ArraySlice<UInt8>) -> (length: Int, checksum: UInt32)? {
         guard header.count >= headerSize else { return nil }
         let start = header.startIndex
-        return (Int(readInteger(header, at: start, as: UInt32.self)), readInteger(header, at: start + 4, as: UInt32.self))
+        return (
+            Int(readInteger(header, at: start, as: UInt32.self)), readInteger(header, at: start + 4, as: UInt32.self)
+        )
     }
 
     /// Decodes a body whose checksum was `checksum`; nil when it does not match or does not hold together.

@@ -19,7 +19,9 @@ import Testing
         let subscriber = try await MosquittoSubscriber(broker: broker, filters: ["keepalive/#"])
         defer { subscriber.stop() }
         // The bridge subscribed before it counted as connected? Wait for its SUBSCRIBE of the commands.
-        try await waitUntil("the bridge subscribed to the commands") { broker.log.contains("keepalive/gw/+/interval/set (QoS 1)") }
+        try await waitUntil("the bridge subscribed to the commands") {
+            broker.log.contains("keepalive/gw/+/interval/set (QoS 1)")
+        }
         let commander = try await Collector(port: broker.port, filters: [])
 
         // The daemon's side: carry out commands as they come, answering interval changes.
@@ -27,7 +29,9 @@ import Testing
             var commands: [BridgeCommand] = []
             for await command in bridge.commands {
                 commands.append(command)
-                if case .setInterval(let device, let interval) = command { bridge.intervalChanged(device: device, to: interval) }
+                if case .setInterval(let device, let interval) = command {
+                    bridge.intervalChanged(device: device, to: interval)
+                }
                 if commands.count == 2 { break }
             }
             return commands

@@ -15,14 +15,18 @@ import Testing
         }
         let subscriber = try await Collector(port: broker.port, filters: ["homeassistant/+/gw/#"])
         let bridge = try MQTTBridge(
-            configuration: bridgeConfiguration(port: broker.port, directory: directory), devices: [kitchen], logger: testLogger())
+            configuration: bridgeConfiguration(port: broker.port, directory: directory), devices: [kitchen],
+            logger: testLogger())
         let running = RunningBridge(bridge)
         let topic = "homeassistant/sensor/gw/aabbccddee01_temperature/config"
         try await subscriber.wait(for: topic)
-        try await waitUntil("the bridge listens for Home Assistant") { broker.log.contains("homeassistant/status (QoS 1)") }
+        try await waitUntil("the bridge listens for Home Assistant") {
+            broker.log.contains("homeassistant/status (QoS 1)")
+        }
         let before = subscriber.messages(on: topic).count
         let homeAssistant = try await Collector(port: broker.port, filters: [])
-        try await homeAssistant.client.publish(topic: "homeassistant/status", payload: Array("online".utf8), retain: false)
+        try await homeAssistant.client.publish(
+            topic: "homeassistant/status", payload: Array("online".utf8), retain: false)
         try await waitUntil("discovery is published again") { subscriber.messages(on: topic).count > before }
         // The gateway's own device too, and every entity of the device.
         try await waitUntil("the gateway is announced again") {
@@ -53,7 +57,8 @@ import Testing
         let pressureTopic = "homeassistant/sensor/gw/aabbccddee01_pressure/config"
         do {
             let bridge = try MQTTBridge(
-                configuration: bridgeConfiguration(port: broker.port, directory: directory), devices: [kitchen, cellar],
+                configuration: bridgeConfiguration(port: broker.port, directory: directory),
+                devices: [kitchen, cellar],
                 logger: testLogger())
             let running = RunningBridge(bridge)
             try await running.waitUntilConnected()
@@ -70,7 +75,8 @@ import Testing
         let subscriber = try await MosquittoSubscriber(broker: broker, filters: ["homeassistant/#"])
         defer { subscriber.stop() }
         let bridge = try MQTTBridge(
-            configuration: bridgeConfiguration(port: broker.port, directory: directory), devices: [kitchen], logger: testLogger())
+            configuration: bridgeConfiguration(port: broker.port, directory: directory), devices: [kitchen],
+            logger: testLogger())
         let running = RunningBridge(bridge)
         for topic in cellarTopics {
             let cleared = try await subscriber.wait(for: topic) { $0.isEmpty }

@@ -17,7 +17,8 @@ import Testing
             let directory = try makeTemporaryDirectory(prefix: "bridge-measure")
             defer { removeDirectory(directory) }
             let bridge = try MQTTBridge(
-                configuration: bridgeConfiguration(port: 1, directory: directory, syncPolicy: policy), devices: [kitchen],
+                configuration: bridgeConfiguration(port: 1, directory: directory, syncPolicy: policy),
+                devices: [kitchen],
                 logger: testLogger())
             let payload = recordPayload(0)
             let elapsed = try clock.measure {
@@ -25,8 +26,11 @@ import Testing
                     try bridge.submit(device: "kitchen", sequence: UInt64(sequence), succeeded: true, payload: payload)
                 }
             }
-            let micros = Double(elapsed.components.attoseconds / 1_000_000_000_000 + elapsed.components.seconds * 1_000_000)
-            print("submit, \(label): \(String(format: "%.1f", micros / Double(count))) µs per record (\(payload.count)-byte payload, \(count) records)")
+            let micros = Double(
+                elapsed.components.attoseconds / 1_000_000_000_000 + elapsed.components.seconds * 1_000_000)
+            print(
+                "submit, \(label): \(String(format: "%.1f", micros / Double(count))) µs per record (\(payload.count)-byte payload, \(count) records)"
+            )
             #expect(bridge.statistics.pending == count)
         }
 
@@ -37,7 +41,8 @@ import Testing
             removeDirectory(directory)
         }
         let bridge = try MQTTBridge(
-            configuration: bridgeConfiguration(port: broker.port, directory: directory, syncPolicy: .never), devices: [kitchen],
+            configuration: bridgeConfiguration(port: broker.port, directory: directory, syncPolicy: .never),
+            devices: [kitchen],
             logger: testLogger())
         let running = RunningBridge(bridge)
         try await running.waitUntilConnected()
@@ -45,11 +50,16 @@ import Testing
         let records = 5_000
         let start = clock.now
         for sequence in 0..<records {
-            try bridge.submit(device: "kitchen", sequence: UInt64(sequence), succeeded: true, payload: recordPayload(UInt64(sequence)))
+            try bridge.submit(
+                device: "kitchen", sequence: UInt64(sequence), succeeded: true, payload: recordPayload(UInt64(sequence))
+            )
         }
         try await running.waitUntilDrained()
-        let seconds = Double((clock.now - start).components.attoseconds) / 1e18 + Double((clock.now - start).components.seconds)
-        print("publish, QoS 1 one PUBACK at a time, loopback mosquitto: \(Int(Double(records) / seconds)) records/s (\(records) records)")
+        let seconds =
+            Double((clock.now - start).components.attoseconds) / 1e18 + Double((clock.now - start).components.seconds)
+        print(
+            "publish, QoS 1 one PUBACK at a time, loopback mosquitto: \(Int(Double(records) / seconds)) records/s (\(records) records)"
+        )
         #expect(bridge.statistics.delivered >= UInt64(records))
         await running.stop()
     }

@@ -5,7 +5,7 @@ import MQTT
 import Testing
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 @Suite struct BridgeSpoolTests {
@@ -27,10 +27,13 @@ import Glibc
         try await broker.stop()
 
         let bridge = try MQTTBridge(
-            configuration: bridgeConfiguration(port: port, directory: directory), devices: [kitchen], logger: testLogger())
+            configuration: bridgeConfiguration(port: port, directory: directory), devices: [kitchen],
+            logger: testLogger())
         let running = RunningBridge(bridge)
         for sequence in 0..<50 {
-            try bridge.submit(device: "kitchen", sequence: UInt64(sequence), succeeded: true, payload: recordPayload(UInt64(sequence)))
+            try bridge.submit(
+                device: "kitchen", sequence: UInt64(sequence), succeeded: true, payload: recordPayload(UInt64(sequence))
+            )
         }
         var statistics = bridge.statistics
         #expect(statistics.spooled == 50 && statistics.pending == 50 && !statistics.connected)
@@ -40,7 +43,9 @@ import Glibc
         let subscriber = try await Collector(
             port: port, filters: ["keepalive/gw/+/state"], qos: .atLeastOnce, clientID: subscriberID, cleanStart: false)
         try await running.waitUntilDrained()
-        try await waitUntil("the subscriber has 50 records") { subscriber.sequences(on: "keepalive/gw/kitchen/state").count >= 50 }
+        try await waitUntil("the subscriber has 50 records") {
+            subscriber.sequences(on: "keepalive/gw/kitchen/state").count >= 50
+        }
         #expect(subscriber.sequences(on: "keepalive/gw/kitchen/state") == Array(0..<50))
         statistics = bridge.statistics
         #expect(statistics.delivered == 50 && statistics.pending == 0)
@@ -67,7 +72,9 @@ import Glibc
         try await running.waitUntilConnected()
         let count = 2_000
         for sequence in 0..<count {
-            try bridge.submit(device: "kitchen", sequence: UInt64(sequence), succeeded: true, payload: recordPayload(UInt64(sequence)))
+            try bridge.submit(
+                device: "kitchen", sequence: UInt64(sequence), succeeded: true, payload: recordPayload(UInt64(sequence))
+            )
         }
         try await waitUntil("some records are delivered") { bridge.statistics.delivered >= 100 }
         broker.kill()
@@ -105,7 +112,9 @@ import Glibc
             logger: testLogger())
         let running = RunningBridge(bridge)
         for sequence in 0..<100 {
-            try bridge.submit(device: "kitchen", sequence: UInt64(sequence), succeeded: true, payload: recordPayload(UInt64(sequence)))
+            try bridge.submit(
+                device: "kitchen", sequence: UInt64(sequence), succeeded: true, payload: recordPayload(UInt64(sequence))
+            )
         }
         let dropped = bridge.statistics.dropped
         #expect(dropped > 0)
@@ -135,18 +144,23 @@ import Glibc
                 configuration: bridgeConfiguration(port: broker.port, directory: directory, syncPolicy: .everyRecord),
                 devices: [kitchen], logger: testLogger())
             for sequence in 0..<20 {
-                try crashed.submit(device: "kitchen", sequence: UInt64(sequence), succeeded: true, payload: recordPayload(UInt64(sequence)))
+                try crashed.submit(
+                    device: "kitchen", sequence: UInt64(sequence), succeeded: true,
+                    payload: recordPayload(UInt64(sequence)))
             }
         }
         // The crash tore the last record: its last bytes never reached the disk.
-        let segments = try FileManager.default.contentsOfDirectory(atPath: directory).filter { $0.hasPrefix("segment-") }.sorted()
+        let segments = try FileManager.default.contentsOfDirectory(atPath: directory).filter {
+            $0.hasPrefix("segment-")
+        }.sorted()
         let segment = directory + "/" + (try #require(segments.last))
         let size = try #require(try FileManager.default.attributesOfItem(atPath: segment)[.size] as? Int)
         #expect(truncate(segment, off_t(size - 5)) == 0)
 
         let subscriber = try await Collector(port: broker.port, filters: ["keepalive/gw/+/state"])
         let bridge = try MQTTBridge(
-            configuration: bridgeConfiguration(port: broker.port, directory: directory), devices: [kitchen], logger: testLogger())
+            configuration: bridgeConfiguration(port: broker.port, directory: directory), devices: [kitchen],
+            logger: testLogger())
         #expect(bridge.statistics.pending == 19 && bridge.statistics.corrupt == 1)
         let running = RunningBridge(bridge)
         try await running.waitUntilDrained()

@@ -6,11 +6,13 @@ import MQTT
 @testable import MQTTBridge
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// A fast reconnection for tests (no jitter, so margins are what they say).
-func fastReconnect(_ initial: Duration = .milliseconds(50), maximum: Duration = .milliseconds(200)) -> MQTTReconnectPolicy {
+func fastReconnect(_ initial: Duration = .milliseconds(50), maximum: Duration = .milliseconds(200))
+    -> MQTTReconnectPolicy
+{
     MQTTReconnectPolicy(initialDelay: initial, maximumDelay: maximum, jitter: 0)
 }
 
@@ -37,7 +39,9 @@ func testLogger(_ label: String = "bridge-test") -> Logger {
 
 /// A record payload like the daemon's JSON line (with `seq`), small and easy to check.
 func recordPayload(_ sequence: UInt64, device: String = "kitchen", temperature: Double = 21.5) -> [UInt8] {
-    Array(#"{"seq":\#(sequence),"device":"\#(device)","result":"newData","readings":{"temperature":{"value":\#(temperature),"unit":"°C"}}}"#.utf8)
+    Array(
+        #"{"seq":\#(sequence),"device":"\#(device)","result":"newData","readings":{"temperature":{"value":\#(temperature),"unit":"°C"}}}"#
+            .utf8)
 }
 
 /// Runs a bridge in a task; `stop()` cancels it (which still publishes `offline` and closes).
@@ -76,9 +80,10 @@ final class Collector: Sendable {
     init(port: Int, filters: [String], qos: MQTTQoS = .exactlyOnce, clientID: String? = nil, cleanStart: Bool = true)
         async throws
     {
-        client = try MQTTClient(configuration: MQTTConfiguration(
-            host: "127.0.0.1", port: port, clientID: clientID ?? "collector-\(UInt32.random(in: 0...UInt32.max))",
-            cleanStart: cleanStart, reconnect: fastReconnect()))
+        client = try MQTTClient(
+            configuration: MQTTConfiguration(
+                host: "127.0.0.1", port: port, clientID: clientID ?? "collector-\(UInt32.random(in: 0...UInt32.max))",
+                cleanStart: cleanStart, reconnect: fastReconnect()))
         let received = self.received
         let client = self.client
         task = Task { for await message in client.messages { received.withLock { $0.append(message) } } }
@@ -93,16 +98,22 @@ final class Collector: Sendable {
     /// Waits for a message on `topic` satisfying `condition` and returns the last such one.
     @discardableResult
     func wait(
-        for topic: String, within limit: Duration = .seconds(10), where condition: @escaping @Sendable (MQTTMessage) -> Bool = { _ in true }
+        for topic: String, within limit: Duration = .seconds(10),
+        where condition: @escaping @Sendable (MQTTMessage) -> Bool = { _ in true }
     ) async throws -> MQTTMessage {
-        try await waitUntil("a message on \(topic)", timeout: limit) { self.messages(on: topic).contains(where: condition) }
-        return messages(on: topic).last(where: condition) ?? MQTTMessage(topic: topic, payload: [], qos: .atMostOnce, retain: false)
+        try await waitUntil("a message on \(topic)", timeout: limit) {
+            self.messages(on: topic).contains(where: condition)
+        }
+        return messages(on: topic).last(where: condition)
+            ?? MQTTMessage(topic: topic, payload: [], qos: .atMostOnce, retain: false)
     }
 
     /// The `seq` of each state message on `topic`, in arrival order.
     func sequences(on topic: String) -> [UInt64] {
         messages(on: topic).compactMap { message in
-            guard let object = try? JSONSerialization.jsonObject(with: Data(message.payload)) as? [String: Any] else { return nil }
+            guard let object = try? JSONSerialization.jsonObject(with: Data(message.payload)) as? [String: Any] else {
+                return nil
+            }
             return (object["seq"] as? NSNumber)?.uint64Value
         }
     }
@@ -122,7 +133,10 @@ final class MosquittoSubscriber: Sendable {
         @Sendable func count(_ filter: String) -> Int { broker.log.components(separatedBy: filter + " (QoS 2)").count }
         let before = Dictionary(uniqueKeysWithValues: filters.map { ($0, count($0)) })
         process = try WatchedProcess(
-            ["mosquitto_sub", "-h", "127.0.0.1", "-p", "\(broker.port)", "-V", "mqttv5", "--retain-as-published", "-q", "2"]
+            [
+                "mosquitto_sub", "-h", "127.0.0.1", "-p", "\(broker.port)", "-V", "mqttv5", "--retain-as-published",
+                "-q", "2",
+            ]
                 + filters.flatMap { ["-t", $0] } + ["-F", "MSG %t|%q|%r|%p"])
         let process = self.process
         try await waitUntil("mosquitto_sub is subscribed") {
@@ -133,7 +147,8 @@ final class MosquittoSubscriber: Sendable {
     /// Waits for a line on `topic` whose payload satisfies `condition`.
     @discardableResult
     func wait(
-        for topic: String, within limit: Duration = .seconds(10), where condition: @escaping @Sendable (String) -> Bool = { _ in true }
+        for topic: String, within limit: Duration = .seconds(10),
+        where condition: @escaping @Sendable (String) -> Bool = { _ in true }
     ) async throws -> (topic: String, qos: Int, retain: Bool, payload: String) {
         try await waitUntil("mosquitto_sub prints a message on \(topic)", timeout: limit) {
             self.lines.contains { $0.topic == topic && condition($0.payload) }

@@ -29,7 +29,8 @@ import Testing
         #expect(interval.payload == "30s" && interval.retain && interval.qos == 1)
         let dropped = try await subscriber.wait(for: "keepalive/gw/dropped")
         #expect(dropped.payload == "0" && dropped.retain && dropped.qos == 1)
-        let temperatureConfig = try await subscriber.wait(for: "homeassistant/sensor/gw/aabbccddee01_temperature/config")
+        let temperatureConfig = try await subscriber.wait(
+            for: "homeassistant/sensor/gw/aabbccddee01_temperature/config")
         #expect(temperatureConfig.retain && temperatureConfig.qos == 1)
         #expect(jsonObject(Array(temperatureConfig.payload.utf8))?["device_class"] as? String == "temperature")
         let gatewayConfig = try await subscriber.wait(for: "homeassistant/binary_sensor/gw/gateway_status/config")
@@ -49,17 +50,23 @@ import Testing
 
         // Three failed polls: online twice more, then offline (and the count on its topic).
         for sequence in 1...3 {
-            try bridge.submit(device: "kitchen", sequence: UInt64(sequence), succeeded: false, payload: recordPayload(UInt64(sequence)))
+            try bridge.submit(
+                device: "kitchen", sequence: UInt64(sequence), succeeded: false,
+                payload: recordPayload(UInt64(sequence)))
         }
         try await subscriber.wait(for: "keepalive/gw/kitchen/failures") { $0 == "3" }
         let offline = try await subscriber.wait(for: "keepalive/gw/kitchen/availability") { $0 == "offline" }
         #expect(offline.retain && offline.qos == 1)
-        #expect(subscriber.lines.filter { $0.topic == "keepalive/gw/kitchen/availability" }.map(\.payload) == ["online", "offline"])
+        #expect(
+            subscriber.lines.filter { $0.topic == "keepalive/gw/kitchen/availability" }.map(\.payload) == [
+                "online", "offline",
+            ])
 
         // A new reading name: its sensor is announced the first time a record carries it.
         try bridge.submit(
             device: "cellar", sequence: 4, succeeded: true,
-            readings: [Reading(name: "pm2_5", value: .number(3), unit: "µg/m³")], payload: recordPayload(4, device: "cellar"))
+            readings: [Reading(name: "pm2_5", value: .number(3), unit: "µg/m³")],
+            payload: recordPayload(4, device: "cellar"))
         let pm = try await subscriber.wait(for: "homeassistant/sensor/gw/aabbccddee02_pm2_5/config")
         #expect(jsonObject(Array(pm.payload.utf8))?["device_class"] as? String == "pm25")
 
@@ -84,7 +91,8 @@ import Testing
             removeDirectory(directory)
         }
         let bridge = try MQTTBridge(
-            configuration: bridgeConfiguration(port: broker.port, directory: directory), devices: [kitchen], logger: testLogger())
+            configuration: bridgeConfiguration(port: broker.port, directory: directory), devices: [kitchen],
+            logger: testLogger())
         #expect(bridge.configuration.mqtt.will?.topic == "keepalive/gw/status")
         #expect(bridge.configuration.mqtt.will?.payload == Array("offline".utf8))
         #expect(bridge.configuration.mqtt.will?.retain == true)
@@ -102,17 +110,18 @@ import Testing
             removeDirectory(brokerDirectory)
         }
         try """
-            topic readwrite #
-            topic deny homeassistant/sensor/gw/aabbccddee01_humidity/config
-            topic deny keepalive/gw/+/poll
+        topic readwrite #
+        topic deny homeassistant/sensor/gw/aabbccddee01_humidity/config
+        topic deny keepalive/gw/+/poll
 
-            """.write(toFile: brokerDirectory + "/acl", atomically: true, encoding: .utf8)
+        """.write(toFile: brokerDirectory + "/acl", atomically: true, encoding: .utf8)
         let broker = try await MosquittoBroker.start(
             directory: brokerDirectory, listener: "allow_anonymous true\nacl_file \(brokerDirectory)/acl")
         defer { broker.remove() }
         let subscriber = try await Collector(port: broker.port, filters: ["homeassistant/#", "keepalive/#"])
         let bridge = try MQTTBridge(
-            configuration: bridgeConfiguration(port: broker.port, directory: directory), devices: [kitchen], logger: testLogger())
+            configuration: bridgeConfiguration(port: broker.port, directory: directory), devices: [kitchen],
+            logger: testLogger())
         let running = RunningBridge(bridge)
         // Refused: the humidity config (PUBACK "not authorized"); everything after it still arrives.
         try await subscriber.wait(for: "homeassistant/button/gw/aabbccddee01_poll/config")

@@ -9,7 +9,8 @@ import Testing
         DiscoveryPayloads.Device(
             name: "kitchen", address: "AA:BB:CC:DD:EE:01", manufacturer: "Acme", model: "T1", softwareVersion: "1.2",
             readings: [
-                .init(name: "temperature", unit: "°C"), .init(name: "humidity", unit: "%"), .init(name: "pm2_5", unit: "µg/m³"),
+                .init(name: "temperature", unit: "°C"), .init(name: "humidity", unit: "%"),
+                .init(name: "pm2_5", unit: "µg/m³"),
                 .init(name: "heart_rate", unit: "bpm"), .init(name: "firmware_revision", isText: true),
             ],
             expireAfter: 90)
@@ -42,7 +43,10 @@ import Testing
         for config in payloads.configs(for: device) where config.topic.contains("/sensor/") {
             let json = try #require(jsonObject(config.payload))
             let availability = try #require(json["availability"] as? [[String: Any]])
-            #expect(availability.compactMap { $0["topic"] as? String } == ["keepalive/gw/status", "keepalive/gw/kitchen/availability"])
+            #expect(
+                availability.compactMap { $0["topic"] as? String } == [
+                    "keepalive/gw/status", "keepalive/gw/kitchen/availability",
+                ])
             #expect(json["availability_mode"] as? String == "all")
             if json["state_topic"] as? String == "keepalive/gw/kitchen/state" {
                 #expect(json["expire_after"] as? Int == 90)
@@ -61,17 +65,21 @@ import Testing
                 HomeAssistantAcceptedPairs.accepts(deviceClass: deviceClass, unit: unit, stateClass: stateClass),
                 "\(config.topic): \(deviceClass ?? "-") \(unit ?? "-") \(stateClass ?? "-")")
         }
-        let temperature = try #require(payloads.configs(for: device).first { $0.topic.hasSuffix("_temperature/config") })
+        let temperature = try #require(
+            payloads.configs(for: device).first { $0.topic.hasSuffix("_temperature/config") })
         let json = try #require(jsonObject(temperature.payload))
         #expect(json["device_class"] as? String == "temperature")
         #expect(json["unit_of_measurement"] as? String == "°C")
         #expect(json["state_class"] as? String == "measurement")
         #expect(json["unique_id"] as? String == "keepalive_aabbccddee01_temperature")
-        #expect(json["value_template"] as? String
-            == "{% if 'temperature' in value_json.get('readings', {}) %}{{ value_json.readings['temperature'].value }}{% endif %}")
+        #expect(
+            json["value_template"] as? String
+                == "{% if 'temperature' in value_json.get('readings', {}) %}{{ value_json.readings['temperature'].value }}{% endif %}"
+        )
         let pm = try #require(payloads.configs(for: device).first { $0.topic.hasSuffix("_pm2_5/config") })
         #expect(jsonObject(pm.payload)?["unit_of_measurement"] as? String == "\u{03BC}g/m³")
-        let firmware = try #require(payloads.configs(for: device).first { $0.topic.hasSuffix("_firmware_revision/config") })
+        let firmware = try #require(
+            payloads.configs(for: device).first { $0.topic.hasSuffix("_firmware_revision/config") })
         let firmwareJSON = try #require(jsonObject(firmware.payload))
         #expect(firmwareJSON["state_class"] == nil && firmwareJSON["unit_of_measurement"] == nil)
     }
@@ -79,7 +87,8 @@ import Testing
     @Test func diagnosticsAndThePollButton() throws {
         let configs = payloads.configs(for: device)
         for object in ["last_result", "consecutive_failures", "window_used", "last_error"] {
-            let config = try #require(configs.first { $0.topic == "homeassistant/sensor/gw/aabbccddee01_\(object)/config" })
+            let config = try #require(
+                configs.first { $0.topic == "homeassistant/sensor/gw/aabbccddee01_\(object)/config" })
             #expect(jsonObject(config.payload)?["entity_category"] as? String == "diagnostic")
         }
         let button = try #require(configs.first { $0.topic == "homeassistant/button/gw/aabbccddee01_poll/config" })

@@ -47,7 +47,9 @@ enum HomeAssistantAcceptedPairs {
 
     /// Whether HA accepts the three together (no device class: any unit, and a state class or none).
     static func accepts(deviceClass: String?, unit: String?, stateClass: String?) -> Bool {
-        guard let deviceClass else { return stateClass == nil || ["measurement", "total", "total_increasing"].contains(stateClass ?? "") }
+        guard let deviceClass else {
+            return stateClass == nil || ["measurement", "total", "total_increasing"].contains(stateClass ?? "")
+        }
         guard let units = units[deviceClass], let states = stateClasses[deviceClass], let unit else { return false }
         guard units.contains(unit) else { return false }
         if let stateClass { return states.contains(stateClass) }

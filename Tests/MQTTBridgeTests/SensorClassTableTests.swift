@@ -7,7 +7,8 @@ import Testing
             #expect(HomeAssistantAcceptedPairs.units[row.deviceClass] != nil, "\(row.deviceClass) is not in HA's table")
             for unit in row.units {
                 #expect(
-                    HomeAssistantAcceptedPairs.accepts(deviceClass: row.deviceClass, unit: unit, stateClass: row.stateClass),
+                    HomeAssistantAcceptedPairs.accepts(
+                        deviceClass: row.deviceClass, unit: unit, stateClass: row.stateClass),
                     "\(row.deviceClass) with \(unit) and \(row.stateClass ?? "no state class")")
             }
         }
@@ -17,17 +18,22 @@ import Testing
         ("temperature", "°C", "temperature"), ("dew_point", "°C", "temperature"), ("humidity", "%", "humidity"),
         ("soil_moisture", "%", "moisture"), ("pressure", "Pa", "pressure"), ("pressure", "hPa", "pressure"),
         ("illuminance", "lx", "illuminance"), ("battery", "%", "battery"), ("voltage", "V", "voltage"),
-        ("battery_voltage", "mV", "voltage"), ("conductivity", "µS/cm", "conductivity"), ("co2", "ppm", "carbon_dioxide"),
+        ("battery_voltage", "mV", "voltage"), ("conductivity", "µS/cm", "conductivity"),
+        ("co2", "ppm", "carbon_dioxide"),
         ("voc", "ppb", "volatile_organic_compounds_parts"), ("pm1", "µg/m³", "pm1"), ("pm2_5", "µg/m³", "pm25"),
         ("pm10", "µg/m³", "pm10"), ("irradiance", "W/m²", "irradiance"), ("true_wind_speed", "m/s", "wind_speed"),
         ("elevation", "m", "distance"), ("weight", "kg", "weight"), ("weight", "lb", "weight"),
         ("rssi", "dBm", "signal_strength"), ("true_wind_direction", "°", "wind_direction"),
     ])
-    func readingsGetTheirDeviceClassWithAUnitAndStateClassHomeAssistantAccepts(name: String, unit: String, deviceClass: String) {
+    func readingsGetTheirDeviceClassWithAUnitAndStateClassHomeAssistantAccepts(
+        name: String, unit: String, deviceClass: String
+    ) {
         let classification = SensorClassTable.classify(name: name, unit: unit, isText: false)
         #expect(classification.deviceClass == deviceClass)
-        #expect(HomeAssistantAcceptedPairs.accepts(
-            deviceClass: classification.deviceClass, unit: classification.unit, stateClass: classification.stateClass))
+        #expect(
+            HomeAssistantAcceptedPairs.accepts(
+                deviceClass: classification.deviceClass, unit: classification.unit,
+                stateClass: classification.stateClass))
     }
 
     @Test func readingsWithoutAClassGetNoDeviceClassAndTextGetsNoStateClass() {

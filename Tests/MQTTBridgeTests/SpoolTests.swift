@@ -4,12 +4,13 @@ import Testing
 @testable import MQTTBridge
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 @Suite struct SpoolTests {
     func record(_ sequence: UInt64) -> SpoolRecord {
-        SpoolRecord(sequence: sequence, succeeded: sequence % 3 != 0, device: "kitchen", payload: recordPayload(sequence))
+        SpoolRecord(
+            sequence: sequence, succeeded: sequence % 3 != 0, device: "kitchen", payload: recordPayload(sequence))
     }
 
     /// Every pending record, read back in order.
@@ -81,7 +82,8 @@ import Glibc
         let handle = try #require(FileHandle(forWritingAtPath: segment))
         handle.seekToEndOfFile()
         // A length that fits, with a wrong checksum; then zeros as after a power loss.
-        handle.write(Data([40, 0, 0, 0, 1, 2, 3, 4] + [UInt8](repeating: 7, count: 40) + [UInt8](repeating: 0, count: 64)))
+        handle.write(
+            Data([40, 0, 0, 0, 1, 2, 3, 4] + [UInt8](repeating: 7, count: 40) + [UInt8](repeating: 0, count: 64)))
         handle.closeFile()
         let reopened = try Spool(directory: directory, limit: 1 << 20, syncPolicy: .never)
         #expect(try pendingSequences(reopened) == [0, 1, 2])
@@ -129,7 +131,8 @@ import Glibc
         defer { removeDirectory(directory) }
         let spool = try Spool(directory: directory, limit: 4_096, syncPolicy: .never)
         #expect(throws: BridgeError.self) {
-            try spool.append(SpoolRecord(sequence: 0, succeeded: true, device: "k", payload: [UInt8](repeating: 1, count: 2_000)))
+            try spool.append(
+                SpoolRecord(sequence: 0, succeeded: true, device: "k", payload: [UInt8](repeating: 1, count: 2_000)))
         }
         #expect(spool.pendingCount == 0)
     }
