@@ -41,7 +41,9 @@ public final class MQTTBridge: Service, Sendable {
 
     /// Opens (or creates) the spool and the discovery state file; connects to nothing (``run()`` does).
     ///
-    /// - Throws: ``BridgeError`` `.spool` when the directory or its files cannot be created or read.
+    /// - Throws: ``BridgeError`` `.spool` when the directory or its files cannot be created or read;
+    ///   `.invalidConfiguration` when two devices share a topic level (names equal after sanitising) or an
+    ///   address.
     public init(configuration: BridgeConfiguration, devices: [BridgeDevice], logger: Logger) throws(BridgeError) {
         var configuration = configuration
         let topics = BridgeTopics(prefix: configuration.topicPrefix, gateway: configuration.gateway)
@@ -62,6 +64,24 @@ public final class MQTTBridge: Service, Sendable {
         let stateFile = configuration.spoolDirectory + "/" + AnnouncedState.fileName
         state.announced = (try SpoolFiles.readFile(stateFile)).map(AnnouncedState.init(parsing:)) ?? AnnouncedState()
         for device in devices {
+            // Two devices on one topic level, or one HA identity, would mix their records and entities.
+            if let other = state.deviceByLevel[BridgeTopics.level(device.name)] {
+                throw BridgeError(
+                    code: .invalidConfiguration,
+                    message:
+                        "devices \"\(other)\" and \"\(device.name)\" share the topic level \"\(BridgeTopics.level(device.name))\""
+                )
+            }
+            let identity = DiscoveryPayloads.addressIdentifier(device.address)
+            if let other = state.devices.values.first(where: {
+                DiscoveryPayloads.addressIdentifier($0.device.address) == identity
+            }) {
+                throw BridgeError(
+                    code: .invalidConfiguration,
+                    message:
+                        "devices \"\(other.device.name)\" and \"\(device.name)\" have the same address \(device.address)"
+                )
+            }
             var readings = device.expectedReadings
             for seen in state.announced.readings[device.address, default: []]
             where !readings.contains(where: { $0.name == seen.name }) {

@@ -1,3 +1,4 @@
+import DBusTesting
 import Testing
 @testable import MQTTBridge
 
@@ -29,5 +30,22 @@ import Testing
     @Test(arguments: ["", "s", "30", "30x", "-5s", "0s", "1.2345s", "1..5s", "3 s", "9999999999h", "1e3s"])
     func malformedDurationsAreRejected(text: String) {
         #expect(DurationText.parse(text) == nil)
+    }
+}
+
+@Suite struct BridgeConfigurationTests {
+    @Test func devicesSharingATopicLevelOrAnAddressAreRefused() throws {
+        let directory = try makeTemporaryDirectory(prefix: "bridge-test")
+        defer { removeDirectory(directory) }
+        let configuration = bridgeConfiguration(port: 1, directory: directory)
+        let slash = BridgeDevice(name: "a/b", address: "00:00:00:00:00:01", interval: .seconds(30))
+        let plus = BridgeDevice(name: "a+b", address: "00:00:00:00:00:02", interval: .seconds(30))
+        #expect(throws: BridgeError.self) {
+            try MQTTBridge(configuration: configuration, devices: [slash, plus], logger: testLogger())
+        }
+        let twin = BridgeDevice(name: "twin", address: "aa:bb:cc:dd:ee:01", interval: .seconds(30))
+        #expect(throws: BridgeError.self) {
+            try MQTTBridge(configuration: configuration, devices: [kitchen, twin], logger: testLogger())
+        }
     }
 }
