@@ -19,6 +19,7 @@ let package = Package(
         .library(name: "DBusTesting", targets: ["DBusTesting"]),
         .library(name: "BlueZSimulator", targets: ["BlueZSimulator"]),
         .library(name: "KeepAliveDaemon", targets: ["KeepAliveDaemon"]),
+        .library(name: "MQTTBridge", targets: ["MQTTBridge"]),
         .executable(name: "bluez-sim", targets: ["bluez-sim"]),
         .executable(name: "keepalive", targets: ["KeepAliveCLI"]),
     ],
@@ -169,6 +170,31 @@ let package = Package(
         // beyond MQTT's keep-alive), awaited PUBACK/PUBCOMP/SUBACK, typed errors naming the call.
         .target(name: "MQTT", dependencies: ["CMosquitto", "CLinux", "Locking"]),
         .testTarget(name: "MQTTTests", dependencies: ["MQTT", "DBusTesting", "Locking"]),
+        // Poll records to MQTT: topics, commands, Home Assistant discovery and a crash-safe on-disk spool, over the
+        // MQTT client. Beside BlueZ and HostPower (the daemon wires it); the core does not know it exists.
+        .target(
+            name: "MQTTBridge",
+            dependencies: [
+                "MQTT",
+                "KeepAlive",
+                "Readings",
+                "Locking",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
+        .testTarget(
+            name: "MQTTBridgeTests",
+            dependencies: [
+                "MQTTBridge",
+                "MQTT",
+                "Readings",
+                "DBusTesting",
+                "Locking",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
         // The host's power and sleep, over D-Bus and sysfs: UPower, power-profiles-daemon, /sys/class/power_supply,
         // a manual switch, and logind's sleep inhibitor. Beside BlueZ, never in the core (docs/ARCHITECTURE.md).
         .target(

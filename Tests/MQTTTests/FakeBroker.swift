@@ -1,3 +1,4 @@
+import DBusTesting
 import Foundation
 import Locking
 

@@ -1,24 +1,34 @@
-import DBusTesting
 import Foundation
 import Locking
-import MQTT
 
 #if canImport(Glibc)
-import Glibc
+public import Glibc
 #endif
 
 /// A real mosquitto broker on 127.0.0.1, started by a test in a temporary directory and killed by PID.
-final class Broker: Sendable {
-    let port: Int
-    let directory: String
-    private let process: Watched
+///
+/// Shared by the MQTT client's and the bridge's tests (one copy). It lives here, beside the private dbus-daemon,
+/// because this module is the project's test-support library; it knows nothing of MQTT itself (it only starts
+/// a program and waits for its port), so the module keeps its dependencies.
+///
+/// ```swift
+/// let broker = try await MosquittoBroker.start()
+/// defer { broker.remove() }
+/// let client = try MQTTClient(configuration: MQTTConfiguration(host: "127.0.0.1", port: broker.port, clientID: "t"))
+/// ```
+public final class MosquittoBroker: Sendable {
+    public let port: Int
+    public let directory: String
+    private let process: WatchedProcess
     private let configuration: String
 
     /// Starts `mosquitto -c <dir>/mosquitto.conf` on `port` (a free one by default) with `extra` configuration
-    /// lines for its listener, and waits until it accepts TCP connections.
-    static func start(port: Int? = nil, directory: String? = nil, listener extra: String = "allow_anonymous true")
-        async throws -> Broker
-    {
+    /// lines for its listener, and waits until it accepts TCP connections. `persistent` keeps sessions, their
+    /// subscriptions and queued messages, and retained messages in `<dir>/mosquitto.db` across ``stop()`` and
+    /// ``restart()`` (not across ``kill()``, which leaves no time to save).
+    public static func start(
+        port: Int? = nil, directory: String? = nil, persistent: Bool = false, listener extra: String = "allow_anonymous true"
+    ) async throws -> MosquittoBroker {
         let directory = try directory ?? makeTemporaryDirectory()
         // A free port can be taken between finding it and mosquitto binding it (another test's client may get
         // it as its ephemeral port): try a few.
@@ -26,17 +36,23 @@ final class Broker: Sendable {
         while true {
             attempt += 1
             do {
-                return try await start(port: try port ?? freePort(), directory: directory, listener: extra)
-            } catch let error as BrokerFailed where port == nil && attempt < 5 && error.output.contains("Address already in use") {
+                return try await start(
+                    port: try port ?? freeLoopbackPort(), directory: directory, persistent: persistent, listener: extra)
+            } catch let error as MosquittoBrokerFailed
+                where port == nil && attempt < 5 && error.output.contains("Address already in use")
+            {
                 continue
             }
         }
     }
 
-    private static func start(port: Int, directory: String, listener extra: String) async throws -> Broker {
+    private static func start(port: Int, directory: String, persistent: Bool, listener extra: String)
+        async throws -> MosquittoBroker
+    {
+        let persistence = persistent ? "persistence true\npersistence_location \(directory)/" : "persistence false"
         let configuration = """
             per_listener_settings false
-            persistence false
+            \(persistence)
             user root
             log_dest file \(directory)/broker.log
             log_type all
@@ -44,7 +60,7 @@ final class Broker: Sendable {
             \(extra)
 
             """
-        return try await Broker(port: port, directory: directory, configuration: configuration)
+        return try await MosquittoBroker(port: port, directory: directory, configuration: configuration)
     }
 
     private init(port: Int, directory: String, configuration: String) async throws {
@@ -52,58 +68,71 @@ final class Broker: Sendable {
         self.directory = directory
         self.configuration = configuration
         try configuration.write(toFile: directory + "/mosquitto.conf", atomically: true, encoding: .utf8)
-        process = try Watched(["mosquitto", "-c", directory + "/mosquitto.conf"])
+        process = try WatchedProcess(["mosquitto", "-c", directory + "/mosquitto.conf"])
         let process = self.process
         try await waitUntil("mosquitto listens on \(port)", timeout: .seconds(10)) {
-            if process.exitStatus != nil { throw BrokerFailed(output: process.output + Broker.log(directory)) }
+            if process.exitStatus != nil {
+                throw MosquittoBrokerFailed(output: process.output + MosquittoBroker.log(directory))
+            }
             return tcpConnects(port: port)
         }
     }
 
-    var pid: pid_t { process.pid }
+    public var pid: pid_t { process.pid }
 
     /// Starts a new broker with the same configuration and port (after ``kill()``).
-    func restart() async throws -> Broker {
-        try await Broker(port: port, directory: directory, configuration: configuration)
+    public func restart() async throws -> MosquittoBroker {
+        try await MosquittoBroker(port: port, directory: directory, configuration: configuration)
     }
 
-    func kill() {
+    /// SIGKILL, and waits until the process is reaped.
+    public func kill() {
         process.kill(SIGKILL)
         process.waitForExit()
     }
 
-    func signal(_ number: Int32) {
+    /// SIGTERM, and waits until it has exited (a persistent broker saves its database first).
+    public func stop() async throws {
+        process.kill(SIGTERM)
+        _ = try await process.waitForExit(within: .seconds(10))
+    }
+
+    public func signal(_ number: Int32) {
         process.kill(number)
     }
 
-    var log: String { Broker.log(directory) }
+    /// The broker's log so far (`log_type all`: every packet it received and sent).
+    public var log: String { MosquittoBroker.log(directory) }
 
     private static func log(_ directory: String) -> String {
         (try? String(contentsOfFile: directory + "/broker.log", encoding: .utf8)) ?? ""
     }
 
     /// Kills it and removes its directory.
-    func remove() {
+    public func remove() {
         kill()
         _ = Subprocess.runBlockingIgnoringErrors(["rm", "-rf", directory])
     }
 }
 
-struct SystemCallFailed: Error {
-    var errno: Int32
+/// A system call failed in a test helper.
+public struct SystemCallFailed: Error {
+    public var errno: Int32
+    public init(errno: Int32) { self.errno = errno }
 }
 
-struct BrokerFailed: Error, CustomStringConvertible {
-    var output: String
-    var description: String { "mosquitto did not start: \(output)" }
+/// mosquitto exited before it listened; `output` has its output and log.
+public struct MosquittoBrokerFailed: Error, CustomStringConvertible {
+    public var output: String
+    public var description: String { "mosquitto did not start: \(output)" }
 }
 
 /// A child process whose output is collected (by a thread per pipe) and whose exit is reaped by a thread.
-final class Watched: Sendable {
-    let pid: pid_t
-    private let state = Locked((output: "", exited: Int32?.none))
+public final class WatchedProcess: Sendable {
+    public let pid: pid_t
+    private let state = Locked((output: "", exited: Int32?.none, closedPipes: 0))
 
-    init(_ arguments: [String]) throws {
+    public init(_ arguments: [String]) throws {
         let (pid, stdout, stderr) = try Subprocess.spawn(arguments)
         self.pid = pid
         let state = self.state
@@ -118,6 +147,7 @@ final class Watched: Sendable {
                     state.withLock { $0.output += text }
                 }
                 close(descriptor)
+                state.withLock { $0.closedPipes += 1 }
             }.start()
         }
         Thread {
@@ -126,26 +156,31 @@ final class Watched: Sendable {
         }.start()
     }
 
-    var output: String { state.withLock { $0.output } }
-    var exitStatus: Int32? { state.withLock { $0.exited } }
+    /// Standard output and standard error, interleaved as they came.
+    public var output: String { state.withLock { $0.output } }
+    public var exitStatus: Int32? { state.withLock { $0.exited } }
 
-    func kill(_ number: Int32) {
+    public func kill(_ number: Int32) {
         if exitStatus == nil { Glibc.kill(pid, number) }
     }
 
     /// Blocks until the reaper thread has seen the exit (after a SIGKILL: at once).
-    func waitForExit() {
+    public func waitForExit() {
         while exitStatus == nil { usleep(1_000) }
     }
 
-    func waitForExit(within limit: Duration) async throws -> Int32 {
-        try await waitUntil("process \(pid) exits", timeout: limit) { self.exitStatus != nil }
+    /// Waits until the process has exited and its output has been read to the end (the reaper can see the
+    /// exit before the pipe threads have read the last lines).
+    public func waitForExit(within limit: Duration) async throws -> Int32 {
+        try await waitUntil("process \(pid) exits", timeout: limit) {
+            self.state.withLock { $0.exited != nil && $0.closedPipes == 2 }
+        }
         return exitStatus ?? -1
     }
 }
 
 /// A port nobody listens on: bind port 0 on 127.0.0.1 and read back what the kernel chose.
-func freePort() throws -> Int {
+public func freeLoopbackPort() throws -> Int {
     let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
     guard descriptor >= 0 else { throw SystemCallFailed(errno: errno) }
     defer { close(descriptor) }
@@ -166,7 +201,7 @@ func freePort() throws -> Int {
 }
 
 /// Whether something accepts a TCP connection on 127.0.0.1:`port`.
-func tcpConnects(port: Int) -> Bool {
+public func tcpConnects(port: Int) -> Bool {
     let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
     guard descriptor >= 0 else { return false }
     defer { close(descriptor) }
@@ -181,79 +216,9 @@ func tcpConnects(port: Int) -> Bool {
     } == 0
 }
 
-func makeTemporaryDirectory() throws -> String {
-    var template = Array("/tmp/mqtt-test-XXXXXX".utf8CString)
+/// A new empty directory under /tmp (`mkdtemp`), e.g. `/tmp/mqtt-test-Ab12Cd`.
+public func makeTemporaryDirectory(prefix: String = "mqtt-test") throws -> String {
+    var template = Array("/tmp/\(prefix)-XXXXXX".utf8CString)
     guard let made = mkdtemp(&template) else { throw SystemCallFailed(errno: errno) }
     return String(cString: made)
-}
-
-/// Runs a command to its end, failing the test with its output when it fails.
-@discardableResult
-func run(_ arguments: [String]) async throws -> String {
-    let output = try await Subprocess.run(arguments)
-    guard output.status == 0 else {
-        throw CommandFailed(description: "\(arguments.joined(separator: " ")) → \(output.status): \(output.standardError)")
-    }
-    return output.standardOutput
-}
-
-struct CommandFailed: Error, CustomStringConvertible {
-    var description: String
-}
-
-/// A client configuration for `broker`, with a unique client id and a fast reconnection for tests.
-func configuration(
-    _ broker: Broker, clientID: String = "test-\(UInt32.random(in: 0...UInt32.max))", keepAlive: Duration = .seconds(60),
-    will: MQTTConfiguration.Will? = nil, protocolVersion: MQTTProtocolVersion = .v5
-) -> MQTTConfiguration {
-    MQTTConfiguration(
-        host: "127.0.0.1", port: broker.port, clientID: clientID, keepAlive: keepAlive,
-        protocolVersion: protocolVersion, will: will,
-        reconnect: MQTTReconnectPolicy(initialDelay: .milliseconds(50), maximumDelay: .milliseconds(200)))
-}
-
-/// Collects a client's messages as they come, for conditions to wait on.
-final class Inbox: Sendable {
-    private let received = Locked([MQTTMessage]())
-    private let task: Task<Void, Never>
-
-    init(_ client: MQTTClient) {
-        let received = self.received
-        task = Task {
-            for await message in client.messages { received.withLock { $0.append(message) } }
-        }
-    }
-
-    var messages: [MQTTMessage] { received.withLock { $0 } }
-
-    func first(on topic: String, within limit: Duration = .seconds(10)) async throws -> MQTTMessage {
-        try await waitUntil("a message on \(topic)", timeout: limit) { self.messages.contains { $0.topic == topic } }
-        return messages.first { $0.topic == topic }!
-    }
-
-    deinit { task.cancel() }
-}
-
-/// Collects a client's connection events.
-final class EventLog: Sendable {
-    private let received = Locked([MQTTConnectionEvent]())
-    private let task: Task<Void, Never>
-
-    init(_ client: MQTTClient) {
-        let received = self.received
-        task = Task {
-            for await event in client.events { received.withLock { $0.append(event) } }
-        }
-    }
-
-    var events: [MQTTConnectionEvent] { received.withLock { $0 } }
-
-    var connections: Int { events.filter { if case .connected = $0 { true } else { false } }.count }
-    var disconnections: Int { events.filter { if case .disconnected = $0 { true } else { false } }.count }
-
-    deinit { task.cancel() }
-}
-
-extension String {
-    var bytes: [UInt8] { Array(utf8) }
 }

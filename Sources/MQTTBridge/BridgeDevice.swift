@@ -1,0 +1,40 @@
+/// One configured BLE device as the bridge announces it.
+///
+/// `name` is the device's name in the daemon's configuration (the topic level, sanitised by the bridge);
+/// `address` its Bluetooth address (the Home Assistant identity: renaming a device keeps its entities).
+public struct BridgeDevice: Sendable, Hashable {
+    /// A reading the daemon expects before any record carries it (from a profile or a configured layout), so
+    /// that Home Assistant shows the sensor from the start.
+    public struct ExpectedReading: Sendable, Hashable {
+        public var name: String
+        public var unit: String?
+        /// Text readings (firmware, model) get neither unit nor state class in Home Assistant.
+        public var isText: Bool
+
+        public init(name: String, unit: String? = nil, isText: Bool = false) {
+            self.name = name
+            self.unit = unit
+            self.isText = isText
+        }
+    }
+
+    public var name: String
+    public var address: String
+    public var manufacturer: String?
+    public var model: String?
+    /// The configured interval (the effective one changes through ``MQTTBridge/intervalChanged(device:to:)``).
+    public var interval: Duration
+    public var expectedReadings: [ExpectedReading]
+
+    public init(
+        name: String, address: String, manufacturer: String? = nil, model: String? = nil, interval: Duration,
+        expectedReadings: [ExpectedReading] = []
+    ) {
+        self.name = name
+        self.address = address
+        self.manufacturer = manufacturer
+        self.model = model
+        self.interval = interval
+        self.expectedReadings = expectedReadings
+    }
+}

@@ -1,0 +1,48 @@
+import MQTT
+
+/// The bridge's mutable state, changed under one lock; what it decides is published after the lock is released.
+struct BridgeState {
+    /// One configured device and what the bridge knows of it.
+    struct DeviceState {
+        var device: BridgeDevice
+        var availability: AvailabilityTracker
+        var interval: Duration
+        /// Expected readings first, then readings as records brought them.
+        var readings: [BridgeDevice.ExpectedReading]
+        var softwareVersion: String?
+        var hardwareVersion: String?
+        /// The consecutive failures last queued for publishing (nil: none yet).
+        var publishedFailures: Int?
+    }
+
+    /// Work for the run loop, in order.
+    enum Outgoing: Sendable, Hashable {
+        case message(MQTTOutgoingMessage)
+        /// Discovery configs of one device, by name.
+        case announce(device: String)
+        /// Everything a fresh connection needs: status, subscriptions, discovery, retained device topics.
+        case connected
+        /// HA came back: discovery of everything again.
+        case announceAll
+    }
+
+    var devices: [String: DeviceState] = [:]
+    /// Device name by sanitised topic level, to route commands.
+    var deviceByLevel: [String: String] = [:]
+    var outgoing: [Outgoing] = []
+    var connected = false
+    var announced = AnnouncedState()
+    /// The dropped count last published (nil: never this run).
+    var publishedDropped: UInt64?
+
+    /// Appends `item` unless an equal one is already waiting (a burst of HA `online` needs one re-announce).
+    /// Messages are not queued while disconnected: they are retained state, which the next connection
+    /// republishes whole (``Outgoing/connected``), so a long outage does not grow the queue.
+    mutating func enqueue(_ item: Outgoing) {
+        if case .message = item {
+            if connected { outgoing.append(item) }
+        } else if !outgoing.contains(item) {
+            outgoing.append(item)
+        }
+    }
+}

@@ -1,0 +1,73 @@
+/// Every topic the bridge publishes to or subscribes to, built in one place from the prefix and gateway.
+///
+/// | topic | payload | retained |
+/// |---|---|---|
+/// | `<prefix>/<gateway>/status` | `online` / `offline` (also the will) | yes |
+/// | `<prefix>/<gateway>/dropped` | records the spool dropped when full, a decimal count | yes |
+/// | `<prefix>/<gateway>/error` | a command for an unknown device, as text | no |
+/// | `<prefix>/<gateway>/<device>/state` | the poll record (JSON Lines object) | no |
+/// | `<prefix>/<gateway>/<device>/availability` | `online` / `offline` | yes |
+/// | `<prefix>/<gateway>/<device>/failures` | consecutive failed polls, decimal | yes |
+/// | `<prefix>/<gateway>/<device>/interval` | the effective interval, e.g. `30s` | yes |
+/// | `<prefix>/<gateway>/<device>/error` | a malformed command, as text | no |
+/// | `<prefix>/<gateway>/<device>/poll` | subscribed: poll now (any payload up to 64 bytes) | — |
+/// | `<prefix>/<gateway>/<device>/interval/set` | subscribed: `30s`, `2m`, `500ms` | — |
+///
+/// Names become single topic levels through ``level(_:)``.
+struct BridgeTopics: Sendable {
+    let base: String
+
+    init(prefix: String, gateway: String) {
+        base = Self.level(prefix) + "/" + Self.level(gateway)
+    }
+
+    var status: String { base + "/status" }
+    var dropped: String { base + "/dropped" }
+    var gatewayError: String { base + "/error" }
+    /// The command filters: one `+` level for the device name.
+    var pollFilter: String { base + "/+/poll" }
+    var intervalSetFilter: String { base + "/+/interval/set" }
+
+    func device(_ name: String) -> String { base + "/" + Self.level(name) }
+    func state(_ name: String) -> String { device(name) + "/state" }
+    func availability(_ name: String) -> String { device(name) + "/availability" }
+    func failures(_ name: String) -> String { device(name) + "/failures" }
+    func interval(_ name: String) -> String { device(name) + "/interval" }
+    func intervalSet(_ name: String) -> String { device(name) + "/interval/set" }
+    func poll(_ name: String) -> String { device(name) + "/poll" }
+    func error(_ name: String) -> String { device(name) + "/error" }
+
+    /// A name as one valid topic level: `/` (a level separator), `+` and `#` (wildcards, which a publish topic
+    /// must not contain) and NUL (forbidden by MQTT) become `_`, as do other control characters (U+0000–U+001F,
+    /// U+007F), which MQTT allows but which make topics unreadable in every tool; an empty name becomes `_`.
+    /// Other characters (spaces, UTF-8) are kept: they are valid and people chose them. Two names that differ
+    /// only in replaced characters map to the same level; configuration loading should reject such pairs.
+    static func level(_ name: String) -> String {
+        if name.isEmpty { return "_" }
+        var scalars = String.UnicodeScalarView()
+        for scalar in name.unicodeScalars {
+            switch scalar {
+            case "/", "+", "#": scalars.append("_")
+            case _ where scalar.value < 0x20 || scalar.value == 0x7F: scalars.append("_")
+            default: scalars.append(scalar)
+            }
+        }
+        return String(scalars)
+    }
+
+    /// A name as a Home Assistant discovery `node_id` / `object_id` / unique id part: HA accepts only
+    /// `[a-zA-Z0-9_-]` there, so everything else becomes `_`, and letters are lower-cased so that an address
+    /// written either way gives one id.
+    static func identifier(_ name: String) -> String {
+        if name.isEmpty { return "_" }
+        var result = ""
+        for scalar in name.unicodeScalars {
+            switch scalar {
+            case "a"..."z", "0"..."9", "_", "-": result.unicodeScalars.append(scalar)
+            case "A"..."Z": result.unicodeScalars.append(Unicode.Scalar(scalar.value + 32) ?? "_")
+            default: result += "_"
+            }
+        }
+        return result
+    }
+}

@@ -1,0 +1,228 @@
+/// Home Assistant MQTT discovery configs for the gateway and each device: pure, from plain values.
+///
+/// Topics are `<discovery prefix>/<component>/<node id>/<object id>/config` with the gateway as node id and
+/// `<address>_<reading>` as object id (HA allows `[a-zA-Z0-9_-]` there; see ``BridgeTopics/identifier(_:)``).
+/// Payloads use the full key names (HA accepts them beside the abbreviations of `abbreviations.py`) so a person
+/// reading them with mosquitto_sub understands them. Every entity carries `unique_id`, the `device` it belongs
+/// to and `origin`; the readings' sensors take device class, unit and state class from ``SensorClassTable``.
+///
+/// Entities per BLE device:
+/// - one `sensor` per reading, value from the state record (`value_json.readings['<name>'].value`); when a
+///   record lacks the reading (a failed poll) the template renders nothing, which HA's MQTT entities ignore
+///   (the previous state stays) rather than blanking it; staleness is `availability`'s and `expire_after`'s job;
+/// - diagnostic sensors: last result, consecutive failures (from `<device>/failures`), window used (ms), last
+///   error;
+/// - a `button` "Poll now" on the poll command topic (available while the gateway is: a device that is offline is
+///   exactly the one worth polling now).
+/// The gateway itself is a device too, with a connectivity `binary_sensor` on its status topic and a sensor of
+/// the records the spool dropped; every BLE device names it in `via_device`.
+struct DiscoveryPayloads: Sendable {
+    /// A device as announced: the configured values, completed by Device Information readings.
+    struct Device: Sendable, Hashable {
+        var name: String
+        var address: String
+        var manufacturer: String?
+        var model: String?
+        var softwareVersion: String?
+        var hardwareVersion: String?
+        var readings: [BridgeDevice.ExpectedReading]
+        /// `expire_after`, whole seconds.
+        var expireAfter: Int
+    }
+
+    /// One retained config message; `key` is the device address or `gateway`.
+    struct Config: Sendable, Hashable {
+        var key: String
+        var topic: String
+        var payload: [UInt8]
+    }
+
+    static let gatewayKey = "gateway"
+
+    let discoveryPrefix: String
+    let topics: BridgeTopics
+    let gateway: String
+
+    var nodeID: String { BridgeTopics.identifier(gateway) }
+    var gatewayIdentifier: String { "keepalive_gateway_" + BridgeTopics.identifier(gateway) }
+    /// HA publishes `online` here when it starts (its birth message).
+    var homeAssistantStatus: String { discoveryPrefix + "/status" }
+
+    static func addressIdentifier(_ address: String) -> String {
+        BridgeTopics.identifier(String(address.unicodeScalars.filter { $0 != ":" }.map(Character.init)))
+    }
+
+    func topic(component: String, objectID: String) -> String {
+        "\(discoveryPrefix)/\(component)/\(nodeID)/\(objectID)/config"
+    }
+
+    // MARK: The gateway
+
+    func gatewayConfigs() -> [Config] {
+        var status = entity(name: "Status", uniqueID: gatewayIdentifier + "_status", availability: false)
+        status.string("state_topic", topics.status)
+        status.string("payload_on", "online")
+        status.string("payload_off", "offline")
+        status.string("device_class", "connectivity")
+        status.string("entity_category", "diagnostic")
+        gatewayDevice(&status)
+        var dropped = entity(name: "Records dropped", uniqueID: gatewayIdentifier + "_dropped", availability: false)
+        dropped.string("state_topic", topics.dropped)
+        dropped.string("state_class", "total_increasing")
+        dropped.string("entity_category", "diagnostic")
+        gatewayDevice(&dropped)
+        return [
+            Config(
+                key: Self.gatewayKey, topic: topic(component: "binary_sensor", objectID: "gateway_status"),
+                payload: status.bytes),
+            Config(
+                key: Self.gatewayKey, topic: topic(component: "sensor", objectID: "gateway_dropped"),
+                payload: dropped.bytes),
+        ]
+    }
+
+    private func gatewayDevice(_ json: inout JSONText.Object) {
+        json.object("device") { device in
+            device.array("identifiers") { $0.string(gatewayIdentifier) }
+            device.string("name", "keepalive \(gateway)")
+            device.string("manufacturer", "keepalive")
+            device.string("model", "BLE gateway")
+        }
+    }
+
+    // MARK: A BLE device
+
+    func configs(for device: Device) -> [Config] {
+        let id = Self.addressIdentifier(device.address)
+        var configs: [Config] = []
+        for reading in device.readings {
+            configs.append(sensorConfig(device, reading, id: id))
+        }
+        let diagnostics: [(object: String, name: String, template: String?, unit: String?, deviceClass: String?)] = [
+            ("last_result", "Last result", "{{ value_json.result }}", nil, nil),
+            (
+                "window_used", "Window used", "{{ value_json.window.used_ms if value_json.window else '' }}", "ms",
+                "duration"
+            ),
+            (
+                "last_error", "Last error",
+                "{{ ((value_json.error.code ~ ': ' ~ value_json.error.message) if value_json.error else 'none')[:250] }}",
+                nil, nil
+            ),
+            ("consecutive_failures", "Consecutive failures", nil, nil, nil),
+        ]
+        for diagnostic in diagnostics {
+            let uniqueID = "keepalive_\(id)_\(diagnostic.object)"
+            var json = entity(name: diagnostic.name, uniqueID: uniqueID, availability: true, device: device)
+            if let template = diagnostic.template {
+                json.string("state_topic", topics.state(device.name))
+                json.string("value_template", template)
+                json.integer("expire_after", device.expireAfter)
+            } else {
+                json.string("state_topic", topics.failures(device.name))
+                json.string("state_class", "measurement")
+            }
+            if let deviceClass = diagnostic.deviceClass { json.string("device_class", deviceClass) }
+            if let unit = diagnostic.unit {
+                json.string("unit_of_measurement", unit)
+                json.string("state_class", "measurement")
+            }
+            json.string("entity_category", "diagnostic")
+            deviceObject(&json, device, id: id)
+            configs.append(
+                Config(
+                    key: device.address, topic: topic(component: "sensor", objectID: "\(id)_\(diagnostic.object)"),
+                    payload: json.bytes))
+        }
+        var button = entity(name: "Poll now", uniqueID: "keepalive_\(id)_poll", availability: false)
+        button.array("availability") { $0.object { $0.string("topic", topics.status) } }
+        button.string("command_topic", topics.poll(device.name))
+        button.string("payload_press", "PRESS")
+        deviceObject(&button, device, id: id)
+        configs.append(
+            Config(
+                key: device.address, topic: topic(component: "button", objectID: "\(id)_poll"), payload: button.bytes))
+        return configs
+    }
+
+    private func sensorConfig(_ device: Device, _ reading: BridgeDevice.ExpectedReading, id: String) -> Config {
+        let readingID = BridgeTopics.identifier(reading.name)
+        let classification = SensorClassTable.classify(name: reading.name, unit: reading.unit, isText: reading.isText)
+        var json = entity(
+            name: Self.displayName(reading.name), uniqueID: "keepalive_\(id)_\(readingID)", availability: true,
+            device: device)
+        json.string("state_topic", topics.state(device.name))
+        let key = Self.jinjaString(reading.name)
+        json.string(
+            "value_template",
+            "{% if \(key) in value_json.get('readings', {}) %}{{ value_json.readings[\(key)].value }}{% endif %}")
+        if let deviceClass = classification.deviceClass { json.string("device_class", deviceClass) }
+        if let unit = classification.unit { json.string("unit_of_measurement", unit) }
+        if let stateClass = classification.stateClass { json.string("state_class", stateClass) }
+        if reading.isText { json.string("entity_category", "diagnostic") }
+        json.integer("expire_after", device.expireAfter)
+        deviceObject(&json, device, id: id)
+        return Config(
+            key: device.address, topic: topic(component: "sensor", objectID: "\(id)_\(readingID)"), payload: json.bytes)
+    }
+
+    /// The keys every entity starts with; `availability` = [gateway status, device availability], mode all.
+    private func entity(name: String, uniqueID: String, availability: Bool, device: Device? = nil) -> JSONText.Object {
+        var json = JSONText.Object()
+        json.string("name", name)
+        json.string("unique_id", uniqueID)
+        if availability, let device {
+            json.array("availability") { list in
+                list.object { $0.string("topic", topics.status) }
+                list.object { $0.string("topic", topics.availability(device.name)) }
+            }
+            json.string("availability_mode", "all")
+        }
+        json.object("origin") { $0.string("name", "keepalive") }
+        return json
+    }
+
+    private func deviceObject(_ json: inout JSONText.Object, _ device: Device, id: String) {
+        json.object("device") { object in
+            object.array("identifiers") { $0.string("keepalive_\(id)") }
+            object.array("connections") { list in
+                list.array { pair in
+                    pair.string("mac")
+                    pair.string(device.address)
+                }
+            }
+            object.string("name", device.name)
+            if let manufacturer = device.manufacturer { object.string("manufacturer", manufacturer) }
+            if let model = device.model { object.string("model", model) }
+            if let version = device.softwareVersion { object.string("sw_version", version) }
+            if let version = device.hardwareVersion { object.string("hw_version", version) }
+            object.string("via_device", gatewayIdentifier)
+        }
+    }
+
+    /// `heart_rate` → `Heart rate`.
+    static func displayName(_ name: String) -> String {
+        let spaced = name.replacingUnderscores()
+        guard let first = spaced.first else { return name }
+        return first.uppercased() + spaced.dropFirst()
+    }
+
+    /// A reading name as a single-quoted Jinja string literal.
+    static func jinjaString(_ name: String) -> String {
+        var text = "'"
+        for character in name {
+            switch character {
+            case "'": text += "\\'"
+            case "\\": text += "\\\\"
+            default: text.append(character)
+            }
+        }
+        return text + "'"
+    }
+}
+
+extension String {
+    fileprivate func replacingUnderscores() -> String {
+        String(map { $0 == "_" ? " " : $0 })
+    }
+}

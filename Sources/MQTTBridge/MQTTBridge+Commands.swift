@@ -1,0 +1,85 @@
+import KeepAlive
+import Logging
+import MQTT
+
+extension MQTTBridge {
+    /// A command that cannot be carried out, and where to say so.
+    struct CommandRejection: Error, Sendable, Hashable {
+        var topic: String
+        var message: String
+    }
+
+    /// Messages of the subscriptions: commands, and HA's birth message.
+    func handleMessages(of client: MQTTClient) async {
+        for await message in client.messages {
+            if configuration.discovery, message.topic == discovery.homeAssistantStatus {
+                // HA forgets non-retained discovery when it restarts; it says `online` when it is back.
+                if message.payload.elementsEqual("online".utf8) {
+                    logger.info("Home Assistant is online; announcing discovery again")
+                    state.withLock { $0.enqueue(.announceAll) }
+                    wakeupContinuation.yield()
+                }
+                continue
+            }
+            switch parseCommand(message) {
+            case .success(let command?):
+                logger.info("command received", metadata: ["topic": "\(message.topic)", "command": "\(command)"])
+                commandContinuation.yield(command)
+            case .success(nil):
+                continue
+            case .failure(let rejection):
+                logger.warning(
+                    "command rejected", metadata: ["topic": "\(message.topic)", "reason": "\(rejection.message)"])
+                let reply = MQTTOutgoingMessage(
+                    topic: rejection.topic, payload: Array(rejection.message.utf8), qos: configuration.qos,
+                    retain: false)
+                state.withLock { $0.enqueue(.message(reply)) }
+                wakeupContinuation.yield()
+            }
+        }
+    }
+
+    /// The command in `message`, nil for a message that is not one (or a retained poll, which would poll again
+    /// at every reconnection), or why it is malformed with the topic to answer on.
+    func parseCommand(_ message: MQTTMessage) -> Result<BridgeCommand?, CommandRejection> {
+        let base = topics.base + "/"
+        guard message.topic.hasPrefix(base) else { return .success(nil) }
+        let rest = message.topic.dropFirst(base.count)
+        let kind: String
+        let level: Substring
+        if rest.hasSuffix("/interval/set") {
+            kind = "interval/set"
+            level = rest.dropLast("/interval/set".count)
+        } else if rest.hasSuffix("/poll") {
+            kind = "poll"
+            level = rest.dropLast("/poll".count)
+        } else {
+            return .success(nil)
+        }
+        guard let device = state.withLock({ $0.deviceByLevel[String(level)] }) else {
+            return .failure(
+                CommandRejection(
+                    topic: topics.gatewayError,
+                    message:
+                        "\(message.topic): no device \"\(level)\" is configured on gateway \(configuration.gateway)"))
+        }
+        guard message.payload.count <= configuration.maximumCommandBytes else {
+            return .failure(
+                CommandRejection(
+                    topic: topics.error(device),
+                    message: "\(message.topic): payload of \(message.payload.count) bytes is longer than "
+                        + "\(configuration.maximumCommandBytes)"))
+        }
+        if kind == "poll" {
+            return .success(message.retain ? nil : .pollNow(device: device))
+        }
+        let text = String(decoding: message.payload, as: UTF8.self)
+        guard let interval = DurationText.parse(text) else {
+            return .failure(
+                CommandRejection(
+                    topic: topics.error(device),
+                    message: "\(message.topic): \"\(text)\" is not a duration (write e.g. 500ms, 30s, 2m, 1h)"))
+        }
+        return .success(.setInterval(device: device, interval))
+    }
+}

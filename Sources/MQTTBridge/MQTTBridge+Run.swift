@@ -1,0 +1,160 @@
+import Logging
+import MQTT
+import ServiceLifecycle
+
+extension MQTTBridge {
+    /// Connects, keeps the broker up to date and delivers the spool until graceful shutdown (or cancellation);
+    /// then publishes `offline` (retained), disconnects and finishes ``commands``.
+    ///
+    /// Call it once (the service group does). The first connection is retried here with ``MQTTConfiguration/reconnect``'s backoff (1 s doubling to
+    /// 60 s, jittered, by default) for as long as it takes; records submitted meanwhile wait in the spool.
+    ///
+    /// - Throws: `MQTTError` when the client cannot be created (a client id, will or TLS file libmosquitto
+    ///   rejects): a configuration error, not a broker that is away.
+    public func run() async throws {
+        defer { commandContinuation.finish() }
+        let client = try MQTTClient(configuration: configuration.mqtt)
+        await cancelWhenGracefulShutdown {
+            await withTaskGroup(of: Void.self) { group in
+                group.addTask { await self.followEvents(of: client) }
+                group.addTask { await self.handleMessages(of: client) }
+                group.addTask { await self.work(with: client) }
+                await group.next()
+                group.cancelAll()
+            }
+        }
+        state.withLock { $0.connected = false }
+        // Not in this task: it may be cancelled, and the close must still publish `offline`.
+        let offline = retained(topics.status, "offline")
+        await Task { await client.close(publishing: [offline]) }.value
+        logger.info("MQTT bridge stopped", metadata: ["pending": "\(statistics.pending)"])
+    }
+
+    /// Connection changes: every CONNACK queues the announcements a fresh connection needs.
+    private func followEvents(of client: MQTTClient) async {
+        for await event in client.events {
+            switch event {
+            case .connected(let sessionPresent, let version):
+                logger.info(
+                    "connected to the MQTT broker",
+                    metadata: [
+                        "broker": "\(configuration.mqtt.broker)", "session": "\(sessionPresent)",
+                        "protocol": "\(version)",
+                    ])
+                state.withLock { state in
+                    state.connected = true
+                    state.enqueue(.connected)
+                }
+                wakeupContinuation.yield()
+            case .disconnected(let error):
+                state.withLock { $0.connected = false }
+                logger.warning("lost the MQTT broker; spooling", metadata: ["error": "\(error)"])
+            case .connectFailed(let error):
+                logger.debug("reconnection failed", metadata: ["error": "\(error)"])
+            }
+        }
+    }
+
+    /// The first connection with backoff, then the outgoing queue and the spool, at every wake-up.
+    private func work(with client: MQTTClient) async {
+        var random = SystemRandomNumberGenerator()
+        var attempt = 0
+        while true {
+            do {
+                try await client.connect()
+                break
+            } catch {
+                if error.code == .cancelled || error.code == .closed || Task.isCancelled { return }
+                let delay = configuration.mqtt.reconnect.delay(beforeAttempt: attempt, using: &random)
+                attempt += 1
+                logger.warning(
+                    "cannot connect to the MQTT broker; retrying",
+                    metadata: ["broker": "\(configuration.mqtt.broker)", "error": "\(error)", "retry": "\(delay)"])
+                do { try await Task.sleep(for: delay) } catch { return }
+            }
+        }
+        for await _ in wakeups {
+            guard state.withLock({ $0.connected }) else { continue }
+            guard await flushOutgoing(client) else { continue }
+            await deliverSpool(client)
+        }
+    }
+
+    /// Publishes what is queued, in order; false when the connection went (the rest stays queued, and the next
+    /// CONNACK queues a full announcement anyway).
+    private func flushOutgoing(_ client: MQTTClient) async -> Bool {
+        while let item = state.withLock({ state in state.outgoing.isEmpty ? nil : state.outgoing.removeFirst() }) {
+            do {
+                switch item {
+                case .message(let message):
+                    try await client.publish(message)
+                case .connected:
+                    try await announceConnection(client)
+                case .announceAll:
+                    try await announceDiscovery(client, devices: nil)
+                case .announce(let device):
+                    try await announceDiscovery(client, devices: [device])
+                }
+            } catch  where error.code == .disconnected || error.code == .cancelled || error.code == .closed {
+                if case .message = item {} else { state.withLock { $0.outgoing.insert(item, at: 0) } }
+                return false
+            } catch {
+                logger.error("MQTT publish refused", metadata: ["error": "\(error)"])
+            }
+        }
+        return true
+    }
+
+    /// Delivers pending records in spool order, one PUBACK at a time (so the broker sees them in `seq` order,
+    /// also across reconnections), until the spool is empty, the connection goes, or new control work waits.
+    private func deliverSpool(_ client: MQTTClient) async {
+        while !Task.isCancelled {
+            if state.withLock({ !$0.outgoing.isEmpty }) {
+                wakeupContinuation.yield()
+                return
+            }
+            let next = spool.withLock { spool -> Result<(Spool.Entry, SpoolRecord?)?, BridgeError> in
+                Result { () throws(BridgeError) in
+                    guard let first = spool.first else { return nil }
+                    return (first, try spool.read(first))
+                }
+            }
+            let entry: Spool.Entry
+            let record: SpoolRecord?
+            switch next {
+            case .success(nil):
+                return
+            case .success(let found?):
+                (entry, record) = found
+            case .failure(let error):
+                logger.error("cannot read the spool", metadata: ["error": "\(error)"])
+                return
+            }
+            if let record {
+                do {
+                    try await client.publish(
+                        topic: topics.state(record.device), payload: record.payload, qos: configuration.qos,
+                        retain: false,
+                        properties: MQTTProperties(contentType: "application/json"))
+                } catch  where error.code == .disconnected || error.code == .cancelled || error.code == .closed {
+                    return
+                } catch {
+                    // Refused for good (too large for the broker, not authorised): retrying would block every
+                    // record behind it.
+                    logger.error(
+                        "the broker refused a record; skipping it",
+                        metadata: ["device": "\(record.device)", "seq": "\(record.sequence)", "error": "\(error)"])
+                }
+            } else {
+                logger.error(
+                    "a spooled record no longer reads back whole; skipping it", metadata: ["entry": "\(entry.id)"])
+            }
+            let acknowledged = spool.withLock { spool in
+                Result { () throws(BridgeError) in try spool.acknowledge(entry.id) }
+            }
+            if case .failure(let error) = acknowledged {
+                logger.error("cannot record an acknowledgement in the spool", metadata: ["error": "\(error)"])
+            }
+        }
+    }
+}

@@ -1,0 +1,230 @@
+import KeepAlive
+import Locking
+public import Logging
+import MQTT
+public import Readings
+public import ServiceLifecycle
+
+/// Publishes poll records over MQTT, takes commands, announces devices to Home Assistant, and never loses a
+/// record to a broker that is away: a `Service` for the daemon's service group.
+///
+/// - ``submit(device:sequence:succeeded:readings:payload:)`` appends the record to the on-disk ``Spool`` before
+///   it returns (synchronous, safe from any thread); ``run()`` delivers the spool in order with QoS 1 whenever
+///   connected, and removes what the broker acknowledged. Delivery is at least once: after a reconnection or a
+///   crash a record may arrive twice; subscribers de-duplicate by the record's `seq` (with `ts`, since `seq`
+///   restarts with the daemon).
+/// - ``run()`` connects (retrying with ``MQTTReconnectPolicy``'s backoff until it succeeds; afterwards the
+///   client reconnects by itself), and on every connection publishes `online`, subscribes to the commands and
+///   HA's status, clears and publishes discovery, and republishes the retained device topics. At graceful
+///   shutdown it publishes `offline` and disconnects (the will says `offline` when it cannot).
+/// - ``commands`` yields the commands received, parsed; malformed ones are answered on an error topic.
+///
+/// ```swift
+/// let bridge = try MQTTBridge(configuration: configuration, devices: devices, logger: logger)
+/// let group = ServiceGroup(services: [engine, bridge], logger: logger)
+/// // in the engine's record callback, after encoding the JSON line:
+/// try bridge.submit(device: record.device, sequence: seq, succeeded: record.result != .failed,
+///                   readings: record.readings, payload: Array(line.utf8))
+/// ```
+public final class MQTTBridge: Service, Sendable {
+    public let configuration: BridgeConfiguration
+    /// The commands received over MQTT, in arrival order; one consumer; finishes when ``run()`` ends.
+    public let commands: AsyncStream<BridgeCommand>
+    let logger: Logger
+    let topics: BridgeTopics
+    let discovery: DiscoveryPayloads
+    let spool: Locked<Spool>
+    let state: Locked<BridgeState>
+    let commandContinuation: AsyncStream<BridgeCommand>.Continuation
+    let wakeups: AsyncStream<Void>
+    let wakeupContinuation: AsyncStream<Void>.Continuation
+
+    /// Opens (or creates) the spool and the discovery state file; connects to nothing (``run()`` does).
+    ///
+    /// - Throws: ``BridgeError`` `.spool` when the directory or its files cannot be created or read;
+    ///   `.invalidConfiguration` when two devices share a topic level (names equal after sanitising) or an
+    ///   address.
+    public init(configuration: BridgeConfiguration, devices: [BridgeDevice], logger: Logger) throws(BridgeError) {
+        var configuration = configuration
+        let topics = BridgeTopics(prefix: configuration.topicPrefix, gateway: configuration.gateway)
+        // A persistent session: commands sent while the bridge is away wait for it at the broker.
+        configuration.mqtt.cleanStart = false
+        configuration.mqtt.will = MQTTConfiguration.Will(
+            topic: topics.status, payload: Array("offline".utf8), qos: configuration.qos, retain: true)
+        self.configuration = configuration
+        self.logger = logger
+        self.topics = topics
+        discovery = DiscoveryPayloads(
+            discoveryPrefix: configuration.discoveryPrefix, topics: topics, gateway: configuration.gateway)
+        let spool = try Spool(
+            directory: configuration.spoolDirectory, limit: configuration.spoolLimitBytes,
+            syncPolicy: configuration.syncPolicy)
+        self.spool = Locked(spool)
+        var state = BridgeState()
+        let stateFile = configuration.spoolDirectory + "/" + AnnouncedState.fileName
+        state.announced = (try SpoolFiles.readFile(stateFile)).map(AnnouncedState.init(parsing:)) ?? AnnouncedState()
+        for device in devices {
+            // Two devices on one topic level, or one HA identity, would mix their records and entities.
+            if let other = state.deviceByLevel[BridgeTopics.level(device.name)] {
+                throw BridgeError(
+                    code: .invalidConfiguration,
+                    message:
+                        "devices \"\(other)\" and \"\(device.name)\" share the topic level \"\(BridgeTopics.level(device.name))\""
+                )
+            }
+            let identity = DiscoveryPayloads.addressIdentifier(device.address)
+            if let other = state.devices.values.first(where: {
+                DiscoveryPayloads.addressIdentifier($0.device.address) == identity
+            }) {
+                throw BridgeError(
+                    code: .invalidConfiguration,
+                    message:
+                        "devices \"\(other.device.name)\" and \"\(device.name)\" have the same address \(device.address)"
+                )
+            }
+            var readings = device.expectedReadings
+            for seen in state.announced.readings[device.address, default: []]
+            where !readings.contains(where: { $0.name == seen.name }) {
+                readings.append(seen)
+            }
+            state.devices[device.name] = BridgeState.DeviceState(
+                device: device, availability: AvailabilityTracker(threshold: configuration.availabilityThreshold),
+                interval: device.interval, readings: readings)
+            state.deviceByLevel[BridgeTopics.level(device.name)] = device.name
+        }
+        let configured = Set(devices.map(\.address))
+        state.announced.readings = state.announced.readings.filter { configured.contains($0.key) }
+        self.state = Locked(state)
+        (commands, commandContinuation) = AsyncStream<BridgeCommand>.makeStream()
+        (wakeups, wakeupContinuation) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
+        if spool.pendingCount > 0 || spool.corrupt > 0 {
+            logger.notice(
+                "spool opened with records to deliver",
+                metadata: [
+                    "pending": "\(spool.pendingCount)", "corrupt": "\(spool.corrupt)",
+                    "directory": "\(configuration.spoolDirectory)",
+                ])
+        }
+    }
+
+    /// Appends one poll record to the spool and returns once it is there (written, and synced per
+    /// ``BridgeConfiguration/syncPolicy``); ``run()`` publishes it to `<prefix>/<gateway>/<device>/state`.
+    ///
+    /// Also updates the device's availability (`succeeded`), announces a sensor for each reading name seen for
+    /// the first time, and takes `manufacturer`, `model`, `firmware_revision`/`software_revision` and
+    /// `hardware_revision` text readings into the device's Home Assistant description.
+    ///
+    /// - Parameters:
+    ///   - sequence: the record's `seq`, as in its JSON (spool order is submit order; call in `seq` order).
+    ///   - payload: the record's JSON object, UTF-8, without the newline.
+    /// - Throws: `.unknownDevice`; `.spool` when the write or sync failed (the record is not spooled);
+    ///   `.invalidConfiguration` for a record larger than an eighth of the spool's limit.
+    public func submit(
+        device: String, sequence: UInt64, succeeded: Bool, readings: [Reading] = [], payload: [UInt8]
+    ) throws(BridgeError) {
+        guard state.withLock({ $0.devices[device] != nil }) else {
+            throw BridgeError(code: .unknownDevice, message: "no device \"\(device)\" is configured for MQTT")
+        }
+        let record = SpoolRecord(sequence: sequence, succeeded: succeeded, device: device, payload: payload)
+        let appended = spool.withLock { spool in
+            Result { () throws(BridgeError) in (try spool.append(record), spool.dropped) }
+        }
+        let (dropped, total) = try appended.get()
+        if dropped > 0 {
+            logger.warning(
+                "spool full: dropped the oldest records", metadata: ["dropped": "\(dropped)", "total": "\(total)"])
+        }
+        state.withLock { state in
+            guard var entry = state.devices[device] else { return }
+            if let change = entry.availability.record(succeeded: succeeded) {
+                state.enqueue(.message(retained(topics.availability(device), change.rawValue)))
+            }
+            if entry.publishedFailures != entry.availability.consecutiveFailures {
+                entry.publishedFailures = entry.availability.consecutiveFailures
+                state.enqueue(.message(retained(topics.failures(device), "\(entry.availability.consecutiveFailures)")))
+            }
+            if learn(readings, into: &entry) { state.enqueue(.announce(device: device)) }
+            state.devices[device] = entry
+            if dropped > 0 { state.enqueue(.message(retained(topics.dropped, "\(total)"))) }
+        }
+        wakeupContinuation.yield()
+    }
+
+    /// The device's effective interval changed (low power stretched it, or an `interval/set` command was
+    /// applied): echoes it retained on `<device>/interval` and re-announces the device with the new
+    /// `expire_after`.
+    public func intervalChanged(device: String, to interval: Duration) {
+        let known = state.withLock { state -> Bool in
+            guard var entry = state.devices[device] else { return false }
+            let before = expireAfter(entry.interval)
+            entry.interval = interval
+            state.devices[device] = entry
+            state.enqueue(.message(retained(topics.interval(device), interval.compact)))
+            if expireAfter(interval) != before { state.enqueue(.announce(device: device)) }
+            return true
+        }
+        if known {
+            wakeupContinuation.yield()
+        } else {
+            logger.warning("interval of an unknown device", metadata: ["device": "\(device)"])
+        }
+    }
+
+    public var statistics: BridgeStatistics {
+        let connected = state.withLock { $0.connected }
+        return spool.withLock { spool in
+            BridgeStatistics(
+                spooled: spool.appended, delivered: spool.delivered, dropped: spool.dropped,
+                pending: spool.pendingCount,
+                spoolBytes: spool.bytes, corrupt: spool.corrupt, connected: connected)
+        }
+    }
+
+    // MARK: Helpers shared by the extensions
+
+    func retained(_ topic: String, _ text: String) -> MQTTOutgoingMessage {
+        MQTTOutgoingMessage(topic: topic, payload: Array(text.utf8), qos: configuration.qos, retain: true)
+    }
+
+    /// `expire_after` in whole seconds: the multiplier × the interval, rounded up, at least 1.
+    func expireAfter(_ interval: Duration) -> Int {
+        let milliseconds = interval.milliseconds * Int64(max(configuration.expireAfterMultiplier, 1))
+        return Int(max((milliseconds + 999) / 1_000, 1))
+    }
+
+    /// Adds unseen reading names to the device and Device Information texts to its description; whether
+    /// anything changed that HA must be told.
+    private func learn(_ readings: [Reading], into entry: inout BridgeState.DeviceState) -> Bool {
+        var changed = false
+        for reading in readings {
+            if case .text(let text) = reading.value {
+                switch reading.name {
+                case "manufacturer" where entry.device.manufacturer != text:
+                    entry.device.manufacturer = text
+                    changed = true
+                case "model" where entry.device.model != text:
+                    entry.device.model = text
+                    changed = true
+                case "firmware_revision", "software_revision":
+                    if entry.softwareVersion != text {
+                        entry.softwareVersion = text
+                        changed = true
+                    }
+                case "hardware_revision" where entry.hardwareVersion != text:
+                    entry.hardwareVersion = text
+                    changed = true
+                default:
+                    break
+                }
+            }
+            // Arrays (RR intervals) have no single state for a sensor; they stay in the state record only.
+            if case .numbers = reading.value { continue }
+            guard !entry.readings.contains(where: { $0.name == reading.name }) else { continue }
+            var isText = false
+            if case .text = reading.value { isText = true }
+            entry.readings.append(BridgeDevice.ExpectedReading(name: reading.name, unit: reading.unit, isText: isText))
+            changed = true
+        }
+        return changed
+    }
+}

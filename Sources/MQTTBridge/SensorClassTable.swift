@@ -1,0 +1,85 @@
+/// The one table from a reading (its name and unit) to what Home Assistant calls it: device class, unit of
+/// measurement and state class. Every discovery payload takes these three from ``classify(name:unit:isText:)``.
+///
+/// Home Assistant accepts a device class only with the units listed for it in `DEVICE_CLASS_UNITS` and the state
+/// classes in `DEVICE_CLASS_STATE_CLASSES` (homeassistant/components/sensor/const.py); a sensor announced with a
+/// pair outside those is created with a warning and its statistics are refused. So the table lists, per device
+/// class, only units HA lists for it, and the tests check every row against HA's accepted pairs.
+///
+/// Two spellings are normalised on the way: the micro sign U+00B5 (what the readings decoder and most
+/// datasheets write, `µg/m³`) becomes the Greek small letter mu U+03BC, which HA's constants use (HA enforces it
+/// with its `hass-enforce-greek-micro-char` lint). Readings with no row keep their unit, get no device class and,
+/// when numeric, state class `measurement` (heart rate in bpm, UV index); text readings (firmware, model) get
+/// neither a unit nor a state class.
+enum SensorClassTable {
+    /// What HA is told about one reading.
+    struct Classification: Sendable, Hashable {
+        var deviceClass: String?
+        var unit: String?
+        var stateClass: String?
+    }
+
+    /// One row: readings whose name is one of `names` (or contains one of `nameFragments`) and whose unit is one
+    /// of `units` get `deviceClass` and `stateClass`.
+    struct Row: Sendable {
+        var deviceClass: String
+        var names: Set<String> = []
+        var nameFragments: [String] = []
+        var units: Set<String>
+        var stateClass: String? = "measurement"
+
+        func matches(name: String, unit: String) -> Bool {
+            guard units.contains(unit) else { return false }
+            if names.isEmpty && nameFragments.isEmpty { return true }
+            return names.contains(name) || nameFragments.contains { name.contains($0) }
+        }
+    }
+
+    static let micro = "\u{03BC}"
+
+    /// First match wins, so rows that need a name come before rows that go by unit alone.
+    static let rows: [Row] = [
+        Row(deviceClass: "battery", names: ["battery", "battery_level"], nameFragments: ["battery"], units: ["%"]),
+        Row(deviceClass: "humidity", nameFragments: ["humidity"], units: ["%"]),
+        Row(deviceClass: "moisture", nameFragments: ["moisture"], units: ["%"]),
+        Row(deviceClass: "carbon_dioxide", names: ["co2", "carbon_dioxide"], units: ["ppm"]),
+        Row(
+            deviceClass: "volatile_organic_compounds_parts", names: ["voc", "tvoc"], nameFragments: ["volatile"],
+            units: ["ppm", "ppb"]),
+        Row(deviceClass: "pm1", names: ["pm1", "pm1_0"], units: [micro + "g/m³"]),
+        Row(deviceClass: "pm25", names: ["pm2_5", "pm25"], units: [micro + "g/m³"]),
+        Row(deviceClass: "pm10", names: ["pm10"], units: [micro + "g/m³"]),
+        Row(deviceClass: "wind_speed", nameFragments: ["wind_speed"], units: ["m/s", "km/h", "mph", "kn", "ft/s"]),
+        // HA gives wind direction no state class at all (its statistics cannot average angles).
+        Row(deviceClass: "wind_direction", nameFragments: ["wind_direction"], units: ["°"], stateClass: nil),
+        Row(
+            deviceClass: "distance", names: ["elevation", "distance", "altitude", "height"],
+            units: ["m", "km", "cm", "mm", "in", "ft", "yd", "mi"]),
+        Row(deviceClass: "weight", names: ["weight", "mass"], units: ["kg", "g", "mg", "lb", "oz"]),
+        Row(deviceClass: "signal_strength", names: ["rssi", "signal_strength", "tx_power"], units: ["dBm", "dB"]),
+        Row(deviceClass: "temperature", units: ["°C", "°F", "K"]),
+        Row(deviceClass: "pressure", units: ["Pa", "hPa", "kPa", "bar", "mbar", "mmHg", "inHg", "psi"]),
+        Row(deviceClass: "illuminance", units: ["lx"]),
+        Row(deviceClass: "voltage", units: ["V", "mV", micro + "V"]),
+        Row(deviceClass: "conductivity", units: [micro + "S/cm", "mS/cm", "S/cm"]),
+        Row(deviceClass: "irradiance", units: ["W/m²"]),
+    ]
+
+    /// The classification of reading `name` with `unit`; `isText` for readings whose value is text.
+    static func classify(name: String, unit: String?, isText: Bool) -> Classification {
+        if isText { return Classification(deviceClass: nil, unit: nil, stateClass: nil) }
+        guard let unit, !unit.isEmpty else {
+            return Classification(deviceClass: nil, unit: nil, stateClass: "measurement")
+        }
+        let normalised = normaliseUnit(unit)
+        if let row = rows.first(where: { $0.matches(name: name, unit: normalised) }) {
+            return Classification(deviceClass: row.deviceClass, unit: normalised, stateClass: row.stateClass)
+        }
+        return Classification(deviceClass: nil, unit: normalised, stateClass: "measurement")
+    }
+
+    /// The micro sign (U+00B5) as HA spells it (U+03BC); other units unchanged.
+    static func normaliseUnit(_ unit: String) -> String {
+        String(String.UnicodeScalarView(unit.unicodeScalars.map { $0 == "\u{00B5}" ? "\u{03BC}" : $0 }))
+    }
+}

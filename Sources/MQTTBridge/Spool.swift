@@ -1,0 +1,277 @@
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// The bridge's bounded, append-only, crash-safe store of records not yet acknowledged by the broker.
+///
+/// ## Files (in the spool directory)
+/// - `segment-<16 hex digits>.spool`: records, appended in submit order, each framed as ``SpoolRecord``
+///   describes (length, CRC-32, body). Segment numbers only grow. A new segment is begun when the current one would pass an
+///   eighth of the limit (``segmentLimit``), so that dropping the oldest one loses at most that much.
+/// - `acknowledged`: 32 bytes, rewritten in place after each acknowledgement (not synced: losing it only
+///   replays records again): magic `KAA1`, the segment and offset of the first record not yet acknowledged,
+///   the number of records ever dropped, and a CRC-32 of the 28 bytes before it. A torn or missing file means
+///   "nothing acknowledged": everything on disk is replayed.
+///
+/// ## Durability
+/// ``append(_:)`` returns after `write(2)` (and `fdatasync` per ``BridgeConfiguration/SyncPolicy``), so a record
+/// the caller was told is spooled survives the process being killed. On open, every segment is scanned: the
+/// first record that fails its checks ends that segment (in the newest segment the file is truncated there, so
+/// new records follow whole ones); records before the acknowledged position are skipped, the rest are pending,
+/// in order. Delivery is at least once: a record in flight when the process dies is sent again.
+///
+/// ## Bound
+/// When the segments exceed ``limit`` bytes, whole oldest segments are deleted; their unacknowledged records
+/// are counted in ``dropped`` (kept in `acknowledged`).
+///
+/// Not thread-safe: the bridge holds it under its lock.
+final class Spool {
+    /// Where a pending record is; `id` orders entries and names one across drops.
+    struct Entry: Sendable, Hashable {
+        var id: UInt64
+        var segment: UInt64
+        var offset: Int
+        var size: Int
+    }
+
+    let directory: String
+    let limit: Int
+    let segmentLimit: Int
+    let syncPolicy: BridgeConfiguration.SyncPolicy
+    private(set) var pending: [Entry] = []
+    private var pendingStart = 0
+    private var segments: [(number: UInt64, descriptor: Int32, size: Int)] = []
+    private var nextEntryID: UInt64 = 0
+    private var unsynced = 0
+    private var acknowledgedDescriptor: Int32 = -1
+    private(set) var dropped: UInt64 = 0
+    private(set) var corrupt: UInt64 = 0
+    private(set) var appended: UInt64 = 0
+    private(set) var delivered: UInt64 = 0
+
+    init(directory: String, limit: Int, syncPolicy: BridgeConfiguration.SyncPolicy) throws(BridgeError) {
+        self.directory = directory
+        self.limit = max(limit, 4_096)
+        self.segmentLimit = max(self.limit / 8, 512)
+        self.syncPolicy = syncPolicy
+        try SpoolFiles.makeDirectory(directory)
+        acknowledgedDescriptor = try SpoolFiles.open(acknowledgedPath, O_RDWR | O_CREAT)
+        do {
+            try recover()
+        } catch {
+            close()
+            throw error
+        }
+    }
+
+    deinit { close() }
+
+    func close() {
+        for segment in segments { SpoolFiles.close(segment.descriptor) }
+        segments.removeAll()
+        if acknowledgedDescriptor >= 0 { SpoolFiles.close(acknowledgedDescriptor) }
+        acknowledgedDescriptor = -1
+    }
+
+    var pendingCount: Int { pending.count - pendingStart }
+    var bytes: Int { segments.reduce(0) { $0 + $1.size } }
+    var first: Entry? { pendingStart < pending.count ? pending[pendingStart] : nil }
+
+    /// The pending entries after `entry` (or from the first), at most `count` of them, in order.
+    func entries(after id: UInt64?, count: Int) -> ArraySlice<Entry> {
+        var start = pendingStart
+        if let id { while start < pending.count, pending[start].id <= id { start += 1 } }
+        return pending[start..<(start + min(count, pending.count - start))]
+    }
+
+    // MARK: Appending
+
+    /// Appends `record`; on return it is in the file (and synced per the policy). Drops the oldest segments
+    /// when the bound is passed; returns how many unacknowledged records that dropped.
+    @discardableResult
+    func append(_ record: SpoolRecord) throws(BridgeError) -> UInt64 {
+        let bytes = record.encoded()
+        guard bytes.count <= segmentLimit else {
+            throw BridgeError(
+                code: .invalidConfiguration,
+                message: "a record of \(bytes.count) bytes does not fit the spool's segments of \(segmentLimit) bytes "
+                    + "(an eighth of its limit of \(limit) bytes)")
+        }
+        if segments.isEmpty || segments[segments.count - 1].size + bytes.count > segmentLimit {
+            try openSegment(number: (segments.last?.number ?? 0) + 1)
+        }
+        let index = segments.count - 1
+        let path = segmentPath(segments[index].number)
+        try SpoolFiles.writeAll(segments[index].descriptor, bytes, path: path)
+        let entry = Entry(
+            id: nextEntryID, segment: segments[index].number, offset: segments[index].size, size: bytes.count)
+        nextEntryID += 1
+        segments[index].size += bytes.count
+        pending.append(entry)
+        appended += 1
+        unsynced += 1
+        switch syncPolicy {
+        case .everyRecord: try sync(index)
+        case .everyRecords(let count) where unsynced >= max(count, 1): try sync(index)
+        case .everyRecords, .never: break
+        }
+        return try enforceLimit()
+    }
+
+    private func sync(_ index: Int) throws(BridgeError) {
+        try SpoolFiles.dataSync(segments[index].descriptor, path: segmentPath(segments[index].number))
+        unsynced = 0
+    }
+
+    private func openSegment(number: UInt64) throws(BridgeError) {
+        if let last = segments.last, unsynced > 0, syncPolicy != .never {
+            try SpoolFiles.dataSync(last.descriptor, path: segmentPath(last.number))
+            unsynced = 0
+        }
+        let path = segmentPath(number)
+        let descriptor = try SpoolFiles.open(path, O_RDWR | O_CREAT | O_APPEND)
+        segments.append((number, descriptor, 0))
+        // The new name must survive a power loss too, or its synced records would be lost with it.
+        if syncPolicy != .never { try SpoolFiles.syncDirectory(directory) }
+    }
+
+    /// Deletes the oldest segments while the spool is over its limit (keeping the one being written).
+    private func enforceLimit() throws(BridgeError) -> UInt64 {
+        var droppedNow: UInt64 = 0
+        while bytes > limit, segments.count > 1 {
+            let oldest = segments.removeFirst()
+            SpoolFiles.close(oldest.descriptor)
+            try SpoolFiles.remove(segmentPath(oldest.number))
+            while let first, first.segment == oldest.number {
+                pendingStart += 1
+                droppedNow += 1
+            }
+        }
+        if droppedNow > 0 {
+            dropped += droppedNow
+            compact()
+            try writeAcknowledged()
+        }
+        return droppedNow
+    }
+
+    // MARK: Acknowledging
+
+    /// The broker acknowledged the entry `id`: it is no longer pending (a no-op when it was dropped meanwhile
+    /// or is not first). Segments left with nothing pending are deleted.
+    func acknowledge(_ id: UInt64) throws(BridgeError) {
+        guard let first, first.id == id else { return }
+        pendingStart += 1
+        delivered += 1
+        while segments.count > 1, segments[0].number < (self.first?.segment ?? segments[segments.count - 1].number) {
+            let oldest = segments.removeFirst()
+            SpoolFiles.close(oldest.descriptor)
+            try SpoolFiles.remove(segmentPath(oldest.number))
+        }
+        compact()
+        try writeAcknowledged()
+    }
+
+    /// The record of a pending entry, read back from its segment.
+    func read(_ entry: Entry) throws(BridgeError) -> SpoolRecord? {
+        guard let segment = segments.first(where: { $0.number == entry.segment }) else { return nil }
+        let path = segmentPath(entry.segment)
+        let bytes = try SpoolFiles.read(segment.descriptor, count: entry.size, at: entry.offset, path: path)
+        guard let (length, checksum) = SpoolRecord.header(bytes[...]), length + SpoolRecord.headerSize == bytes.count
+        else { return nil }
+        return SpoolRecord.decode(body: bytes[SpoolRecord.headerSize...], checksum: checksum)
+    }
+
+    /// Forgets the consumed front of `pending` now and then, so the array does not grow without end.
+    private func compact() {
+        if pendingStart > 1_024, pendingStart * 2 > pending.count {
+            pending.removeFirst(pendingStart)
+            pendingStart = 0
+        }
+    }
+
+    // MARK: The acknowledged file
+
+    private var acknowledgedPath: String { directory + "/acknowledged" }
+
+    private func segmentPath(_ number: UInt64) -> String {
+        let hex = String(number, radix: 16)
+        return directory + "/segment-" + String(repeating: "0", count: max(16 - hex.count, 0)) + hex + ".spool"
+    }
+
+    private func writeAcknowledged() throws(BridgeError) {
+        let position = first.map { ($0.segment, $0.offset) } ?? (segments.last.map { ($0.number, $0.size) } ?? (0, 0))
+        var bytes = Array("KAA1".utf8)
+        appendLittleEndian(position.0, to: &bytes)
+        appendLittleEndian(UInt64(position.1), to: &bytes)
+        appendLittleEndian(dropped, to: &bytes)
+        appendLittleEndian(CRC32.checksum(bytes), to: &bytes)
+        try SpoolFiles.writeAll(acknowledgedDescriptor, bytes, at: 0, path: acknowledgedPath)
+    }
+
+    private func readAcknowledged() throws(BridgeError) -> (segment: UInt64, offset: Int, dropped: UInt64)? {
+        let bytes = try SpoolFiles.read(acknowledgedDescriptor, count: 32, at: 0, path: acknowledgedPath)
+        guard bytes.count == 32, bytes[0..<4].elementsEqual("KAA1".utf8),
+            CRC32.checksum(bytes[0..<28]) == readInteger(bytes[...], at: 28, as: UInt32.self)
+        else { return nil }
+        let offset = readInteger(bytes[...], at: 12, as: UInt64.self)
+        return (
+            readInteger(bytes[...], at: 4, as: UInt64.self), Int(clamping: offset),
+            readInteger(bytes[...], at: 20, as: UInt64.self)
+        )
+    }
+
+    // MARK: Recovery
+
+    /// Scans the segments on disk: whole records at or after the acknowledged position become pending.
+    private func recover() throws(BridgeError) {
+        let acknowledged = try readAcknowledged()
+        dropped = acknowledged?.dropped ?? 0
+        let numbers = try SpoolFiles.list(directory).compactMap { name -> UInt64? in
+            guard name.hasPrefix("segment-"), name.hasSuffix(".spool") else { return nil }
+            return UInt64(name.dropFirst(8).dropLast(6), radix: 16)
+        }.sorted()
+        for (position, number) in numbers.enumerated() {
+            let path = segmentPath(number)
+            if let acknowledged, number < acknowledged.segment {
+                try SpoolFiles.remove(path)
+                continue
+            }
+            let descriptor = try SpoolFiles.open(path, O_RDWR | O_APPEND)
+            segments.append((number, descriptor, 0))
+            let isNewest = position == numbers.count - 1
+            let skipBefore = acknowledged.flatMap { $0.segment == number ? $0.offset : nil } ?? 0
+            let whole = try scan(segment: segments.count - 1, path: path, skipBefore: skipBefore)
+            let size = try SpoolFiles.size(descriptor, path: path)
+            if whole < size {
+                corrupt += 1
+                // Only the newest segment is appended to: cut its torn tail so new records follow whole ones.
+                if isNewest { try SpoolFiles.truncate(descriptor, to: whole, path: path) }
+            }
+            segments[segments.count - 1].size = isNewest ? whole : size
+        }
+    }
+
+    /// Adds the whole records of one segment from `skipBefore` on to `pending`; returns where whole records end.
+    private func scan(segment index: Int, path: String, skipBefore: Int) throws(BridgeError) -> Int {
+        let descriptor = segments[index].descriptor
+        let size = try SpoolFiles.size(descriptor, path: path)
+        let contents = try SpoolFiles.read(descriptor, count: size, at: 0, path: path)
+        var offset = 0
+        while offset + SpoolRecord.headerSize <= contents.count {
+            guard let (length, checksum) = SpoolRecord.header(contents[offset..<(offset + SpoolRecord.headerSize)]),
+                length >= SpoolRecord.bodyHeaderSize, length <= contents.count - offset - SpoolRecord.headerSize
+            else { break }
+            let bodyStart = offset + SpoolRecord.headerSize
+            guard SpoolRecord.decode(body: contents[bodyStart..<(bodyStart + length)], checksum: checksum) != nil
+            else { break }
+            let size = SpoolRecord.headerSize + length
+            if offset >= skipBefore {
+                pending.append(Entry(id: nextEntryID, segment: segments[index].number, offset: offset, size: size))
+                nextEntryID += 1
+            }
+            offset += size
+        }
+        return offset
+    }
+}

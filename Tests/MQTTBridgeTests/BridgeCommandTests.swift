@@ -1,0 +1,62 @@
+import DBusTesting
+import MQTT
+@testable import MQTTBridge
+import Testing
+
+@Suite struct BridgeCommandTests {
+    @Test func commandsBecomeTypedAndMalformedOnesAreAnsweredOnTheErrorTopic() async throws {
+        let broker = try await MosquittoBroker.start()
+        let directory = try makeTemporaryDirectory(prefix: "bridge-test")
+        defer {
+            broker.remove()
+            removeDirectory(directory)
+        }
+        let bridge = try MQTTBridge(
+            configuration: bridgeConfiguration(port: broker.port, directory: directory), devices: [kitchen, cellar],
+            logger: testLogger())
+        let running = RunningBridge(bridge)
+        try await running.waitUntilConnected()
+        let subscriber = try await MosquittoSubscriber(broker: broker, filters: ["keepalive/#"])
+        defer { subscriber.stop() }
+        // The bridge subscribed before it counted as connected? Wait for its SUBSCRIBE of the commands.
+        try await waitUntil("the bridge subscribed to the commands") {
+            broker.log.contains("keepalive/gw/+/interval/set (QoS 1)")
+        }
+        let commander = try await Collector(port: broker.port, filters: [])
+
+        // The daemon's side: carry out commands as they come, answering interval changes.
+        let received = Task { () -> [BridgeCommand] in
+            var commands: [BridgeCommand] = []
+            for await command in bridge.commands {
+                commands.append(command)
+                if case .setInterval(let device, let interval) = command {
+                    bridge.intervalChanged(device: device, to: interval)
+                }
+                if commands.count == 2 { break }
+            }
+            return commands
+        }
+        try await commander.client.publish(topic: "keepalive/gw/kitchen/poll", payload: Array("PRESS".utf8))
+        try await commander.client.publish(topic: "keepalive/gw/cellar/interval/set", payload: Array("45s".utf8))
+        let commands = try await withTimeout("two commands arrive") { await received.value }
+        #expect(commands == [.pollNow(device: "kitchen"), .setInterval(device: "cellar", .seconds(45))])
+        let echo = try await subscriber.wait(for: "keepalive/gw/cellar/interval") { $0 == "45s" }
+        #expect(echo.retain && echo.qos == 1)
+
+        // Malformed: a bad duration, a payload too long, a device nobody configured. Answered, no crash.
+        try await commander.client.publish(topic: "keepalive/gw/kitchen/interval/set", payload: Array("soon".utf8))
+        let bad = try await subscriber.wait(for: "keepalive/gw/kitchen/error")
+        #expect(bad.payload.contains("keepalive/gw/kitchen/interval/set") && bad.payload.contains("\"soon\""))
+        #expect(!bad.retain)
+        try await commander.client.publish(
+            topic: "keepalive/gw/kitchen/poll", payload: [UInt8](repeating: UInt8(ascii: "x"), count: 1_000))
+        try await subscriber.wait(for: "keepalive/gw/kitchen/error") { $0.contains("1000 bytes") }
+        try await commander.client.publish(topic: "keepalive/gw/garage/poll", payload: Array("PRESS".utf8))
+        let unknown = try await subscriber.wait(for: "keepalive/gw/error")
+        #expect(unknown.payload.contains("keepalive/gw/garage/poll") && unknown.payload.contains("garage"))
+        #expect(bridge.statistics.connected)
+
+        await commander.close()
+        await running.stop()
+    }
+}

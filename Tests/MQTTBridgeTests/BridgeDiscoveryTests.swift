@@ -1,0 +1,96 @@
+import DBusTesting
+import Foundation
+import MQTT
+@testable import MQTTBridge
+import Readings
+import Testing
+
+@Suite struct BridgeDiscoveryTests {
+    @Test func homeAssistantComingOnlineGetsDiscoveryAgain() async throws {
+        let broker = try await MosquittoBroker.start()
+        let directory = try makeTemporaryDirectory(prefix: "bridge-test")
+        defer {
+            broker.remove()
+            removeDirectory(directory)
+        }
+        let subscriber = try await Collector(port: broker.port, filters: ["homeassistant/+/gw/#"])
+        let bridge = try MQTTBridge(
+            configuration: bridgeConfiguration(port: broker.port, directory: directory), devices: [kitchen],
+            logger: testLogger())
+        let running = RunningBridge(bridge)
+        let topic = "homeassistant/sensor/gw/aabbccddee01_temperature/config"
+        try await subscriber.wait(for: topic)
+        try await waitUntil("the bridge listens for Home Assistant") {
+            broker.log.contains("homeassistant/status (QoS 1)")
+        }
+        let before = subscriber.messages(on: topic).count
+        let homeAssistant = try await Collector(port: broker.port, filters: [])
+        try await homeAssistant.client.publish(
+            topic: "homeassistant/status", payload: Array("online".utf8), retain: false)
+        try await waitUntil("discovery is published again") { subscriber.messages(on: topic).count > before }
+        // The gateway's own device too, and every entity of the device.
+        try await waitUntil("the gateway is announced again") {
+            subscriber.messages(on: "homeassistant/binary_sensor/gw/gateway_status/config").count >= 2
+        }
+        try await waitUntil("the poll button is announced again") {
+            subscriber.messages(on: "homeassistant/button/gw/aabbccddee01_poll/config").count >= 2
+        }
+        await homeAssistant.close()
+        await subscriber.close()
+        await running.stop()
+    }
+
+    @Test func aRemovedDeviceHasItsConfigsClearedAtTheNextStartAndLearnedReadingsComeBack() async throws {
+        let broker = try await MosquittoBroker.start()
+        let directory = try makeTemporaryDirectory(prefix: "bridge-test")
+        defer {
+            broker.remove()
+            removeDirectory(directory)
+        }
+        let cellarTopics = [
+            "homeassistant/sensor/gw/aabbccddee02_last_result/config",
+            "homeassistant/sensor/gw/aabbccddee02_consecutive_failures/config",
+            "homeassistant/sensor/gw/aabbccddee02_window_used/config",
+            "homeassistant/sensor/gw/aabbccddee02_last_error/config",
+            "homeassistant/button/gw/aabbccddee02_poll/config",
+        ]
+        let pressureTopic = "homeassistant/sensor/gw/aabbccddee01_pressure/config"
+        do {
+            let bridge = try MQTTBridge(
+                configuration: bridgeConfiguration(port: broker.port, directory: directory),
+                devices: [kitchen, cellar],
+                logger: testLogger())
+            let running = RunningBridge(bridge)
+            try await running.waitUntilConnected()
+            // A reading known only at run time (a 0x2904 name): announced when a record first carries it.
+            try bridge.submit(
+                device: "kitchen", sequence: 0, succeeded: true,
+                readings: [Reading(name: "pressure", value: .number(101_325), unit: "Pa")], payload: recordPayload(0))
+            let seen = try await Collector(port: broker.port, filters: ["homeassistant/#"])
+            for topic in cellarTopics + [pressureTopic] { try await seen.wait(for: topic) }
+            await seen.close()
+            await running.stop()
+        }
+
+        let subscriber = try await MosquittoSubscriber(broker: broker, filters: ["homeassistant/#"])
+        defer { subscriber.stop() }
+        let bridge = try MQTTBridge(
+            configuration: bridgeConfiguration(port: broker.port, directory: directory), devices: [kitchen],
+            logger: testLogger())
+        let running = RunningBridge(bridge)
+        for topic in cellarTopics {
+            let cleared = try await subscriber.wait(for: topic) { $0.isEmpty }
+            #expect(cleared.retain && cleared.qos == 1)
+        }
+        // Announced again from the discovery state file, before any record of this run carries it.
+        let pressure = try await subscriber.wait(for: pressureTopic) { !$0.isEmpty }
+        #expect(jsonObject(Array(pressure.payload.utf8))?["device_class"] as? String == "pressure")
+        await running.stop()
+
+        // A late subscriber finds no retained config of the removed device.
+        let late = try await Collector(port: broker.port, filters: ["homeassistant/#"])
+        try await late.wait(for: pressureTopic)
+        #expect(late.messages.filter { $0.topic.contains("aabbccddee02") }.isEmpty)
+        await late.close()
+    }
+}

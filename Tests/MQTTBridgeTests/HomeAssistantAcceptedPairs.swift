@@ -1,0 +1,58 @@
+/// What Home Assistant accepts together for a sensor, as data, to check the bridge's one table against.
+///
+/// Source: home-assistant/core, `homeassistant/components/sensor/const.py` (`DEVICE_CLASS_UNITS`,
+/// `DEVICE_CLASS_STATE_CLASSES`) at commit 00eb6680fbf6bdf7af2499095f2e74fca980a148 (the 2025 development
+/// line), with the `UnitOf…` enums expanded from `homeassistant/const.py` of the same line. HA spells "micro"
+/// with the Greek small letter mu U+03BC (enforced by its `hass-enforce-greek-micro-char` lint), written
+/// `\u{03BC}` below so that no editor can silently swap it for the micro sign U+00B5. Only the device classes
+/// the bridge can use are listed; the rest of HA's table is not needed to check it.
+enum HomeAssistantAcceptedPairs {
+    static let mu = "\u{03BC}"
+
+    static let units: [String: Set<String>] = [
+        "temperature": ["°C", "°F", "K"],
+        "humidity": ["%"],
+        "moisture": ["%"],
+        "battery": ["%"],
+        "pressure": ["Pa", "hPa", "kPa", "bar", "cbar", "mbar", "mmHg", "inHg", "psi"],
+        "illuminance": ["lx"],
+        "voltage": [mu + "V", "mV", "V", "kV", "MV"],
+        "conductivity": ["S/cm", mu + "S/cm", "mS/cm"],
+        "carbon_dioxide": ["ppm"],
+        "volatile_organic_compounds_parts": ["ppm", "ppb"],
+        "pm1": [mu + "g/m³"],
+        "pm25": [mu + "g/m³"],
+        "pm10": [mu + "g/m³"],
+        "irradiance": ["W/m²", "BTU/(h⋅ft²)"],
+        "wind_speed": ["Beaufort", "ft/s", "in/s", "km/h", "kn", "m/s", "mph", "mm/s"],
+        "wind_direction": ["°"],
+        "distance": ["km", "m", "cm", "mm", "mi", "yd", "in", "ft"],
+        "weight": ["g", "kg", "mg", mu + "g", "oz", "lb", "st"],
+        "signal_strength": ["dB", "dBm"],
+        "duration": ["d", "h", "min", "s", "ms"],
+    ]
+
+    static let stateClasses: [String: Set<String>] = [
+        "temperature": ["measurement"], "humidity": ["measurement"], "moisture": ["measurement"],
+        "battery": ["measurement"], "pressure": ["measurement"], "illuminance": ["measurement"],
+        "voltage": ["measurement"], "conductivity": ["measurement"], "carbon_dioxide": ["measurement"],
+        "volatile_organic_compounds_parts": ["measurement"], "pm1": ["measurement"], "pm25": ["measurement"],
+        "pm10": ["measurement"], "irradiance": ["measurement"], "wind_speed": ["measurement"],
+        "wind_direction": [],
+        "distance": ["measurement", "total", "total_increasing"],
+        "weight": ["measurement", "total", "total_increasing"],
+        "signal_strength": ["measurement"],
+        "duration": ["measurement", "total", "total_increasing"],
+    ]
+
+    /// Whether HA accepts the three together (no device class: any unit, and a state class or none).
+    static func accepts(deviceClass: String?, unit: String?, stateClass: String?) -> Bool {
+        guard let deviceClass else {
+            return stateClass == nil || ["measurement", "total", "total_increasing"].contains(stateClass ?? "")
+        }
+        guard let units = units[deviceClass], let states = stateClasses[deviceClass], let unit else { return false }
+        guard units.contains(unit) else { return false }
+        if let stateClass { return states.contains(stateClass) }
+        return true
+    }
+}

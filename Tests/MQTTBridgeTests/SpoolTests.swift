@@ -1,0 +1,139 @@
+import DBusTesting
+import Foundation
+import Testing
+@testable import MQTTBridge
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+@Suite struct SpoolTests {
+    func record(_ sequence: UInt64) -> SpoolRecord {
+        SpoolRecord(
+            sequence: sequence, succeeded: sequence % 3 != 0, device: "kitchen", payload: recordPayload(sequence))
+    }
+
+    /// Every pending record, read back in order.
+    func pendingSequences(_ spool: Spool) throws -> [UInt64] {
+        try spool.entries(after: nil, count: .max).map { try #require(try spool.read($0)).sequence }
+    }
+
+    func segmentFiles(_ directory: String) throws -> [String] {
+        try FileManager.default.contentsOfDirectory(atPath: directory).filter { $0.hasPrefix("segment-") }.sorted()
+    }
+
+    @Test func recordsRoundTripThroughTheirEncoding() throws {
+        let original = SpoolRecord(sequence: 42, succeeded: true, device: "Küche/1", payload: [0, 1, 2, 255])
+        let bytes = original.encoded()
+        let (length, checksum) = try #require(SpoolRecord.header(bytes[...]))
+        #expect(length == bytes.count - 8)
+        #expect(SpoolRecord.decode(body: bytes[8...], checksum: checksum) == original)
+        var flipped = bytes
+        flipped[bytes.count - 1] ^= 0x40
+        #expect(SpoolRecord.decode(body: flipped[8...], checksum: checksum) == nil)
+    }
+
+    @Test func reopeningAfterACrashReplaysWhatWasNotAcknowledged() throws {
+        let directory = try makeTemporaryDirectory(prefix: "spool-test")
+        defer { removeDirectory(directory) }
+        do {
+            let spool = try Spool(directory: directory, limit: 1 << 20, syncPolicy: .everyRecord)
+            for sequence in 0..<10 { try spool.append(record(UInt64(sequence))) }
+            for entry in spool.entries(after: nil, count: 4) { try spool.acknowledge(entry.id) }
+            // Dropped without close(): the descriptors close with the process in a real crash; nothing is flushed
+            // by the spool on the way out, since it has no buffer.
+        }
+        let reopened = try Spool(directory: directory, limit: 1 << 20, syncPolicy: .everyRecord)
+        #expect(try pendingSequences(reopened) == Array(4..<10))
+        #expect(reopened.corrupt == 0)
+        try reopened.append(record(10))
+        #expect(try pendingSequences(reopened) == Array(4..<11))
+    }
+
+    @Test func aTornTailIsDetectedSkippedAndCutSoTheRestReplays() throws {
+        let directory = try makeTemporaryDirectory(prefix: "spool-test")
+        defer { removeDirectory(directory) }
+        do {
+            let spool = try Spool(directory: directory, limit: 1 << 20, syncPolicy: .never)
+            for sequence in 0..<5 { try spool.append(record(UInt64(sequence))) }
+        }
+        let segment = directory + "/" + (try #require(try segmentFiles(directory).last))
+        let size = try #require(try FileManager.default.attributesOfItem(atPath: segment)[.size] as? Int)
+        // Cut into the last record's bytes, as a crash mid-write leaves it.
+        #expect(truncate(segment, off_t(size - 7)) == 0)
+        let reopened = try Spool(directory: directory, limit: 1 << 20, syncPolicy: .never)
+        #expect(try pendingSequences(reopened) == [0, 1, 2, 3])
+        #expect(reopened.corrupt == 1)
+        // New records follow whole ones: the torn bytes were cut away.
+        try reopened.append(record(5))
+        let again = try Spool(directory: directory, limit: 1 << 20, syncPolicy: .never)
+        #expect(try pendingSequences(again) == [0, 1, 2, 3, 5])
+        #expect(again.corrupt == 0)
+    }
+
+    @Test func garbageAppendedAfterTheLastRecordIsNeverReplayed() throws {
+        let directory = try makeTemporaryDirectory(prefix: "spool-test")
+        defer { removeDirectory(directory) }
+        do {
+            let spool = try Spool(directory: directory, limit: 1 << 20, syncPolicy: .never)
+            for sequence in 0..<3 { try spool.append(record(UInt64(sequence))) }
+        }
+        let segment = directory + "/" + (try #require(try segmentFiles(directory).last))
+        let handle = try #require(FileHandle(forWritingAtPath: segment))
+        handle.seekToEndOfFile()
+        // A length that fits, with a wrong checksum; then zeros as after a power loss.
+        handle.write(
+            Data([40, 0, 0, 0, 1, 2, 3, 4] + [UInt8](repeating: 7, count: 40) + [UInt8](repeating: 0, count: 64)))
+        handle.closeFile()
+        let reopened = try Spool(directory: directory, limit: 1 << 20, syncPolicy: .never)
+        #expect(try pendingSequences(reopened) == [0, 1, 2])
+        #expect(reopened.corrupt == 1)
+    }
+
+    @Test func aFullSpoolDropsTheOldestRecordsCountsThemAndStaysWithinItsBound() throws {
+        let directory = try makeTemporaryDirectory(prefix: "spool-test")
+        defer { removeDirectory(directory) }
+        let limit = 8_192
+        var dropped: UInt64 = 0
+        do {
+            let spool = try Spool(directory: directory, limit: limit, syncPolicy: .never)
+            for sequence in 0..<400 {
+                dropped += try spool.append(record(UInt64(sequence)))
+                #expect(spool.bytes <= limit)
+            }
+            #expect(dropped > 0)
+            #expect(spool.dropped == dropped)
+            let sequences = try pendingSequences(spool)
+            #expect(UInt64(sequences.count) + dropped == 400)
+            // What is left is the newest, contiguous, in order.
+            #expect(sequences == Array(UInt64(400 - sequences.count)..<400))
+        }
+        let reopened = try Spool(directory: directory, limit: limit, syncPolicy: .never)
+        #expect(reopened.dropped == dropped)
+        #expect(UInt64(try pendingSequences(reopened).count) + dropped == 400)
+    }
+
+    @Test func acknowledgedSegmentsAreDeleted() throws {
+        let directory = try makeTemporaryDirectory(prefix: "spool-test")
+        defer { removeDirectory(directory) }
+        let spool = try Spool(directory: directory, limit: 65_536, syncPolicy: .never)
+        for sequence in 0..<300 { try spool.append(record(UInt64(sequence))) }
+        #expect(try segmentFiles(directory).count > 2)
+        for entry in spool.entries(after: nil, count: .max) { try spool.acknowledge(entry.id) }
+        #expect(spool.pendingCount == 0)
+        #expect(try segmentFiles(directory).count == 1)
+        let reopened = try Spool(directory: directory, limit: 65_536, syncPolicy: .never)
+        #expect(reopened.pendingCount == 0)
+    }
+
+    @Test func aRecordLargerThanASegmentIsRefusedNotTruncated() throws {
+        let directory = try makeTemporaryDirectory(prefix: "spool-test")
+        defer { removeDirectory(directory) }
+        let spool = try Spool(directory: directory, limit: 4_096, syncPolicy: .never)
+        #expect(throws: BridgeError.self) {
+            try spool.append(
+                SpoolRecord(sequence: 0, succeeded: true, device: "k", payload: [UInt8](repeating: 1, count: 2_000)))
+        }
+        #expect(spool.pendingCount == 0)
+    }
+}
