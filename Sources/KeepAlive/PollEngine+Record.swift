@@ -11,7 +11,7 @@ final class PollScratch: Sendable {
         var failure: TransportError?
     }
 
-    private struct State {
+    fileprivate struct State {
         var current = Snapshot()
         var lastValues: [PollRecord.Value]?
         /// The 0x2904 descriptors asked for so far (a descriptor describes the characteristic, so it is asked
@@ -19,10 +19,15 @@ final class PollScratch: Sendable {
         var presentations: [BluetoothUUID: PresentationFormat?] = [:]
     }
 
-    private let state = Locked(State())
+    fileprivate let state = Locked(State())
 
     func begin(tick: UInt64) {
         state.withLock { $0.current = Snapshot(tick: tick) }
+    }
+
+    /// The tick of the poll last begun (0 before any).
+    var lastTick: UInt64 {
+        state.withLock { $0.current.tick }
     }
 
     func setAttempts(_ attempts: Int) {
@@ -52,6 +57,12 @@ final class PollScratch: Sendable {
 
     func setPresentation(_ format: PresentationFormat?, of characteristic: BluetoothUUID) {
         state.withLock { $0.presentations[characteristic] = .some(format) }
+    }
+
+    /// Starts from `other`'s 0x2904 answers (a command's poll, on a scratch of its own).
+    func adoptPresentations(of other: PollScratch) {
+        let known = other.state.withLock { $0.presentations }
+        state.withLock { $0.presentations.merge(known) { mine, _ in mine } }
     }
 
     var presentations: [BluetoothUUID: PresentationFormat] {
@@ -132,7 +143,7 @@ extension PollEngine {
         broadcast.publish(record)
     }
 
-    private static func failure(
+    static func failure(
         _ error: any Error,
         snapshot: PollScratch.Snapshot,
         window: BackgroundTaskRecord

@@ -71,7 +71,13 @@ public final class PollEngine: Sendable {
     let onRecord: (@Sendable (PollRecord) -> Void)?
     /// Per device: what the poll in progress has gathered, and the last values (for newData/noData).
     let scratch: [String: PollScratch]
-    private let tokens: Locked<[RegistrationToken]>
+    /// One poll of a device at a time, scheduled or on command.
+    let gate = DeviceGate()
+    /// Registration tokens by device name, for commands that name a device.
+    var tokensByName: [String: RegistrationToken] {
+        Dictionary(uniqueKeysWithValues: zip(peripherals.map(\.name), tokens.withLock { $0 }))
+    }
+    let tokens: Locked<[RegistrationToken]>
     /// Disconnects still running after their window gave up on them (by device name): the next poll of that
     /// device waits for its own, and the connection slot stays taken until it is done.
     let teardowns = Locked<(running: [String: (id: UInt64, task: Task<Void, Never>)], nextID: UInt64)>(([:], 0))
@@ -163,6 +169,14 @@ public final class PollEngine: Sendable {
     func poll(_ spec: PeripheralSpec, in window: PollWindow, scratch: PollScratch) async -> PollResult {
         scratch.begin(tick: window.tick)
         let peripheral = spec.peripheral
+        do {
+            try await gate.enter(spec.name)
+        } catch {
+            let failure = TransportError(.timeout, "window ended while another poll of this device (a command's) was running")
+            scratch.fail(failure)
+            return .failed(failure)
+        }
+        defer { gate.leave(spec.name) }
         if let previous = teardowns.withLock({ $0.running[spec.name]?.task }) {
             // The last window's disconnect is still running: never connect over it.
             await Self.waitUnlessCancelled(previous, on: transport.preferredExecutor)

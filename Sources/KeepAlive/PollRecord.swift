@@ -47,6 +47,14 @@ public struct PollRecord: Sendable {
         }
     }
 
+    /// Why the poll happened.
+    public enum Trigger: String, Sendable, Hashable {
+        /// The device's tick on its grid.
+        case schedule
+        /// Asked for outside the grid (``PollEngine/pollNow(_:)``: an MQTT command, an app's button).
+        case command
+    }
+
     public struct Window: Sendable, Hashable {
         public var id: BackgroundTaskID
         public var budget: Duration
@@ -82,6 +90,7 @@ public struct PollRecord: Sendable {
     /// The effective interval at the time (stretched in low power).
     public var interval: Duration
     public var power: PowerState
+    public var trigger: Trigger = .schedule
 
     /// A record as the engine makes them; for sinks, tests and tools that handle records of their own.
     public init(
@@ -98,7 +107,8 @@ public struct PollRecord: Sendable {
         window: Window? = nil,
         attempts: Int = 0,
         interval: Duration,
-        power: PowerState = .normal
+        power: PowerState = .normal,
+        trigger: Trigger = .schedule
     ) {
         self.device = device
         self.peripheral = peripheral
@@ -114,5 +124,6 @@ public struct PollRecord: Sendable {
         self.attempts = attempts
         self.interval = interval
         self.power = power
+        self.trigger = trigger
     }
 }

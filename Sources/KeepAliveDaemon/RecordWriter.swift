@@ -124,6 +124,7 @@ public final class RecordWriter: Sendable {
         line.string("adapter", record.peripheral.adapter)
         line.integer("tick", record.tick)
         line.string("result", record.result.rawValue)
+        line.string("trigger", record.trigger.rawValue)
         line.object("values") { values in
             for value in record.values {
                 values.string(value.characteristic.shortDescription, value.bytes.hexString)

@@ -1,0 +1,62 @@
+import Locking
+
+/// One poll of a device at a time: a scheduled poll and a poll asked for by a command wait for each other here
+/// (first come, first served), so a device is never connected twice at once. The scheduler already keeps two
+/// scheduled polls of one device apart (the overlap skip); this covers polls from outside its grid.
+final class DeviceGate: Sendable {
+    private struct State {
+        var busy: Set<String> = []
+        var waiters: [String: [(id: UInt64, continuation: CheckedContinuation<Void, any Error>)]] = [:]
+        var nextID: UInt64 = 0
+    }
+
+    private let state = Locked(State())
+
+    /// Waits until `device` is free and takes it; throws `CancellationError` when cancelled while waiting.
+    func enter(_ device: String) async throws {
+        let id: UInt64? = state.withLock { state in
+            guard state.busy.contains(device) else {
+                state.busy.insert(device)
+                return nil
+            }
+            state.nextID += 1
+            return state.nextID
+        }
+        guard let id else { return }
+        try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+                let outcome: Result<Void, any Error>? = state.withLock { state in
+                    if Task.isCancelled { return .failure(CancellationError()) }
+                    // Freed between the first look and here: take it.
+                    guard state.busy.contains(device) else {
+                        state.busy.insert(device)
+                        return .success(())
+                    }
+                    state.waiters[device, default: []].append((id, continuation))
+                    return nil
+                }
+                if let outcome { continuation.resume(with: outcome) }
+            }
+        } onCancel: {
+            let cancelled = state.withLock { state -> CheckedContinuation<Void, any Error>? in
+                guard let index = state.waiters[device]?.firstIndex(where: { $0.id == id }) else { return nil }
+                return state.waiters[device]?.remove(at: index).continuation
+            }
+            cancelled?.resume(throwing: CancellationError())
+        }
+    }
+
+    /// Frees `device`, handing it to the first waiter if any (it stays busy for that one).
+    func leave(_ device: String) {
+        let next = state.withLock { state -> CheckedContinuation<Void, any Error>? in
+            guard var queue = state.waiters[device], !queue.isEmpty else {
+                state.busy.remove(device)
+                return nil
+            }
+            let first = queue.removeFirst()
+            state.waiters[device] = queue.isEmpty ? nil : queue
+            return first.continuation
+        }
+        next?.resume()
+    }
+}
