@@ -15,6 +15,8 @@ let package = Package(
         .library(name: "BlueZ", targets: ["BlueZ"]),
         .library(name: "DBus", targets: ["DBus"]),
         .library(name: "HostPower", targets: ["HostPower"]),
+        .library(name: "MQTT", targets: ["MQTT"]),
+        .library(name: "MQTTBridge", targets: ["MQTTBridge"]),
         .library(name: "KeepAliveTesting", targets: ["KeepAliveTesting"]),
         .library(name: "DBusTesting", targets: ["DBusTesting"]),
         .library(name: "BlueZSimulator", targets: ["BlueZSimulator"]),
@@ -219,6 +221,8 @@ let package = Package(
             dependencies: [
                 "KeepAlive",
                 "Readings",
+                "MQTT",
+                "MQTTBridge",
                 "BlueZ",
                 "DBus",
                 "HostPower",
@@ -256,7 +260,7 @@ let package = Package(
         // The `keepalive` command end to end: the built binary against a private bus and the simulator.
         .testTarget(
             name: "KeepAliveCLITests",
-            dependencies: ["KeepAliveDaemon", "Readings", "BlueZSimulator", "DBus", "DBusTesting", "Locking"]
+            dependencies: ["KeepAliveDaemon", "Readings", "MQTT", "BlueZSimulator", "DBus", "DBusTesting", "Locking"]
         ),
         // The hardware-in-the-loop suite: skipped unless KEEPALIVE_HIL_* name a BlueZ to test (the simulator,
         // the qemu lab's real bluetoothd, or real hardware; see README "Hardware in the loop").

@@ -79,8 +79,8 @@ public enum ConfigurationLoader {
             case "max_connections":
                 configuration.maxConnections = try document.integer(value, "max_connections", in: 1...16)
             case "output":
-                let output = try document.nonEmptyText(value, "output", expected: "`-` (standard output) or a path")
-                configuration.output = output == "-" ? .standardOutput : .file(output)
+                let output = try document.nonEmptyText(value, "output", expected: "`-` (standard output), `none` or a path")
+                configuration.output = output == "-" ? .standardOutput : output == "none" ? .none : .file(output)
             case "mqtt": configuration.mqtt = try mqtt(value, in: document)
             case "devices": entries = try devices(value, in: document)
             default: break  // `Fields` refused every other key.

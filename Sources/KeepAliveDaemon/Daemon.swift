@@ -1,5 +1,6 @@
 internal import BlueZ
 public import HostPower
+public import MQTTBridge
 public import DBus
 public import KeepAlive
 public import Logging
@@ -73,8 +74,10 @@ public final class Daemon: Service {
     public let options: Options
     /// The scheduler: subscribe to its `events()` and its ledger's for a live view.
     public let keepAlive: KeepAlive
-    /// `nil` when ``Options/writesRecords`` is off.
+    /// `nil` when ``Options/writesRecords`` is off and there is no MQTT bridge (which needs the records' `seq`).
     public let writer: RecordWriter?
+    /// The MQTT bridge, when the configuration has `mqtt:`; it runs with the daemon.
+    public let bridge: MQTTBridge?
     /// The operator's override (SIGUSR1: low power; SIGUSR2: back to the configured mode). Wins over the host.
     public let powerOverride = ManualPowerSource()
     /// What the scheduler sees: the host's combined power, relayed once `run()` has found the sources.
@@ -114,13 +117,26 @@ public final class Daemon: Service {
             powerSource: options.powerSource ?? powerRelay,
             logger: logger
         )
-        if options.writesRecords {
-            let progress = self.progress
-            writer = try RecordWriter(output: configuration.output) { error in
-                logger.critical("output failed, stopping: \(error)")
-                progress.withLock { $0.failure = error }
-                Self.stopScheduler(progress)
+        if let mqtt = configuration.mqtt {
+            do {
+                bridge = try MQTTBridge(configuration: try mqtt.bridgeConfiguration(logger: logger), devices: configuration.bridgeDevices, logger: logger)
+            } catch {
+                throw DaemonError(description: "MQTT bridge to \(mqtt.brokerDescription): \(error)")
             }
+        } else {
+            bridge = nil
+        }
+        if options.writesRecords || bridge != nil {
+            let progress = self.progress
+            writer = try RecordWriter(
+                output: options.writesRecords ? configuration.output : .none,
+                onFailure: { error in
+                    logger.critical("output failed, stopping: \(error)")
+                    progress.withLock { $0.failure = error }
+                    Self.stopScheduler(progress)
+                },
+                sink: bridge.map { Self.bridgeSink($0, configuration: configuration, logger: logger) }
+            )
         } else {
             writer = nil
         }
@@ -159,6 +175,22 @@ public final class Daemon: Service {
             }
         )
         defer { engine.detach() }
+        // The bridge runs beside the polling and outlives it a little: the last records (written while the
+        // windows close) are delivered before `offline` goes out. Detached: a graceful shutdown reaches it from
+        // here, after the last record, not at SIGTERM.
+        let bridgeTask: Task<Void, Never>? = bridge.map { bridge in
+            Task.detached { [logger] in
+                await withTaskGroup(of: Void.self) { group in
+                    group.addTask { await Self.followCommands(of: bridge, engine: engine, logger: logger) }
+                    do {
+                        try await bridge.run()
+                    } catch {
+                        logger.error("the MQTT bridge stopped: \(error)")
+                    }
+                    group.cancelAll()
+                }
+            }
+        }
 
         // The first connection's BlueZ is checked before READY=1; later ones after each reconnect.
         let firstSession = BlueZTransport(connection: connection, logger: logger)
@@ -218,6 +250,11 @@ public final class Daemon: Service {
             group.cancelAll()
         }
         writer?.close()
+        if let bridge, let bridgeTask {
+            await Self.drain(bridge, within: .seconds(3))
+            bridgeTask.cancel()
+            await bridgeTask.value
+        }
         let stats = keepAlive.statistics
         logger.info(
             "stopped",

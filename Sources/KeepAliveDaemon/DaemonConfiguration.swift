@@ -12,11 +12,14 @@ public struct DaemonConfiguration: Sendable, Hashable {
     public enum Output: Sendable, Hashable, CustomStringConvertible {
         case standardOutput
         case file(String)
+        /// No JSON Lines (`output: none`): records go to MQTT only.
+        case none
 
         public var description: String {
             switch self {
             case .standardOutput: "-"
             case .file(let path): path
+            case .none: "none"
             }
         }
     }

@@ -36,13 +36,23 @@ public final class RecordWriter: Sendable {
     public let output: DaemonConfiguration.Output
     private let state: Locked<State>
     private let onFailure: (@Sendable (OutputError) -> Void)?
+    /// Sees every record with its `seq` and its line (no newline), under the writer's lock: in `seq` order, and
+    /// before the record counts as written (the MQTT bridge's spool).
+    private let sink: (@Sendable (PollRecord, UInt64, String) -> Void)?
 
     /// Opens the output: standard output, or a file opened for appending (created 0640 when missing).
     /// `onFailure` is called once if a write ever fails (EPIPE, ENOSPC…); later records are then counted as lost.
-    public init(output: DaemonConfiguration.Output, onFailure: (@Sendable (OutputError) -> Void)? = nil) throws(OutputError) {
+    public init(
+        output: DaemonConfiguration.Output,
+        onFailure: (@Sendable (OutputError) -> Void)? = nil,
+        sink: (@Sendable (PollRecord, UInt64, String) -> Void)? = nil
+    ) throws(OutputError) {
         self.output = output
         self.onFailure = onFailure
+        self.sink = sink
         switch output {
+        case .none:
+            state = Locked(State(descriptor: -1, ownsDescriptor: false))
         case .standardOutput:
             state = Locked(State(descriptor: STDOUT_FILENO, ownsDescriptor: false))
         case .file(let path):
@@ -78,14 +88,15 @@ public final class RecordWriter: Sendable {
     /// Encodes and writes one record now. Safe from any thread; lines never interleave.
     public func write(_ record: PollRecord) {
         let failed: OutputError? = state.withLock { state in
-            guard state.failure == nil, state.descriptor >= 0 else { return nil }
+            guard state.failure == nil, state.descriptor >= 0 || output == .none else { return nil }
             // Read under the lock: `ts` never goes backwards while `seq` goes forwards.
             let now = WallClock.now()
-            let line = Self.encode(record, sequence: state.nextSequence, at: now) + "\n"
-            if let error = Self.writeAll(line, to: state.descriptor, path: output.description) {
+            let line = Self.encode(record, sequence: state.nextSequence, at: now)
+            if output != .none, let error = Self.writeAll(line + "\n", to: state.descriptor, path: output.description) {
                 state.failure = error
                 return error
             }
+            sink?(record, state.nextSequence, line)
             state.nextSequence += 1
             return nil
         }

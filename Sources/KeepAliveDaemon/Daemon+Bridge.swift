@@ -1,0 +1,148 @@
+import KeepAlive
+import Locking
+import Logging
+import MQTT
+import MQTTBridge
+import Readings
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+extension DaemonConfiguration.MQTT {
+    /// Where the spool goes when the configuration does not say: systemd's `StateDirectory=` (`$STATE_DIRECTORY`),
+    /// else /var/lib/keepalive/spool.
+    static func defaultSpoolDirectory() -> String {
+        if let value = getenv("STATE_DIRECTORY") {
+            let first = String(cString: value).split(separator: ":").first.map(String.init)
+            if let first, first.hasPrefix("/") { return first + "/spool" }
+        }
+        return "/var/lib/keepalive/spool"
+    }
+
+    /// The bridge's settings, the password read from its file now (a file others can read is warned about, and the
+    /// password itself never logged).
+    func bridgeConfiguration(logger: Logger) throws -> BridgeConfiguration {
+        var credentials: MQTTConfiguration.Credentials?
+        if let username {
+            var password: String?
+            if let passwordFile {
+                let read = try MQTTClient.readPassword(from: passwordFile)
+                password = read.password
+                if read.worldReadable {
+                    logger.warning(
+                        "the MQTT password file can be read by every user of this machine: chmod 600 it",
+                        metadata: ["file": "\(passwordFile)"]
+                    )
+                }
+            }
+            credentials = .init(user: username, password: password)
+        }
+        var tls: MQTTConfiguration.TLS?
+        if scheme == .tls {
+            tls = MQTTConfiguration.TLS(caFile: caFile, certificateFile: certificateFile, keyFile: keyFile)
+        }
+        let mqtt = MQTTConfiguration(host: host, port: port, clientID: clientID ?? "", credentials: credentials, tls: tls)
+        return BridgeConfiguration(
+            mqtt: mqtt, topicPrefix: topicPrefix, gateway: gateway, qos: MQTTQoS(rawValue: UInt8(qos)) ?? .atLeastOnce,
+            discovery: discovery, discoveryPrefix: discoveryPrefix, spoolDirectory: spoolPath ?? Self.defaultSpoolDirectory(),
+            spoolLimitBytes: spoolSize, availabilityThreshold: offlineAfter
+        )
+    }
+}
+
+extension DaemonConfiguration {
+    /// One bridge device per configured device, with the readings its profile or fields promise (announced to
+    /// Home Assistant before the first poll; others are announced when they first appear).
+    var bridgeDevices: [BridgeDevice] {
+        devices.map { device in
+            var seen = Set<BluetoothUUID>()
+            let expected = (device.reads + device.notifications.map(\.characteristic)).filter { seen.insert($0).inserted }.flatMap { uuid in
+                let textFields = Set(device.decoding[uuid]?.layout?.fields.filter { !$0.format.isNumeric }.map(\.name) ?? [])
+                return DeviceProfile.expectedReadings(of: uuid, decoding: device.decoding[uuid]).map { reading in
+                    BridgeDevice.ExpectedReading(name: reading.name, unit: reading.unit, isText: textFields.contains(reading.name))
+                }
+            }
+            return BridgeDevice(
+                name: device.name, address: device.address, manufacturer: device.manufacturer, model: device.model,
+                interval: device.interval ?? interval, expectedReadings: expected
+            )
+        }
+    }
+}
+
+extension Daemon {
+    /// Records into the bridge's spool, in `seq` order, under the writer's lock; an interval that changed (low
+    /// power, a command) re-announces the device's `expire_after`.
+    static func bridgeSink(
+        _ bridge: MQTTBridge, configuration: DaemonConfiguration, logger: Logger
+    ) -> @Sendable (PollRecord, UInt64, String) -> Void {
+        let intervals = LockedIntervals(Dictionary(configuration.devices.map { ($0.name, $0.interval ?? configuration.interval) }) { first, _ in first })
+        return { record, sequence, line in
+            do {
+                try bridge.submit(
+                    device: record.device, sequence: sequence, succeeded: record.result != .failed, readings: record.readings,
+                    payload: Array(line.utf8)
+                )
+            } catch {
+                logger.error("a record could not be spooled for MQTT", metadata: ["device": "\(record.device)", "seq": "\(sequence)", "error": "\(error)"])
+            }
+            if intervals.changed(record.device, to: record.interval) {
+                bridge.intervalChanged(device: record.device, to: record.interval)
+            }
+        }
+    }
+
+    /// Gives the bridge up to `bound` to deliver what is still spooled while it is connected (a broker that is
+    /// away keeps them for the next start). Checked every 20 ms: shutdown only, and bounded.
+    static func drain(_ bridge: MQTTBridge, within bound: Duration) async {
+        let clock = TimerFDClock()
+        let deadline = clock.now.advanced(by: bound)
+        while bridge.statistics.connected, bridge.statistics.pending > 0, clock.now < deadline {
+            try? await clock.sleep(for: .milliseconds(20))
+        }
+    }
+
+    /// Carries out the bridge's commands: poll now, a new interval (echoed with the value in force).
+    static func followCommands(of bridge: MQTTBridge, engine: PollEngine, logger: Logger) async {
+        await withDiscardingTaskGroup { group in
+            for await command in bridge.commands {
+                switch command {
+                case .pollNow(let device):
+                    logger.info("poll on command", metadata: ["device": "\(device)"])
+                    group.addTask {
+                        do {
+                            _ = try await engine.pollNow(device)
+                        } catch {
+                            logger.warning("a poll on command was refused", metadata: ["device": "\(device)", "error": "\(error)"])
+                        }
+                    }
+                case .setInterval(let device, let interval):
+                    do {
+                        let effective = try engine.setInterval(interval, forDevice: device)
+                        logger.notice("interval changed on command", metadata: ["device": "\(device)", "interval": "\(interval.compact)"])
+                        bridge.intervalChanged(device: device, to: effective ?? interval)
+                    } catch {
+                        logger.warning("an interval command was refused", metadata: ["device": "\(device)", "error": "\(error)"])
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The last interval seen per device.
+private final class LockedIntervals: Sendable {
+    private let last: Locked<[String: Duration]>
+
+    init(_ initial: [String: Duration]) {
+        last = Locked(initial)
+    }
+
+    func changed(_ device: String, to interval: Duration) -> Bool {
+        last.withLock { last in
+            defer { last[device] = interval }
+            return last[device].map { $0 != interval } ?? false
+        }
+    }
+}

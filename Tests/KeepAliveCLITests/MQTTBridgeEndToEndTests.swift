@@ -1,0 +1,196 @@
+import BlueZSimulator
+import DBusTesting
+import Foundation
+import Locking
+import MQTT
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The bridge through the binary: `keepalive run` with `mqtt:` against a real mosquitto on a free loopback port
+/// and the simulator; an independent subscriber checks what arrives.
+@Suite("MQTT bridge end to end", .serialized)
+struct MQTTBridgeEndToEndTests {
+    /// Every message the subscriber saw, in order.
+    final class Subscriber: Sendable {
+        let client: MQTTClient
+        let received = Locked<[MQTTMessage]>([])
+        let reader: Task<Void, Never>
+
+        init(port: Int, id: String = "e2e-subscriber") async throws {
+            var configuration = MQTTConfiguration(host: "127.0.0.1", port: port, clientID: id)
+            configuration.reconnect = MQTTReconnectPolicy(initialDelay: .milliseconds(100), maximumDelay: .milliseconds(200), jitter: 0)
+            client = try MQTTClient(configuration: configuration)
+            let received = self.received
+            let messages = client.messages
+            reader = Task { for await message in messages { received.withLock { $0.append(message) } } }
+            _ = try await client.connect()
+            _ = try await client.subscribe("#")
+        }
+
+        func messages(_ topic: String) -> [MQTTMessage] {
+            received.withLock { $0.filter { $0.topic == topic } }
+        }
+
+        func last(_ topic: String) -> String? {
+            messages(topic).last.map { String(decoding: $0.payload, as: UTF8.self) }
+        }
+
+        /// The `seq` of every state message of every device.
+        func stateSequences(prefix: String) -> [Int] {
+            received.withLock { $0 }.filter { $0.topic.hasPrefix(prefix) && $0.topic.hasSuffix("/state") }.compactMap { message in
+                (try? JSONSerialization.jsonObject(with: Data(message.payload)) as? [String: Any])?["seq"] as? Int
+            }
+        }
+
+        func close() async {
+            await client.close()
+            reader.cancel()
+        }
+    }
+
+    static func configuration(port: Int, spool: String, interval: String = "2s", extra: String = "") -> String {
+        """
+        interval: \(interval)
+        devices:
+          - {name: sensor-1, address: C0:FF:EE:00:00:01, read: [2a19, 2a6e]}
+          - {name: sensor-2, address: C0:FF:EE:00:00:02, read: [2a19]}
+        mqtt:
+          broker: mqtt://127.0.0.1:\(port)
+          gateway: gw
+          spool: {path: \(spool)}
+        \(extra)
+        """
+    }
+
+    static func withSetup<T: Sendable>(_ body: @Sendable (PrivateBus, MosquittoBroker, String) async throws -> T) async throws -> T {
+        try await CLITests.withSimulator(devices: 2) { bus, _ in
+            let broker = try await MosquittoBroker.start()
+            let spool = try makeTemporaryDirectory(prefix: "keepalive-spool")
+            defer {
+                broker.remove()
+                _ = Subprocess.runBlockingIgnoringErrors(["rm", "-rf", spool])
+            }
+            return try await body(bus, broker, spool)
+        }
+    }
+
+    @Test func theDaemonPublishesItsTopicsAndDiscoveryAndAnswersCommands() async throws {
+        try await Self.withSetup { bus, broker, spool in
+            let subscriber = try await Subscriber(port: broker.port)
+            defer { Task { await subscriber.close() } }
+            let file = try TemporaryFile(name: "keepalive.yaml", contents: Self.configuration(port: broker.port, spool: spool))
+            defer { file.remove() }
+            let daemon = try CommandProcess(["run", "--config", file.path, "--bus", bus.address])
+            defer { daemon.terminate() }
+
+            try await waitUntil("online and a state of each device", timeout: .seconds(20)) {
+                subscriber.last("keepalive/gw/status") == "online" && !subscriber.messages("keepalive/gw/sensor-1/state").isEmpty
+                    && !subscriber.messages("keepalive/gw/sensor-2/state").isEmpty
+            }
+            #expect(subscriber.messages("keepalive/gw/status").last?.qos == .atLeastOnce)
+            let state = try #require(subscriber.messages("keepalive/gw/sensor-1/state").first)
+            let record = try #require(try JSONSerialization.jsonObject(with: Data(state.payload)) as? [String: Any])
+            #expect(record["device"] as? String == "sensor-1" && record["trigger"] as? String == "schedule")
+            let readings = try #require(record["readings"] as? [String: [String: Any]])
+            #expect(readings["battery"]?["unit"] as? String == "%")
+            #expect(readings["temperature"]?["unit"] as? String == "°C")
+            #expect(state.retain == false && state.qos == .atLeastOnce)
+
+            try await waitUntil("availability online", timeout: .seconds(10)) { subscriber.last("keepalive/gw/sensor-1/availability") == "online" }
+            // Home Assistant discovery: a sensor per reading, naming its device, unit and class, with availability.
+            @Sendable func batteryConfig() -> MQTTMessage? {
+                subscriber.received.withLock { $0 }.first {
+                    $0.topic.hasPrefix("homeassistant/sensor/gw/") && $0.topic.hasSuffix("battery/config") && !$0.payload.isEmpty
+                }
+            }
+            try await waitUntil("the battery sensor announced", timeout: .seconds(10)) { batteryConfig() != nil }
+            let discovery = try #require(batteryConfig())
+            let config = try #require(try JSONSerialization.jsonObject(with: Data(discovery.payload)) as? [String: Any])
+            #expect(config["device_class"] as? String == "battery", "\(config)")
+            #expect(config["unit_of_measurement"] as? String == "%")
+            #expect(config["state_class"] as? String == "measurement")
+            #expect(config["expire_after"] as? Int == 6, "3 × the 2-s interval")
+            #expect((config["unique_id"] as? String)?.isEmpty == false)
+            #expect(config["availability_mode"] as? String == "all")
+
+            // Commands: a poll now, answered by a record whose trigger is `command`; a new interval, echoed.
+            try await subscriber.client.publish(topic: "keepalive/gw/sensor-1/poll", payload: [])
+            try await waitUntil("a record on command", timeout: .seconds(10)) {
+                subscriber.messages("keepalive/gw/sensor-1/state").contains { String(decoding: $0.payload, as: UTF8.self).contains("\"trigger\":\"command\"") }
+            }
+            try await subscriber.client.publish(topic: "keepalive/gw/sensor-1/interval/set", payload: Array("3s".utf8))
+            try await waitUntil("the interval echoed", timeout: .seconds(10)) { subscriber.last("keepalive/gw/sensor-1/interval") == "3s" }
+            try await subscriber.client.publish(topic: "keepalive/gw/sensor-1/interval/set", payload: Array("banana".utf8))
+            try await waitUntil("the bad command answered", timeout: .seconds(10)) { subscriber.last("keepalive/gw/sensor-1/error") != nil }
+            #expect(subscriber.last("keepalive/gw/sensor-1/error")?.contains("banana") == true)
+
+            // A clean shutdown: every record written is delivered, `seq` without a gap, then `offline`.
+            daemon.signal(SIGTERM)
+            #expect(try await daemon.waitForExit(within: .seconds(15)) == 0, "\(daemon.standardError.suffix(2_000))")
+            try await waitUntil("offline", timeout: .seconds(10)) { subscriber.last("keepalive/gw/status") == "offline" }
+            let written = CLITests.records(daemon.standardOutput).map(\.seq)
+            let delivered = Set(subscriber.stateSequences(prefix: "keepalive/gw/"))
+            #expect(!written.isEmpty && Set(written).isSubset(of: delivered), "written \(written), delivered \(delivered.sorted())")
+            #expect(written == Array(0..<written.count))
+        }
+    }
+
+    @Test func aBrokerKilledMidRunGetsEveryRecordOnceItIsBack() async throws {
+        try await Self.withSetup { bus, broker, spool in
+            let file = try TemporaryFile(name: "keepalive.yaml", contents: Self.configuration(port: broker.port, spool: spool, interval: "1s"))
+            defer { file.remove() }
+            let subscriber = try await Subscriber(port: broker.port)
+            let daemon = try CommandProcess(["run", "--config", file.path, "--bus", bus.address])
+            defer { daemon.terminate() }
+            try await waitUntil("first states", timeout: .seconds(20)) { !subscriber.stateSequences(prefix: "keepalive/gw/").isEmpty }
+            broker.kill()
+            let before = CLITests.records(daemon.standardOutput).count
+            // Records go on being written (and spooled) while the broker is away.
+            try await waitUntil("records written while the broker is away", timeout: .seconds(20)) {
+                CLITests.records(daemon.standardOutput).count >= before + 6
+            }
+            let restarted = try await broker.restart()
+            await subscriber.close()
+            let afterRestart = try await Subscriber(port: restarted.port, id: "e2e-subscriber-2")
+            try await waitUntil("every record written is delivered", timeout: .seconds(30)) {
+                let written = Set(CLITests.records(daemon.standardOutput).map(\.seq))
+                return written.isSubset(of: Set(afterRestart.stateSequences(prefix: "keepalive/gw/")).union(0..<before))
+            }
+            daemon.signal(SIGTERM)
+            #expect(try await daemon.waitForExit(within: .seconds(15)) == 0)
+            await afterRestart.close()
+            restarted.kill()
+        }
+    }
+
+    @Test func aDaemonKilledWhileSpoolingReplaysTheSpoolAfterItsRestart() async throws {
+        try await CLITests.withSimulator(devices: 2) { bus, _ in
+            let port = try freeLoopbackPort()  // nothing listens yet: the broker is absent at start
+            let spool = try makeTemporaryDirectory(prefix: "keepalive-spool")
+            defer { _ = Subprocess.runBlockingIgnoringErrors(["rm", "-rf", spool]) }
+            let file = try TemporaryFile(name: "keepalive.yaml", contents: Self.configuration(port: port, spool: spool, interval: "1s"))
+            defer { file.remove() }
+            let first = try CommandProcess(["run", "--config", file.path, "--bus", bus.address])
+            try await waitUntil("records spooled with no broker", timeout: .seconds(20)) { CLITests.records(first.standardOutput).count >= 4 }
+            first.signal(SIGKILL)
+            _ = try await first.waitForExit(within: .seconds(10))
+            let spooled = CLITests.records(first.standardOutput).map(\.line)
+
+            let broker = try await MosquittoBroker.start(port: port)
+            defer { broker.remove() }
+            let subscriber = try await Subscriber(port: port)
+            let second = try CommandProcess(["run", "--config", file.path, "--bus", bus.address])
+            defer { second.terminate() }
+            try await waitUntil("the first run's records delivered", timeout: .seconds(30)) {
+                let payloads = Set(subscriber.received.withLock { $0 }.filter { $0.topic.hasSuffix("/state") }.map { String(decoding: $0.payload, as: UTF8.self) })
+                return spooled.allSatisfy { payloads.contains($0) }
+            }
+            second.signal(SIGTERM)
+            _ = try await second.waitForExit(within: .seconds(15))
+            await subscriber.close()
+        }
+    }
+}
