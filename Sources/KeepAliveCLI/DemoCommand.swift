@@ -53,6 +53,22 @@ struct DemoCommand: AsyncParsableCommand {
 
         let bus = try PrivateBus.start()
         defer { bus.stop() }
+        // The bridge too: a private mosquitto on a free loopback port (Debian's `mosquitto`, which `make deps`
+        // installs); without it the demo runs as before and says why.
+        var broker: MosquittoBroker?
+        var mqttProblem: String?
+        if !json {
+            do {
+                let started = try await MosquittoBroker.start()
+                broker = started
+                configuration.mqtt = DaemonConfiguration.MQTT(
+                    host: "127.0.0.1", port: started.port, gateway: "demo", spoolPath: started.directory + "/spool"
+                )
+            } catch {
+                mqttProblem = "\(error)"
+            }
+        }
+        defer { broker?.remove() }
         // The example's first five devices are the simulator's plain sensors; the rest its profile sensors.
         let plainSensors = configuration.devices.filter { $0.profile == nil }.count
         var simulatorConfiguration = BlueZSimulator.Configuration(
@@ -63,6 +79,7 @@ struct DemoCommand: AsyncParsableCommand {
 
         let view = DemoView(configuration: configuration)
         if !json { writeOut(view.banner(busAddress: bus.address)) }
+        if let mqttProblem, !json { writeOut("  mqtt       not shown: no private mosquitto (\(mqttProblem))\n\n") }
         var show: (@Sendable (PollRecord) -> Void)?
         if !json { show = { @Sendable record in writeOut(view.render(record)) } }
         let daemon = try Daemon(
@@ -70,6 +87,11 @@ struct DemoCommand: AsyncParsableCommand {
             options: Daemon.Options(bus: .address(bus.address), notifier: nil, writesRecords: json, onRecord: show),
             logger: logger
         )
+        if let bridge = daemon.bridge {
+            view.bridgeSummary.withLock { summary in
+                summary = { "mqtt \(bridge.statistics.delivered) delivered\(bridge.statistics.pending > 0 ? ", \(bridge.statistics.pending) spooled" : "")" }
+            }
+        }
         var services: [ServiceGroupConfiguration.ServiceConfiguration] = [
             .init(service: daemon, successTerminationBehavior: .gracefullyShutdownGroup)
         ]
@@ -92,6 +114,10 @@ struct DemoCommand: AsyncParsableCommand {
         await simulator.stop()
         if !json {
             writeOut(view.footer(statistics: daemon.keepAlive.statistics, openWindows: daemon.keepAlive.ledger.openCount, linksUp: stillConnected.count))
+            if let bridge = daemon.bridge, let mqtt = configuration.mqtt {
+                let statistics = bridge.statistics
+                writeOut("mqtt: \(statistics.delivered) records delivered to \(mqtt.brokerDescription), \(statistics.pending) left in the spool\n")
+            }
         }
     }
 

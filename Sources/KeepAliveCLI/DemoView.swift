@@ -13,6 +13,9 @@ final class DemoView: Sendable {
     /// The newest tick a rule was drawn for: later records of older ticks print under the current rule.
     private let lastHeader = Locked<KeepAliveInstant?>(nil)
     private let colour = standardOutputIsTerminal
+    /// What the MQTT bridge has done so far (`mqtt 12 delivered`), for the rule of each tick; set once the
+    /// daemon exists.
+    let bridgeSummary = Locked<(@Sendable () -> String)?>(nil)
 
     init(configuration: DaemonConfiguration) {
         self.configuration = configuration
@@ -25,6 +28,16 @@ final class DemoView: Sendable {
               bus        \(busAddress) (a private dbus-daemon; a simulated bluetoothd 5.66 owns org.bluez)
               config     the embedded example keepalive.yaml, intervals scaled: every \(configuration.interval.compact), windows of \(budget.compact), at most \(configuration.maxConnections) links per adapter
               try        DBUS_SYSTEM_BUS_ADDRESS=\(busAddress) keepalive scan   (in another terminal)
+            \(mqttLines)
+            """
+    }
+
+    private var mqttLines: String {
+        guard let mqtt = configuration.mqtt else { return "" }
+        let gateway = mqtt.gateway ?? "?"
+        return """
+              mqtt       \(mqtt.brokerDescription) (a private mosquitto): every record on \(mqtt.topicPrefix)/\(gateway)/<device>/state, Home Assistant discovery on \(mqtt.discoveryPrefix)/
+              watch      mosquitto_sub -h \(mqtt.host) -p \(mqtt.port) -t '\(mqtt.topicPrefix)/#' -t '\(mqtt.discoveryPrefix)/#' -v
 
             """
     }
@@ -34,7 +47,8 @@ final class DemoView: Sendable {
         lastHeader.withLock { last in
             if last.map({ $0.duration(to: record.scheduled) > .milliseconds(500) }) ?? true {
                 last = record.scheduled
-                text += dim("── \(WallClockText.now()) " + String(repeating: "─", count: 60)) + "\n"
+                let summary = bridgeSummary.withLock { $0 }.map { " \($0()) " } ?? " "
+                text += dim("── \(WallClockText.now())\(summary)" + String(repeating: "─", count: max(8, 60 - summary.count))) + "\n"
             }
         }
         let mark: String
