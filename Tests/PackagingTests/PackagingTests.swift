@@ -42,7 +42,7 @@ struct PackagingTests {
         let required: [String: String] = [
             "Type": "notify", "Restart": "on-failure", "User": "keepalive", "SupplementaryGroups": "bluetooth",
             "NoNewPrivileges": "yes", "ProtectSystem": "strict", "ProtectHome": "yes", "PrivateTmp": "yes",
-            "PrivateDevices": "yes", "RestrictAddressFamilies": "AF_UNIX", "CapabilityBoundingSet": "",
+            "PrivateDevices": "yes", "RestrictAddressFamilies": "AF_UNIX AF_INET AF_INET6", "CapabilityBoundingSet": "",
         ]
         for (key, value) in required {
             #expect(settings[key]?.last == value, "\(key)=\(settings[key]?.last ?? "missing"), want \(value)")
