@@ -7,9 +7,10 @@ let package = Package(
     name: "keepalive",
     platforms: [.macOS(.v15)],
     products: [
-        // For app developers: the core, the real transport (BlueZ over D-Bus), the host's power, the test doubles.
-        // DBus is a product because BlueZ hands out its types (the bus, object paths, errors); HostPower because
-        // a scheduler that stretches on battery needs the host's real power state. README "Library".
+        // For app developers: the core, the decoder, the real transport (BlueZ over D-Bus), the host's power, the
+        // MQTT client and bridge, the test doubles. DBus is a product because BlueZ hands out its types (the bus,
+        // object paths, errors); HostPower because a scheduler that stretches on battery needs the host's real
+        // power state; MQTT because the bridge's configuration is an MQTTConfiguration. README "Library example".
         .library(name: "KeepAlive", targets: ["KeepAlive"]),
         .library(name: "Readings", targets: ["Readings"]),
         .library(name: "BlueZ", targets: ["BlueZ"]),
@@ -21,7 +22,6 @@ let package = Package(
         .library(name: "DBusTesting", targets: ["DBusTesting"]),
         .library(name: "BlueZSimulator", targets: ["BlueZSimulator"]),
         .library(name: "KeepAliveDaemon", targets: ["KeepAliveDaemon"]),
-        .library(name: "MQTTBridge", targets: ["MQTTBridge"]),
         .executable(name: "bluez-sim", targets: ["bluez-sim"]),
         .executable(name: "keepalive", targets: ["KeepAliveCLI"]),
     ],
@@ -49,6 +49,8 @@ let package = Package(
         // callbacks without importing anything Bluetooth-transport. See Sources/Readings/ReadingsDecoder.swift.
         .target(name: "Readings"),
         .testTarget(name: "ReadingsTests", dependencies: ["Readings"]),
+        // The one JSON writer: records' lines, discovery payloads, JSON logs (keys in order, no Foundation).
+        .target(name: "JSONWriter"),
         // The one lock every module uses: a pthread mutex, which ThreadSanitizer sees (Synchronization.Mutex it
         // does not, on Linux with Swift 6.3). See Sources/Locking/Locked.swift.
         .target(name: "Locking"),
@@ -177,6 +179,7 @@ let package = Package(
         .target(
             name: "MQTTBridge",
             dependencies: [
+                "JSONWriter",
                 "MQTT",
                 "KeepAlive",
                 "Readings",
@@ -219,6 +222,7 @@ let package = Package(
         .target(
             name: "KeepAliveDaemon",
             dependencies: [
+                "JSONWriter",
                 "KeepAlive",
                 "Readings",
                 "MQTT",

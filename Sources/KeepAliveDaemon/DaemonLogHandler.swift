@@ -1,4 +1,5 @@
 public import Logging
+import JSONWriter
 
 #if canImport(Glibc)
 internal import Glibc
@@ -69,7 +70,7 @@ public struct DaemonLogHandler: LogHandler {
     private static func quoted(_ value: String) -> String {
         guard value.isEmpty || value.contains(where: { $0 == " " || $0 == "\"" || $0 == "=" || $0.isNewline }) else { return value }
         var text = ""
-        JSONLine.appendString(value, to: &text)
+        JSONString.append(value, to: &text)
         return text
     }
 

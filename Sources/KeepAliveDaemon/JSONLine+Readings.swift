@@ -1,3 +1,4 @@
+import JSONWriter
 import Readings
 
 extension JSONLine {

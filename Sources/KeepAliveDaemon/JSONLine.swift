@@ -1,103 +1,15 @@
 public import Readings
+import JSONWriter
 
-/// A tiny JSON object writer for one output line: keys in the order written, strings escaped per RFC 8259.
-///
-/// Hand-written rather than `JSONEncoder` so the key order is the documented one and a record costs a few
-/// string appends, not a reflection walk.
-struct JSONLine {
-    private(set) var text = "{"
-    private var first = true
-
-    private mutating func key(_ name: String) {
-        if !first { text += "," }
-        first = false
-        Self.appendString(name, to: &text)
-        text += ":"
-    }
-
-    mutating func string(_ name: String, _ value: String) {
-        key(name)
-        Self.appendString(value, to: &text)
-    }
-
-    mutating func integer<T: BinaryInteger>(_ name: String, _ value: T) {
-        key(name)
-        text += String(value)
-    }
-
-    mutating func bool(_ name: String, _ value: Bool) {
-        key(name)
-        text += value ? "true" : "false"
-    }
-
-    mutating func null(_ name: String) {
-        key(name)
-        text += "null"
-    }
-
-    /// A value already written as JSON (a number, an array of numbers).
-    mutating func rawValue(_ name: String, _ json: String) {
-        key(name)
-        text += json
-    }
-
-    /// A nested object.
-    mutating func object(_ name: String, _ build: (inout JSONLine) -> Void) {
-        key(name)
-        var nested = JSONLine()
-        build(&nested)
-        text += nested.finished
-    }
-
-    /// An array of objects.
-    mutating func array<S: Sequence>(_ name: String, _ elements: S, _ build: (inout JSONLine, S.Element) -> Void) {
-        key(name)
-        text += "["
-        var firstElement = true
-        for element in elements {
-            if !firstElement { text += "," }
-            firstElement = false
-            var nested = JSONLine()
-            build(&nested, element)
-            text += nested.finished
-        }
-        text += "]"
-    }
-
-    var finished: String { text + "}" }
-
-    static func appendString(_ value: String, to text: inout String) {
-        text += "\""
-        // Almost every string (names, addresses, UUIDs, ISO times) needs no escaping: append it whole.
-        if !value.utf8.contains(where: { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) {
-            text += value
-            text += "\""
-            return
-        }
-        for scalar in value.unicodeScalars {
-            switch scalar {
-            case "\"": text += "\\\""
-            case "\\": text += "\\\\"
-            case "\n": text += "\\n"
-            case "\r": text += "\\r"
-            case "\t": text += "\\t"
-            case _ where scalar.value < 0x20:
-                let hex = String(scalar.value, radix: 16)
-                text += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
-            default:
-                text.unicodeScalars.append(scalar)
-            }
-        }
-        text += "\""
-    }
-}
+/// A record's JSON line, written by the package's one JSON writer (module JSONWriter).
+typealias JSONLine = JSONObject
 
 /// JSON string literals for the command's other JSON outputs (`scan`, `read`, `doctor`).
 public enum JSONText {
     /// `value` as a JSON string literal, quotes included; control characters escaped (names come off the air).
     public static func quoted(_ value: String) -> String {
         var text = ""
-        JSONLine.appendString(value, to: &text)
+        JSONString.append(value, to: &text)
         return text
     }
 
