@@ -193,4 +193,41 @@ struct MQTTBridgeEndToEndTests {
             await subscriber.close()
         }
     }
+
+    /// A wrong password: the daemon says which broker refused which user (never the password), keeps polling and
+    /// spooling, retries, and warns that a password file others can read is one.
+    @Test func aWrongPasswordIsAClearErrorAndNeverACrash() async throws {
+        try await CLITests.withSimulator(devices: 2) { bus, _ in
+            let directory = try makeTemporaryDirectory(prefix: "keepalive-auth")
+            defer { _ = Subprocess.runBlockingIgnoringErrors(["rm", "-rf", directory]) }
+            let made = try await Subprocess.run(["mosquitto_passwd", "-b", "-c", directory + "/passwords", "gateway", "right-secret"])
+            try #require(made.status == 0, "\(made.standardError)")
+            let broker = try await MosquittoBroker.start(listener: "allow_anonymous false\npassword_file \(directory)/passwords")
+            defer { broker.remove() }
+            let passwordFile = directory + "/mqtt-password"
+            try "wrong-secret\n".write(toFile: passwordFile, atomically: true, encoding: .utf8)
+            chmod(passwordFile, 0o644)
+            let file = try TemporaryFile(
+                name: "keepalive.yaml",
+                contents: Self.configuration(
+                    port: broker.port, spool: directory + "/spool", interval: "1s",
+                    extra: "  username: gateway\n  password_file: \(passwordFile)\n"
+                )
+            )
+            defer { file.remove() }
+            let daemon = try CommandProcess(["run", "--config", file.path, "--bus", bus.address])
+            defer { daemon.terminate() }
+            try await waitUntil("the refusal logged and polls going on", timeout: .seconds(20)) {
+                daemon.standardError.contains("refused") && CLITests.records(daemon.standardOutput).count >= 4
+            }
+            let log = daemon.standardError
+            #expect(log.contains("127.0.0.1:\(broker.port)"), "\(log.suffix(2_000))")
+            #expect(log.contains("gateway"))
+            #expect(log.contains("can be read by every user"), "a world-readable password file is warned about")
+            #expect(!log.contains("wrong-secret"), "the password is never logged")
+            daemon.signal(SIGTERM)
+            #expect(try await daemon.waitForExit(within: .seconds(15)) == 0, "\(daemon.standardError.suffix(2_000))")
+        }
+    }
 }
+
