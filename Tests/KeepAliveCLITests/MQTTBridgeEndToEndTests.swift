@@ -229,5 +229,39 @@ struct MQTTBridgeEndToEndTests {
             #expect(try await daemon.waitForExit(within: .seconds(15)) == 0, "\(daemon.standardError.suffix(2_000))")
         }
     }
+
+    /// `mqtts://` with a CA made in the test: the daemon connects and delivers; with another CA it is refused with
+    /// a clear error naming the broker, and polling goes on.
+    @Test func tlsWorksWithTheRightCAAndAWrongOneIsRefusedClearly() async throws {
+        try await CLITests.withSimulator(devices: 2) { bus, _ in
+            let directory = try makeTemporaryDirectory(prefix: "keepalive-tls")
+            defer { _ = Subprocess.runBlockingIgnoringErrors(["rm", "-rf", directory]) }
+            try await TestCertificates.make(in: directory)
+            let broker = try await MosquittoBroker.start(listener: TestCertificates.listener(directory))
+            defer { broker.remove() }
+            for (ca, works) in [("ca.crt", true), ("other-ca.crt", false)] {
+                let yaml = Self.configuration(port: broker.port, spool: directory + "/spool-\(ca)", interval: "1s")
+                    .replacingOccurrences(of: "mqtt://127.0.0.1", with: "mqtts://127.0.0.1")
+                    + "  tls: {ca_file: \(directory)/\(ca)}\n"
+                let file = try TemporaryFile(name: "keepalive.yaml", contents: yaml)
+                defer { file.remove() }
+                let daemon = try CommandProcess(["run", "--config", file.path, "--bus", bus.address])
+                defer { daemon.terminate() }
+                if works {
+                    try await waitUntil("connected over TLS and delivering", timeout: .seconds(20)) {
+                        daemon.standardError.contains("connected to the MQTT broker") && CLITests.records(daemon.standardOutput).count >= 2
+                    }
+                } else {
+                    try await waitUntil("the wrong CA refused, polls going on", timeout: .seconds(20)) {
+                        daemon.standardError.contains("certificate verify failed") && CLITests.records(daemon.standardOutput).count >= 2
+                    }
+                    #expect(daemon.standardError.contains("127.0.0.1:\(broker.port)"), "\(daemon.standardError.suffix(2_000))")
+                    #expect(!daemon.standardError.contains("connected to the MQTT broker"))
+                }
+                daemon.signal(SIGTERM)
+                #expect(try await daemon.waitForExit(within: .seconds(15)) == 0)
+            }
+        }
+    }
 }
 

@@ -104,25 +104,7 @@ import Glibc
         await client.close()
     }
 
-    /// A CA, a server certificate it signs for `serverNames`, and an unrelated second CA.
     private func makeCertificates(in directory: String, serverNames: String = "IP:127.0.0.1,DNS:localhost") async throws {
-        let key = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
-        try await run(["openssl", "req", "-x509"] + key + [
-            "-keyout", directory + "/ca.key", "-out", directory + "/ca.crt", "-days", "2", "-subj", "/CN=Test CA",
-        ])
-        try await run(["openssl", "req", "-x509"] + key + [
-            "-keyout", directory + "/other-ca.key", "-out", directory + "/other-ca.crt", "-days", "2",
-            "-subj", "/CN=Other CA",
-        ])
-        try await run(["openssl", "req"] + key + [
-            "-keyout", directory + "/server.key", "-out", directory + "/server.csr", "-subj", "/CN=test broker",
-        ])
-        try "subjectAltName=\(serverNames)\nbasicConstraints=CA:FALSE\n"
-            .write(toFile: directory + "/server.ext", atomically: true, encoding: .utf8)
-        try await run([
-            "openssl", "x509", "-req", "-in", directory + "/server.csr", "-CA", directory + "/ca.crt",
-            "-CAkey", directory + "/ca.key", "-CAcreateserial", "-out", directory + "/server.crt", "-days", "2",
-            "-extfile", directory + "/server.ext",
-        ])
+        try await TestCertificates.make(in: directory, serverNames: serverNames)
     }
 }
