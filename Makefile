@@ -133,6 +133,12 @@ soak: deps
 	$(SWIFT) build -c release --product keepalive-soak
 	"$$($(SWIFT) build -c release --show-bin-path)/keepalive-soak" --minutes $${SOAK_MINUTES:-60}
 
+# The fleet protocol's simulation for longer than CI runs it: FLEET_SEEDS seeds at 100 gateways × 10,000 devices,
+# FLEET_HOURS virtual hours each, in a release build (docs/FLEET.md).
+.PHONY: fleet-sim
+fleet-sim: deps
+	KEEPALIVE_FLEET_SEEDS=$${FLEET_SEEDS:-4} KEEPALIVE_FLEET_HOURS=$${FLEET_HOURS:-0.5} $(SWIFT) test -c release --scratch-path .build-release --filter "FleetTests"
+
 tsan: deps
 	$(SWIFT) test --sanitize=thread --scratch-path .build-tsan
 

@@ -1,0 +1,93 @@
+/// The few JSON shapes the fleet's messages use, with a bounded parser and a canonical encoder.
+///
+/// Written by hand so the pure target needs no Foundation. Numbers are integers only (every field of every fleet
+/// message is an integer, a string or an object); a fraction or exponent is a malformed payload, not a rounding.
+enum JSONValue: Equatable, Sendable {
+    case null
+    case bool(Bool)
+    case integer(Int64)
+    case string(String)
+    case array([JSONValue])
+    /// Keys in the order written: the encoder's output is stable byte for byte, which keeps retained messages
+    /// comparable and tests exact.
+    case object([(String, JSONValue)])
+
+    static func == (left: JSONValue, right: JSONValue) -> Bool {
+        switch (left, right) {
+        case (.null, .null): return true
+        case let (.bool(a), .bool(b)): return a == b
+        case let (.integer(a), .integer(b)): return a == b
+        case let (.string(a), .string(b)): return a == b
+        case let (.array(a), .array(b)): return a == b
+        case let (.object(a), .object(b)):
+            return a.count == b.count && zip(a, b).allSatisfy { $0.0 == $1.0 && $0.1 == $1.1 }
+        default: return false
+        }
+    }
+
+    /// The value of `key` in an object, or nil (absent key or not an object).
+    subscript(key: String) -> JSONValue? {
+        guard case let .object(members) = self else { return nil }
+        return members.first { $0.0 == key }?.1
+    }
+
+    var integerValue: Int64? {
+        if case let .integer(value) = self { return value }
+        return nil
+    }
+
+    var stringValue: String? {
+        if case let .string(value) = self { return value }
+        return nil
+    }
+
+    /// Compact JSON in UTF-8, keys in their given order, no whitespace.
+    func encoded() -> [UInt8] {
+        var output: [UInt8] = []
+        output.reserveCapacity(96)
+        append(to: &output)
+        return output
+    }
+
+    private func append(to output: inout [UInt8]) {
+        switch self {
+        case .null: output.append(contentsOf: Array("null".utf8))
+        case let .bool(value): output.append(contentsOf: Array((value ? "true" : "false").utf8))
+        case let .integer(value): output.append(contentsOf: Array(String(value).utf8))
+        case let .string(value): Self.appendString(value, to: &output)
+        case let .array(elements):
+            output.append(UInt8(ascii: "["))
+            for (index, element) in elements.enumerated() {
+                if index > 0 { output.append(UInt8(ascii: ",")) }
+                element.append(to: &output)
+            }
+            output.append(UInt8(ascii: "]"))
+        case let .object(members):
+            output.append(UInt8(ascii: "{"))
+            for (index, member) in members.enumerated() {
+                if index > 0 { output.append(UInt8(ascii: ",")) }
+                Self.appendString(member.0, to: &output)
+                output.append(UInt8(ascii: ":"))
+                member.1.append(to: &output)
+            }
+            output.append(UInt8(ascii: "}"))
+        }
+    }
+
+    private static func appendString(_ string: String, to output: inout [UInt8]) {
+        output.append(UInt8(ascii: "\""))
+        for byte in string.utf8 {
+            switch byte {
+            case UInt8(ascii: "\""): output.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\"")])
+            case UInt8(ascii: "\\"): output.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\\")])
+            case 0..<0x20:
+                let hex = Array("0123456789abcdef".utf8)
+                output.append(contentsOf: Array("\\u00".utf8))
+                output.append(hex[Int(byte >> 4)])
+                output.append(hex[Int(byte & 0xF)])
+            default: output.append(byte)
+            }
+        }
+        output.append(UInt8(ascii: "\""))
+    }
+}

@@ -1,0 +1,82 @@
+import Fleet
+import FleetSimulation
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The protocol under the deterministic simulator. CI runs fixed seeds; set `KEEPALIVE_FLEET_SEEDS=<count>` (and
+/// optionally `KEEPALIVE_FLEET_HOURS=<virtual hours>`, default 0.25) for the long run at 100 gateways × 10,000
+/// devices — in release: `swift test -c release --filter FleetSimulationTests`.
+@Suite struct FleetSimulationTests {
+    static func environment(_ name: String) -> String? {
+        guard let value = getenv(name) else { return nil }
+        return String(cString: value)
+    }
+
+    static func check(_ scenario: SimulationScenario, seed: UInt64) {
+        var simulator = FleetSimulator(scenario: scenario, seed: seed)
+        let report = simulator.run()
+        print(report)
+        #expect(report.passed, "\(report)")
+        #expect(report.maximumHandoverNanoseconds <= report.handoverBoundNanoseconds)
+        #expect(report.movesAfterConvergence == 0)
+        #expect(report.malformed == 0)
+    }
+
+    @Test("8 gateways × 60 devices, 15 virtual minutes of kills, partitions and broker restarts", arguments: Array(UInt64(1)...UInt64(8)))
+    func smallFleetKeepsEveryInvariant(seed: UInt64) {
+        var scenario = SimulationScenario()
+        scenario.gateways = 8
+        scenario.devices = 60
+        scenario.duration = 900 * SimulationScenario.second
+        scenario.faultsStart = 40 * SimulationScenario.second
+        scenario.faultsEnd = 400 * SimulationScenario.second
+        scenario.kills = 6
+        scenario.partitions = 6
+        scenario.brokerRestarts = 2
+        scenario.persistence = SimulationScenario.Persistence.allCases[Int(seed) % 3]
+        Self.check(scenario, seed: seed)
+    }
+
+    @Test("100 gateways × 10,000 devices, a short run through faults")
+    func fullSizeFleetKeepsExactlyOneAndLiveness() {
+        var scenario = SimulationScenario()
+        scenario.duration = 80 * SimulationScenario.second
+        scenario.faultsStart = 35 * SimulationScenario.second
+        scenario.faultsEnd = 70 * SimulationScenario.second
+        scenario.kills = 3
+        scenario.partitions = 3
+        scenario.brokerRestarts = 0
+        Self.check(scenario, seed: 1)
+    }
+
+    @Test("long run (KEEPALIVE_FLEET_SEEDS)", .enabled(if: environment("KEEPALIVE_FLEET_SEEDS") != nil))
+    func longRun() {
+        let seeds = UInt64(Self.environment("KEEPALIVE_FLEET_SEEDS").flatMap { UInt64($0) } ?? 1)
+        let hours = Self.environment("KEEPALIVE_FLEET_HOURS").flatMap { Double($0) } ?? 0.25
+        for seed in 100..<(100 + seeds) {
+            var scenario = SimulationScenario()
+            scenario.duration = Int64(hours * 3600) * SimulationScenario.second
+            scenario.faultsStart = 60 * SimulationScenario.second
+            scenario.faultsEnd = max(scenario.faultsStart + 1, scenario.duration / 2)
+            let faultMinutes = Int((scenario.faultsEnd - scenario.faultsStart) / (60 * SimulationScenario.second))
+            scenario.kills = max(4, faultMinutes)
+            scenario.partitions = max(4, faultMinutes)
+            scenario.brokerRestarts = max(1, faultMinutes / 10)
+            scenario.persistence = SimulationScenario.Persistence.allCases[Int(seed) % 3]
+            Self.check(scenario, seed: seed)
+        }
+    }
+
+    @Test func aSeedReplaysExactly() {
+        var scenario = SimulationScenario()
+        scenario.gateways = 5
+        scenario.devices = 30
+        scenario.duration = 300 * SimulationScenario.second
+        var first = FleetSimulator(scenario: scenario, seed: 42)
+        var second = FleetSimulator(scenario: scenario, seed: 42)
+        #expect(first.run().description == second.run().description)
+    }
+}
