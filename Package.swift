@@ -48,13 +48,13 @@ let package = Package(
         // layouts. Pure (bytes in, readings out: no I/O, no clock, no Foundation), so the core can hand readings to
         // callbacks without importing anything Bluetooth-transport. See Sources/Readings/ReadingsDecoder.swift.
         .target(name: "Readings"),
-        .testTarget(name: "ReadingsTests", dependencies: ["Readings"]),
+        .testTarget(name: "ReadingsTests", dependencies: ["Readings", "Locking"]),
         // The fleet protocol (#12, docs/FLEET.md): several gateways on one broker, every shared device held by one
         // of them through a lease. A pure state machine (events in, effects out: no I/O, no Foundation), and a
         // seeded deterministic simulator of gateways, a broker, delays, kills, partitions and clock drift that
         // checks its invariants after every step. The MQTT binding comes next.
         .target(name: "Fleet"),
-        .target(name: "FleetSimulation", dependencies: ["Fleet"]),
+        .target(name: "FleetSimulation", dependencies: ["Fleet", "Locking"]),
         .testTarget(name: "FleetTests", dependencies: ["Fleet", "FleetSimulation"]),
         // The one JSON writer: records' lines, discovery payloads, JSON logs (keys in order, no Foundation).
         .target(name: "JSONWriter"),

@@ -1,18 +1,16 @@
-/// SplitMix64: tiny, fast, and the same sequence on every platform for a seed — all the simulator's choices
-/// (topology, delays, faults) come from one of these, so a seed is a complete, replayable scenario.
+import Locking
+
+/// The package's one seeded generator (`SplitMix64`, in Locking) with the draws the simulator needs: all its
+/// choices (topology, delays, faults) come from one of these, so a seed is a complete, replayable scenario.
 public struct SimulationRandom: Sendable {
-    private var state: UInt64
+    private var generator: SplitMix64
 
     public init(seed: UInt64) {
-        state = seed
+        generator = SplitMix64(seed: seed)
     }
 
     public mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var mixed = state
-        mixed = (mixed ^ (mixed >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        mixed = (mixed ^ (mixed >> 27)) &* 0x94D0_49BB_1331_11EB
-        return mixed ^ (mixed >> 31)
+        generator.next()
     }
 
     /// Uniform in `range` (the tiny modulo bias is irrelevant for a simulation).

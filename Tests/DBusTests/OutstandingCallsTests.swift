@@ -1,3 +1,4 @@
+import Locking
 import Testing
 @testable import DBus
 
@@ -8,7 +9,7 @@ extension DBusTests {
         /// early), a removed call that still times out, and a call without a deadline that does.
         @Test func callsTimeOutInDeadlineOrderWhateverLeavesInBetween() throws {
             let message = try DBusMessage.methodCall(destination: nil, path: "/", interface: nil, member: "Ping")
-            var generator = SplitMix(seed: 42)
+            var generator = SplitMix64(seed: 42)
             var calls = OutstandingCalls()
             var expected: [UInt32: Int64] = [:]
             for serial in UInt32(1)...2_000 {
@@ -67,18 +68,5 @@ extension DBusTests {
             #expect(calls.remove(serial: 5) === new)
             #expect(calls.isEmpty)
         }
-    }
-}
-
-/// A small seeded generator (SplitMix64), so a failure repeats.
-private struct SplitMix {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }

@@ -1,29 +1,18 @@
+import Locking
 import MQTT
 import Testing
-
-/// A seeded generator (SplitMix64), so jitter is reproducible.
-struct SeededRandom: RandomNumberGenerator, Sendable {
-    var state: UInt64
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
 
 @Suite struct ValueTests {
     @Test func backoffDoublesFromOneSecondToSixtyWithoutJitter() {
         let policy = MQTTReconnectPolicy(jitter: 0)
-        var random = SeededRandom(state: 1)
+        var random = SplitMix64(seed: 1)
         let delays = (0..<9).map { policy.delay(beforeAttempt: $0, using: &random) }
         #expect(delays == [1, 2, 4, 8, 16, 32, 60, 60, 60].map { Duration.seconds($0) })
     }
 
     @Test func jitterStaysWithinTwentyPercentAndVaries() {
         let policy = MQTTReconnectPolicy()
-        var random = SeededRandom(state: 42)
+        var random = SplitMix64(seed: 42)
         for attempt in 0..<12 {
             let base = policy.baseDelay(beforeAttempt: attempt)
             var seen = Set<Duration>()
@@ -35,8 +24,8 @@ struct SeededRandom: RandomNumberGenerator, Sendable {
             #expect(seen.count > 40)
         }
         // The same seed gives the same delays.
-        var first = SeededRandom(state: 7)
-        var second = SeededRandom(state: 7)
+        var first = SplitMix64(seed: 7)
+        var second = SplitMix64(seed: 7)
         #expect(policy.delay(beforeAttempt: 3, using: &first) == policy.delay(beforeAttempt: 3, using: &second))
     }
 

@@ -1,3 +1,4 @@
+import Locking
 @testable import Readings
 
 #if canImport(Glibc)
@@ -6,23 +7,8 @@ import Glibc
 import Darwin
 #endif
 
-/// SplitMix64 (Steele, Lea, Flood 2014): a tiny seeded generator so every run of the property
-/// and fuzz tests sees the same sequence and a failure can be replayed.
-struct SplitMix64: RandomNumberGenerator {
-    private var state: UInt64
-
-    init(seed: UInt64) {
-        state = seed
-    }
-
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var mixed = state
-        mixed = (mixed ^ (mixed >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        mixed = (mixed ^ (mixed >> 27)) &* 0x94D0_49BB_1331_11EB
-        return mixed ^ (mixed >> 31)
-    }
-
+extension SplitMix64 {
+    /// `count` random bytes.
     mutating func bytes(count: Int) -> [UInt8] {
         (0..<count).map { _ in UInt8(truncatingIfNeeded: next()) }
     }
