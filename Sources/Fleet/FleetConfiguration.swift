@@ -70,7 +70,8 @@ public struct FleetConfiguration: Sendable {
         if renewPeriodNanoseconds <= 0 || 2 * renewPeriodNanoseconds >= fenceAfterSendNanoseconds {
             problems.append("renew period must be positive and fit twice into the fence (lease − drift − margin)")
         }
-        if pollDeadlineNanoseconds < 0 || pollDeadlineNanoseconds >= fenceAfterSendNanoseconds - renewPeriodNanoseconds {
+        if pollDeadlineNanoseconds < 0 || pollDeadlineNanoseconds >= fenceAfterSendNanoseconds - renewPeriodNanoseconds
+        {
             problems.append("poll deadline leaves no time to poll between renewals")
         }
         return problems

@@ -19,7 +19,9 @@ extension FleetGateway {
         case (.accepted, true):
             switch message.kind {
             case .claim:
-                if case let .claiming(id, handover) = state.role, id == message.id, let sent, now < sent + fenceAfterSend {
+                if case .claiming(let id, let handover) = state.role, id == message.id, let sent,
+                    now < sent + fenceAfterSend
+                {
                     startHold(device, sentAt: sent, handover: handover, at: now, into: &effects)
                 } else if isConnected, !state.isHolding {
                     // Our claim won after we gave up on it: others now wait for a holder that will not poll.
@@ -41,7 +43,7 @@ extension FleetGateway {
         case (.rejected, true):
             effects.append(.diagnostic(.ownMessageRejected(device: device, kind: message.kind)))
             switch (message.kind, state.role) {
-            case let (.claim, .claiming(id, _)) where id == message.id:
+            case (.claim, .claiming(let id, _)) where id == message.id:
                 devices[device]?.role = .observing
             case (.renew, .holding):
                 // Someone's message slipped in between; chain the renewal onto it at once — but only for the latest
@@ -51,7 +53,7 @@ extension FleetGateway {
                     publishLease(.renew, device: device, successor: nil, at: now, into: &effects)
                     devices[device]?.lastRenewalSent = now
                 }
-            case let (.release, .releasing(_, successor)):
+            case (.release, .releasing(_, let successor)):
                 if sent != nil, state.sentAt.isEmpty, isConnected {
                     let id = publishLease(.release, device: device, successor: successor, at: now, into: &effects)
                     devices[device]?.role = .releasing(id, successor: successor)
@@ -115,8 +117,8 @@ extension FleetGateway {
         if isConnected, !stopped {
             switch challengeDecision(for: device, at: now) {
             case .stay: break
-            case let .wait(until): deadlines.append(until)
-            case let .move(to: successor):
+            case .wait(let until): deadlines.append(until)
+            case .move(to: let successor):
                 release(device, to: successor, at: now, into: &effects)
                 return
             }
@@ -139,7 +141,7 @@ extension FleetGateway {
         guard let state = devices[device], let rank = claimRank(for: device, at: now) else { return nil }
         let stagger = configuration.claimStaggerNanoseconds
         switch state.view.state {
-        case let .released(_, successor?):
+        case .released(_, let successor?):
             return state.view.basis + (successor == configuration.gateway ? 0 : Int64(rank + 1) * stagger)
         case .released(_, nil):
             return state.view.basis + Int64(rank) * stagger
@@ -154,8 +156,8 @@ extension FleetGateway {
         guard let view = devices[device]?.view else { return nil }
         let previous: String?
         switch view.state {
-        case let .released(gateway, _): return Handover(from: gateway, reason: .released)
-        case let .held(gateway, _): previous = gateway
+        case .released(let gateway, _): return Handover(from: gateway, reason: .released)
+        case .held(let gateway, _): previous = gateway
         case .unknown: previous = view.presumedHolder
         }
         guard let previous else { return nil }
@@ -173,7 +175,8 @@ extension FleetGateway {
             kind: kind, id: id, previous: previous, leaseNanoseconds: configuration.leaseNanoseconds,
             successor: successor)
         devices[device]?.sentAt[id.sequence] = now
-        effects.append(.publish(topic: configuration.topics.lease(of: device), payload: message.encoded(), retained: true))
+        effects.append(
+            .publish(topic: configuration.topics.lease(of: device), payload: message.encoded(), retained: true))
         return id
     }
 

@@ -22,7 +22,9 @@ extension FleetGateway {
     }
 
     func canReach(_ state: SharedDevice, at now: FleetInstant) -> Bool {
-        state.observations.values.contains { now.nanoseconds - $0.at.nanoseconds <= configuration.observationStaleNanoseconds }
+        state.observations.values.contains {
+            now.nanoseconds - $0.at.nanoseconds <= configuration.observationStaleNanoseconds
+        }
     }
 
     func freeSlots(on adapter: String, for device: String) -> Int {
@@ -41,7 +43,9 @@ extension FleetGateway {
     }
 
     /// This gateway's best adapter for the device, by score (then name).
-    func bestOwnAdapter(for device: String, at now: FleetInstant, excluding excluded: String? = nil) -> (adapter: String, score: Int)? {
+    func bestOwnAdapter(for device: String, at now: FleetInstant, excluding excluded: String? = nil) -> (
+        adapter: String, score: Int
+    )? {
         var best: (name: String, score: Int)?
         for adapter in configuration.adapters where adapter.name != excluded {
             guard let score = ownScore(for: device, on: adapter.name, at: now) else { continue }
@@ -116,8 +120,8 @@ extension FleetGateway {
         devices[device]?.adapterChallenge = tracker
         switch decision {
         case .stay: return nil
-        case let .wait(until): return until
-        case let .move(to: adapter):
+        case .wait(let until): return until
+        case .move(to: let adapter):
             heldPerAdapter[current, default: 1] -= 1
             heldPerAdapter[adapter, default: 0] += 1
             devices[device]?.adapter = adapter
@@ -131,10 +135,13 @@ extension FleetGateway {
         guard isConnected else { return }
         for device in deviceOrder {
             guard let state = devices[device] else { continue }
-            let adapter = state.adapter ?? bestOwnAdapter(for: device, at: now)?.adapter
+            let adapter =
+                state.adapter ?? bestOwnAdapter(for: device, at: now)?.adapter
                 ?? configuration.adapters.first?.name ?? ""
             let observation = state.observations[adapter]
-            let fresh = observation.map { now.nanoseconds - $0.at.nanoseconds <= configuration.observationStaleNanoseconds } ?? false
+            let fresh =
+                observation.map { now.nanoseconds - $0.at.nanoseconds <= configuration.observationStaleNanoseconds }
+                ?? false
             let report = ReachReport(
                 gateway: configuration.gateway, adapter: adapter, rssi: fresh ? observation?.rssi : nil,
                 successPermille: state.successPermille, freeSlots: max(0, freeSlots(on: adapter, for: device)))

@@ -76,18 +76,18 @@ public struct FleetGateway: Sendable {
         switch event {
         case .connected: connect(at: now, into: &effects)
         case .disconnected: disconnect(at: now, into: &effects)
-        case let .received(topic, payload, retained):
+        case .received(let topic, let payload, let retained):
             receive(topic: topic, payload: payload, retained: retained, at: now, into: &effects)
         case .timerFired(.reach):
             publishReach(at: now, into: &effects)
             effects.append(.armTimer(.reach, at: now + configuration.reachPeriodNanoseconds))
-        case let .timerFired(.device(device)):
+        case .timerFired(.device(let device)):
             guard devices[device] != nil else { break }
             devices[device]?.armedDeadline = nil
             evaluate(device, at: now, into: &effects)
-        case let .observed(device, adapter, rssi):
+        case .observed(let device, let adapter, let rssi):
             observe(device: device, adapter: adapter, rssi: rssi, at: now, into: &effects)
-        case let .pollCompleted(device, success):
+        case .pollCompleted(let device, let success):
             guard let current = devices[device]?.successPermille else { break }
             // Smoothed by an eighth per poll: a single failure costs a few dB of score, a run of them a lot.
             devices[device]?.successPermille = current + ((success ? 1000 : 0) - current) / 8
@@ -112,10 +112,14 @@ public struct FleetGateway: Sendable {
             }
         }
         effects.append(
-            .publish(topic: topics.status(of: configuration.gateway), payload: Array(GatewayStatus.online.rawValue.utf8), retained: true))
+            .publish(
+                topic: topics.status(of: configuration.gateway), payload: Array(GatewayStatus.online.rawValue.utf8),
+                retained: true))
         let description = GatewayDescription(
             gateway: configuration.gateway, version: configuration.version, adapters: configuration.adapters)
-        effects.append(.publish(topic: topics.description(of: configuration.gateway), payload: description.encoded(), retained: true))
+        effects.append(
+            .publish(
+                topic: topics.description(of: configuration.gateway), payload: description.encoded(), retained: true))
         publishReach(at: now, into: &effects)
         effects.append(.armTimer(.reach, at: now + configuration.reachPeriodNanoseconds))
         for device in deviceOrder { evaluate(device, at: now, into: &effects) }
@@ -155,7 +159,7 @@ public struct FleetGateway: Sendable {
             return
         }
         switch parsed {
-        case let .status(gateway):
+        case .status(let gateway):
             guard let status = GatewayStatus(rawValue: String(decoding: payload, as: UTF8.self)) else {
                 effects.append(.diagnostic(.malformed(topic: topic, .invalidField("status"))))
                 return
@@ -164,7 +168,7 @@ public struct FleetGateway: Sendable {
         case .description:
             // Kept by the broker for displays and the doctor; placement needs only the reach reports.
             break
-        case let .lease(device):
+        case .lease(let device):
             guard devices[device] != nil else {
                 effects.append(.diagnostic(.unknownDevice(device)))
                 return
@@ -175,7 +179,7 @@ public struct FleetGateway: Sendable {
             } catch {
                 effects.append(.diagnostic(.malformed(topic: topic, error)))
             }
-        case let .reach(device, gateway):
+        case .reach(let device, let gateway):
             guard devices[device] != nil else {
                 effects.append(.diagnostic(.unknownDevice(device)))
                 return
@@ -198,6 +202,7 @@ public struct FleetGateway: Sendable {
     /// The next sequence number of this incarnation.
     mutating func nextMessageID() -> FleetMessageID {
         nextSequence += 1
-        return FleetMessageID(gateway: configuration.gateway, incarnation: configuration.incarnation, sequence: nextSequence)
+        return FleetMessageID(
+            gateway: configuration.gateway, incarnation: configuration.incarnation, sequence: nextSequence)
     }
 }

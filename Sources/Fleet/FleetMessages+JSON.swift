@@ -44,7 +44,8 @@ extension LeaseMessage {
             guard let name = field.stringValue, FleetTopics.isValidName(name) else { throw .invalidField("to") }
             successor = name
         }
-        self.init(kind: kind, id: id, previous: previous, leaseNanoseconds: milliseconds * 1_000_000, successor: successor)
+        self.init(
+            kind: kind, id: id, previous: previous, leaseNanoseconds: milliseconds * 1_000_000, successor: successor)
     }
 
     private static func members(of id: FleetMessageID) -> [(String, JSONValue)] {
@@ -76,7 +77,7 @@ extension ReachReport {
         switch value["r"] {
         case nil: throw .missingField("r")
         case .null?: rssi = nil
-        case let .integer(dBm)?:
+        case .integer(let dBm)?:
             guard dBm >= -127, dBm <= 20 else { throw .invalidField("r") }
             rssi = Int(dBm)
         default: throw .invalidField("r")
@@ -101,7 +102,7 @@ extension GatewayDescription {
         let value = try FleetWire.parseObject(payload)
         let gateway = try FleetWire.name(in: value, key: "g")
         guard let version = value["ver"]?.stringValue else { throw .missingField("ver") }
-        guard case let .array(elements)? = value["a"] else { throw .missingField("a") }
+        guard case .array(let elements)? = value["a"] else { throw .missingField("a") }
         var adapters: [Adapter] = []
         for element in elements {
             let name = try FleetWire.name(in: element, key: "n")

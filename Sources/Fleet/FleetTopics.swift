@@ -15,7 +15,9 @@ public struct FleetTopics: Sendable {
     /// and are kept short and printable.
     public static func isValidName(_ name: String) -> Bool {
         guard !name.isEmpty, name.utf8.count <= 128 else { return false }
-        return name.utf8.allSatisfy { $0 > 0x20 && $0 < 0x7F && $0 != UInt8(ascii: "/") && $0 != UInt8(ascii: "+") && $0 != UInt8(ascii: "#") }
+        return name.utf8.allSatisfy {
+            $0 > 0x20 && $0 < 0x7F && $0 != UInt8(ascii: "/") && $0 != UInt8(ascii: "+") && $0 != UInt8(ascii: "#")
+        }
     }
 
     public func status(of gateway: String) -> String { "\(prefix)/gateway/\(gateway)/status" }
@@ -43,7 +45,8 @@ public struct FleetTopics: Sendable {
         case (3, "gateway"?) where levels[2] == "status": return .status(gateway: String(levels[1]))
         case (3, "gateway"?) where levels[2] == "description": return .description(gateway: String(levels[1]))
         case (3, "device"?) where levels[2] == "lease": return .lease(device: String(levels[1]))
-        case (4, "device"?) where levels[2] == "reach": return .reach(device: String(levels[1]), gateway: String(levels[3]))
+        case (4, "device"?) where levels[2] == "reach":
+            return .reach(device: String(levels[1]), gateway: String(levels[3]))
         default: return nil
         }
     }

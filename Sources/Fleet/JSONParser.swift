@@ -59,9 +59,15 @@ struct JSONParser {
         skipWhitespace()
         guard position < bytes.count else { throw .unexpectedEnd }
         switch bytes[position] {
-        case UInt8(ascii: "n"): try expect("null"); return .null
-        case UInt8(ascii: "t"): try expect("true"); return .bool(true)
-        case UInt8(ascii: "f"): try expect("false"); return .bool(false)
+        case UInt8(ascii: "n"):
+            try expect("null")
+            return .null
+        case UInt8(ascii: "t"):
+            try expect("true")
+            return .bool(true)
+        case UInt8(ascii: "f"):
+            try expect("false")
+            return .bool(false)
         case UInt8(ascii: "\""): return .string(try parseString())
         case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): return .integer(try parseInteger())
         case UInt8(ascii: "["): return try parseArray(depth: depth)
@@ -88,7 +94,9 @@ struct JSONParser {
             digits += 1
             position += 1
         }
-        guard digits > 0 else { throw position < bytes.count ? .unexpectedByte(bytes[position], at: position) : .unexpectedEnd }
+        guard digits > 0 else {
+            throw position < bytes.count ? .unexpectedByte(bytes[position], at: position) : .unexpectedEnd
+        }
         if position < bytes.count, [UInt8(ascii: "."), UInt8(ascii: "e"), UInt8(ascii: "E")].contains(bytes[position]) {
             throw .unexpectedByte(bytes[position], at: position)
         }
@@ -144,7 +152,7 @@ struct JSONParser {
         var iterator = raw.makeIterator()
         decoding: while true {
             switch decoder.decode(&iterator) {
-            case let .scalarValue(scalar): scalars.append(scalar)
+            case .scalarValue(let scalar): scalars.append(scalar)
             case .emptyInput: break decoding
             case .error: throw .invalidUTF8(at: offset)
             }

@@ -15,11 +15,11 @@ enum JSONValue: Equatable, Sendable {
     static func == (left: JSONValue, right: JSONValue) -> Bool {
         switch (left, right) {
         case (.null, .null): return true
-        case let (.bool(a), .bool(b)): return a == b
-        case let (.integer(a), .integer(b)): return a == b
-        case let (.string(a), .string(b)): return a == b
-        case let (.array(a), .array(b)): return a == b
-        case let (.object(a), .object(b)):
+        case (.bool(let a), .bool(let b)): return a == b
+        case (.integer(let a), .integer(let b)): return a == b
+        case (.string(let a), .string(let b)): return a == b
+        case (.array(let a), .array(let b)): return a == b
+        case (.object(let a), .object(let b)):
             return a.count == b.count && zip(a, b).allSatisfy { $0.0 == $1.0 && $0.1 == $1.1 }
         default: return false
         }
@@ -27,17 +27,17 @@ enum JSONValue: Equatable, Sendable {
 
     /// The value of `key` in an object, or nil (absent key or not an object).
     subscript(key: String) -> JSONValue? {
-        guard case let .object(members) = self else { return nil }
+        guard case .object(let members) = self else { return nil }
         return members.first { $0.0 == key }?.1
     }
 
     var integerValue: Int64? {
-        if case let .integer(value) = self { return value }
+        if case .integer(let value) = self { return value }
         return nil
     }
 
     var stringValue: String? {
-        if case let .string(value) = self { return value }
+        if case .string(let value) = self { return value }
         return nil
     }
 
@@ -52,17 +52,17 @@ enum JSONValue: Equatable, Sendable {
     private func append(to output: inout [UInt8]) {
         switch self {
         case .null: output.append(contentsOf: Array("null".utf8))
-        case let .bool(value): output.append(contentsOf: Array((value ? "true" : "false").utf8))
-        case let .integer(value): output.append(contentsOf: Array(String(value).utf8))
-        case let .string(value): Self.appendString(value, to: &output)
-        case let .array(elements):
+        case .bool(let value): output.append(contentsOf: Array((value ? "true" : "false").utf8))
+        case .integer(let value): output.append(contentsOf: Array(String(value).utf8))
+        case .string(let value): Self.appendString(value, to: &output)
+        case .array(let elements):
             output.append(UInt8(ascii: "["))
             for (index, element) in elements.enumerated() {
                 if index > 0 { output.append(UInt8(ascii: ",")) }
                 element.append(to: &output)
             }
             output.append(UInt8(ascii: "]"))
-        case let .object(members):
+        case .object(let members):
             output.append(UInt8(ascii: "{"))
             for (index, member) in members.enumerated() {
                 if index > 0 { output.append(UInt8(ascii: ",")) }

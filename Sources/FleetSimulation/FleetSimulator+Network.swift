@@ -19,34 +19,37 @@ extension FleetSimulator {
                 }
             }
             switch effect {
-            case let .publish(topic, payload, retained):
+            case .publish(let topic, let payload, let retained):
                 packets.append(.publish(topic: topic, payload: payload, retain: retained))
                 report.publishes += 1
-            case let .subscribe(filter): packets.append(.subscribe(filter: filter))
-            case let .armTimer(timer, at):
+            case .subscribe(let filter): packets.append(.subscribe(filter: filter))
+            case .armTimer(let timer, let at):
                 let generation = (gateways[gateway].timerGenerations[timer] ?? 0) + 1
                 gateways[gateway].timerGenerations[timer] = generation
                 let due = max(now, gateways[gateway].clock.trueTime(atLocal: at.nanoseconds))
                 queue.schedule(
-                    .timer(gateway: gateway, life: gateways[gateway].life, timer: timer, generation: generation), at: due)
-            case let .holdStarted(device, _, until, handover):
+                    .timer(gateway: gateway, life: gateways[gateway].life, timer: timer, generation: generation),
+                    at: due)
+            case .holdStarted(let device, _, let until, let handover):
                 if handover != nil { report.handovers += 1 }
                 entitle(device: device, gateway: gateway, until: until, starting: true)
-            case let .holdExtended(device, until):
+            case .holdExtended(let device, let until):
                 entitle(device: device, gateway: gateway, until: until, starting: false)
             case .adapterChanged: break
-            case let .holdEnded(device, reason):
+            case .holdEnded(let device, let reason):
                 endEntitlement(device: device, gateway: gateway)
                 if case .released = reason, !gateways[gateway].stopping {
                     report.placementMoves += 1
                     if now > convergenceAt {
                         report.movesAfterConvergence += 1
-                        violation("\(device) moved by \(gateways[gateway].name) after convergence: \(reason) true RSSI \(trueRSSI(of: device))")
+                        violation(
+                            "\(device) moved by \(gateways[gateway].name) after convergence: \(reason) true RSSI \(trueRSSI(of: device))"
+                        )
                     }
                 }
-            case let .diagnostic(diagnostic):
+            case .diagnostic(let diagnostic):
                 switch diagnostic {
-                case let .ownMessageRejected(_, kind): report.rejectedOwnMessages[kind.rawValue, default: 0] += 1
+                case .ownMessageRejected(_, let kind): report.rejectedOwnMessages[kind.rawValue, default: 0] += 1
                 case .malformed, .unknownTopic, .unknownDevice, .mismatchedGateway: report.malformed += 1
                 case .echoTimedOut: report.echoTimeouts += 1
                 }
@@ -74,12 +77,12 @@ extension FleetSimulator {
         var outgoing: [Int: [Delivery]] = [:]
         for packet in packets {
             switch packet {
-            case let .publish(topic, payload, retain):
+            case .publish(let topic, let payload, let retain):
                 for subscriber in broker.publish(topic: topic, payload: payload, retain: retain) {
                     if outgoing[subscriber] == nil { order.append(subscriber) }
                     outgoing[subscriber, default: []].append(Delivery(topic: topic, payload: payload, retained: false))
                 }
-            case let .subscribe(filter):
+            case .subscribe(let filter):
                 let retained = broker.subscribe(gateway: gateway, filter: filter)
                 if outgoing[gateway] == nil { order.append(gateway) }
                 outgoing[gateway, default: []].append(
@@ -110,9 +113,12 @@ extension FleetSimulator {
     }
 
     mutating func connectAttempt(_ gateway: Int, life: Int) {
-        guard gateways[gateway].life == life, gateways[gateway].isAlive, !gateways[gateway].clientConnected else { return }
+        guard gateways[gateway].life == life, gateways[gateway].isAlive, !gateways[gateway].clientConnected else {
+            return
+        }
         guard broker.isUp, !gateways[gateway].partitioned else {
-            queue.schedule(.connectAttempt(gateway: gateway, life: life), at: now + random.integer(in: scenario.reconnectPeriod))
+            queue.schedule(
+                .connectAttempt(gateway: gateway, life: life), at: now + random.integer(in: scenario.reconnectPeriod))
             return
         }
         // A new connection takes over the old session: mosquitto then publishes the old connection's will.
@@ -139,7 +145,9 @@ extension FleetSimulator {
     }
 
     mutating func partition(_ gateway: Int, until: Int64) {
-        if traceDevice != nil { print("t=\(Double(now) / 1e9) partition \(gateways[gateway].name) until \(Double(until) / 1e9)") }
+        if traceDevice != nil {
+            print("t=\(Double(now) / 1e9) partition \(gateways[gateway].name) until \(Double(until) / 1e9)")
+        }
         report.partitions += 1
         gateways[gateway].partitioned = true
         breakConnection(of: gateway, clientNoticesAfter: scenario.keepAlive, willAfter: scenario.keepAlive * 3 / 2)
@@ -174,7 +182,8 @@ extension FleetSimulator {
         advertise(gateway)
         let life = gateways[gateway].life
         queue.schedule(.advertise(gateway: gateway, life: life), at: now + scenario.advertisementPeriod)
-        queue.schedule(.connectAttempt(gateway: gateway, life: life), at: now + random.integer(in: scenario.reconnectPeriod))
+        queue.schedule(
+            .connectAttempt(gateway: gateway, life: life), at: now + random.integer(in: scenario.reconnectPeriod))
     }
 
     mutating func stopBroker(until: Int64) {
@@ -184,7 +193,10 @@ extension FleetSimulator {
         broker.stop()
         for gateway in gateways.indices {
             // The broker's socket closes: clients see it at once, give or take a little; no wills.
-            breakConnection(of: gateway, clientNoticesAfter: random.integer(in: 1 * SimulationScenario.millisecond...500 * SimulationScenario.millisecond), willAfter: nil)
+            breakConnection(
+                of: gateway,
+                clientNoticesAfter: random.integer(
+                    in: 1 * SimulationScenario.millisecond...500 * SimulationScenario.millisecond), willAfter: nil)
         }
         queue.schedule(.brokerStart, at: max(until, now + 1))
     }

@@ -33,7 +33,8 @@ public struct FleetSimulator {
         report.handoverBoundNanoseconds = handoverBound
         // Faults over; then a lease for the last orphans, two report periods for fresh reports, one dwell for the
         // last justified move, and a little slack for delays.
-        convergenceAt = scenario.faultsEnd + scenario.leaseNanoseconds + 2 * scenario.reachPeriodNanoseconds
+        convergenceAt =
+            scenario.faultsEnd + scenario.leaseNanoseconds + 2 * scenario.reachPeriodNanoseconds
             + scenario.moveDwellNanoseconds + 10 * SimulationScenario.second
         buildTopology()
         scheduleFaults()
@@ -105,7 +106,8 @@ public struct FleetSimulator {
         }
         for _ in 0..<scenario.brokerRestarts {
             let at = random.integer(in: window)
-            queue.schedule(.brokerStop(until: min(at + random.integer(in: 1 * second...20 * second), scenario.faultsEnd)), at: at)
+            queue.schedule(
+                .brokerStop(until: min(at + random.integer(in: 1 * second...20 * second), scenario.faultsEnd)), at: at)
         }
     }
 
@@ -123,47 +125,54 @@ public struct FleetSimulator {
 
     private mutating func step(_ event: SimulationEvent) {
         switch event {
-        case let .brokerReceives(gateway, epoch, packets): brokerReceives(from: gateway, epoch: epoch, packets: packets)
-        case let .deliver(gateway, epoch, messages):
-            guard gateways[gateway].isAlive, gateways[gateway].epoch == epoch, gateways[gateway].connectionLive else { return }
+        case .brokerReceives(let gateway, let epoch, let packets):
+            brokerReceives(from: gateway, epoch: epoch, packets: packets)
+        case .deliver(let gateway, let epoch, let messages):
+            guard gateways[gateway].isAlive, gateways[gateway].epoch == epoch, gateways[gateway].connectionLive else {
+                return
+            }
             for message in messages {
                 run(gateway, .received(topic: message.topic, payload: message.payload, retained: message.retained))
             }
-        case let .connectAttempt(gateway, life): connectAttempt(gateway, life: life)
-        case let .connectionAccepted(gateway, epoch):
-            guard gateways[gateway].isAlive, gateways[gateway].epoch == epoch, gateways[gateway].connectionLive else { return }
+        case .connectAttempt(let gateway, let life): connectAttempt(gateway, life: life)
+        case .connectionAccepted(let gateway, let epoch):
+            guard gateways[gateway].isAlive, gateways[gateway].epoch == epoch, gateways[gateway].connectionLive else {
+                return
+            }
             gateways[gateway].clientConnected = true
             run(gateway, .connected)
             refreshAvailability(gateway)
-        case let .clientNoticesLoss(gateway, epoch):
-            guard gateways[gateway].isAlive, gateways[gateway].epoch == epoch, gateways[gateway].clientConnected else { return }
+        case .clientNoticesLoss(let gateway, let epoch):
+            guard gateways[gateway].isAlive, gateways[gateway].epoch == epoch, gateways[gateway].clientConnected else {
+                return
+            }
             gateways[gateway].clientConnected = false
             run(gateway, .disconnected)
             refreshAvailability(gateway)
             queue.schedule(
                 .connectAttempt(gateway: gateway, life: gateways[gateway].life),
                 at: now + random.integer(in: scenario.reconnectPeriod))
-        case let .willDue(gateway, epoch):
+        case .willDue(let gateway, let epoch):
             guard broker.sessions[gateway] == epoch else { return }
             fireWill(of: gateway)
-        case let .timer(gateway, life, timer, generation):
+        case .timer(let gateway, let life, let timer, let generation):
             guard gateways[gateway].life == life, gateways[gateway].isAlive,
                 gateways[gateway].timerGenerations[timer] == generation
             else { return }
             run(gateway, .timerFired(timer))
-        case let .advertise(gateway, life):
+        case .advertise(let gateway, let life):
             guard gateways[gateway].life == life, gateways[gateway].isAlive else { return }
             advertise(gateway)
             queue.schedule(.advertise(gateway: gateway, life: life), at: now + scenario.advertisementPeriod)
-        case let .stop(gateway):
+        case .stop(let gateway):
             guard gateways[gateway].isAlive else { return }
             gateways[gateway].stopping = true
             run(gateway, .stopping)
-        case let .kill(gateway, restartAt): kill(gateway, restartAt: restartAt)
-        case let .restart(gateway): restart(gateway)
-        case let .partitionStart(gateway, until): partition(gateway, until: until)
-        case let .partitionEnd(gateway): gateways[gateway].partitioned = false
-        case let .brokerStop(until): stopBroker(until: until)
+        case .kill(let gateway, let restartAt): kill(gateway, restartAt: restartAt)
+        case .restart(let gateway): restart(gateway)
+        case .partitionStart(let gateway, let until): partition(gateway, until: until)
+        case .partitionEnd(let gateway): gateways[gateway].partitioned = false
+        case .brokerStop(let until): stopBroker(until: until)
         case .brokerStart: broker.start(persistence: scenario.persistence)
         case .autosave:
             broker.autosave()

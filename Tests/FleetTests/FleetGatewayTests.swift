@@ -12,7 +12,7 @@ import Testing
 
     static func leasePublications(_ effects: [FleetEffect]) -> [(topic: String, payload: [UInt8])] {
         effects.compactMap {
-            if case let .publish(topic, payload, _) = $0, topic.hasSuffix("/lease") { return (topic, payload) }
+            if case .publish(let topic, let payload, _) = $0, topic.hasSuffix("/lease") { return (topic, payload) }
             return nil
         }
     }
@@ -34,8 +34,12 @@ import Testing
     @Test func aClaimThatComesBackAcceptedStartsAHoldAndTheFirstPollCarriesTheRecord() {
         var gateway = Self.gateway()
         let claim = Self.claim(&gateway)
-        let echo = gateway.handle(.received(topic: claim.topic, payload: claim.payload, retained: false), at: claim.at + 1_000)
-        #expect(echo.contains { if case .holdStarted(device: "dev1", adapter: "hci0", _, handover: nil) = $0 { true } else { false } })
+        let echo = gateway.handle(
+            .received(topic: claim.topic, payload: claim.payload, retained: false), at: claim.at + 1_000)
+        #expect(
+            echo.contains {
+                if case .holdStarted(device: "dev1", adapter: "hci0", _, handover: nil) = $0 { true } else { false }
+            })
         let first = gateway.permitPoll("dev1", at: claim.at + 2_000)
         #expect(first?.holder == "gw1")
         #expect(gateway.hold(of: "dev1")?.until == claim.at + 27_940_000_000)
@@ -48,7 +52,9 @@ import Testing
         _ = gateway.handle(.disconnected, at: claim.at + Self.second)
         let fence = claim.at + 27_940_000_000
         #expect(gateway.permitPoll("dev1", at: fence + -6 * Self.second) != nil)
-        #expect(gateway.permitPoll("dev1", at: fence + -4 * Self.second) == nil, "a poll must be able to finish before the fence")
+        #expect(
+            gateway.permitPoll("dev1", at: fence + -4 * Self.second) == nil,
+            "a poll must be able to finish before the fence")
         let effects = gateway.handle(.timerFired(.device("dev1")), at: fence)
         #expect(effects.contains(.holdEnded(device: "dev1", reason: .fenced)))
         #expect(gateway.hold(of: "dev1") == nil)
@@ -62,7 +68,8 @@ import Testing
             kind: .claim, id: FleetMessageID(gateway: "gw2", incarnation: 4, sequence: 1), previous: nil,
             leaseNanoseconds: 30 * Self.second)
         _ = gateway.handle(.received(topic: claim.topic, payload: theirs.encoded(), retained: false), at: claim.at + 1)
-        let echo = gateway.handle(.received(topic: claim.topic, payload: claim.payload, retained: false), at: claim.at + 2)
+        let echo = gateway.handle(
+            .received(topic: claim.topic, payload: claim.payload, retained: false), at: claim.at + 2)
         #expect(!echo.contains { if case .holdStarted = $0 { true } else { false } })
         #expect(gateway.leaseView(of: "dev1")?.state == .held(gateway: "gw2", incarnation: 4))
     }

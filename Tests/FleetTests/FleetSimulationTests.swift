@@ -3,7 +3,7 @@ import FleetSimulation
 import Testing
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// The protocol under the deterministic simulator. CI runs fixed seeds; set `KEEPALIVE_FLEET_SEEDS=<count>` (and
@@ -25,7 +25,9 @@ import Glibc
         #expect(report.malformed == 0)
     }
 
-    @Test("8 gateways × 60 devices, 15 virtual minutes of kills, partitions and broker restarts", arguments: Array(UInt64(1)...UInt64(8)))
+    @Test(
+        "8 gateways × 60 devices, 15 virtual minutes of kills, partitions and broker restarts",
+        arguments: Array(UInt64(1)...UInt64(8)))
     func smallFleetKeepsEveryInvariant(seed: UInt64) {
         var scenario = SimulationScenario()
         scenario.gateways = 8

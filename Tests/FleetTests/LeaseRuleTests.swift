@@ -6,7 +6,9 @@ import Testing
         FleetMessageID(gateway: gateway, incarnation: 1, sequence: sequence)
     }
 
-    static func message(_ kind: LeaseMessage.Kind, _ id: FleetMessageID, after previous: FleetMessageID?) -> LeaseMessage {
+    static func message(_ kind: LeaseMessage.Kind, _ id: FleetMessageID, after previous: FleetMessageID?)
+        -> LeaseMessage
+    {
         LeaseMessage(kind: kind, id: id, previous: previous, leaseNanoseconds: 30_000_000_000)
     }
 
@@ -60,11 +62,22 @@ import Testing
     @Test func hysteresisNeedsTheMarginForTheWholeDwell() {
         var tracker = ChallengeTracker()
         let start = FleetInstant(nanoseconds: 0)
-        #expect(tracker.evaluate(incumbent: -70, best: ("b", -65), marginDecibels: 10, dwellNanoseconds: 100, now: start) == .stay)
-        #expect(tracker.evaluate(incumbent: -70, best: ("b", -60), marginDecibels: 10, dwellNanoseconds: 100, now: start) == .wait(until: start + 100))
+        #expect(
+            tracker.evaluate(incumbent: -70, best: ("b", -65), marginDecibels: 10, dwellNanoseconds: 100, now: start)
+                == .stay)
+        #expect(
+            tracker.evaluate(incumbent: -70, best: ("b", -60), marginDecibels: 10, dwellNanoseconds: 100, now: start)
+                == .wait(until: start + 100))
         // A dip below the margin restarts the dwell.
-        _ = tracker.evaluate(incumbent: -70, best: ("b", -61), marginDecibels: 10, dwellNanoseconds: 100, now: start + 50)
-        #expect(tracker.evaluate(incumbent: -70, best: ("b", -60), marginDecibels: 10, dwellNanoseconds: 100, now: start + 60) == .wait(until: start + 160))
-        #expect(tracker.evaluate(incumbent: -70, best: ("c", -59), marginDecibels: 10, dwellNanoseconds: 100, now: start + 160) == .move(to: "c"))
+        _ = tracker.evaluate(
+            incumbent: -70, best: ("b", -61), marginDecibels: 10, dwellNanoseconds: 100, now: start + 50)
+        #expect(
+            tracker.evaluate(
+                incumbent: -70, best: ("b", -60), marginDecibels: 10, dwellNanoseconds: 100, now: start + 60)
+                == .wait(until: start + 160))
+        #expect(
+            tracker.evaluate(
+                incumbent: -70, best: ("c", -59), marginDecibels: 10, dwellNanoseconds: 100, now: start + 160)
+                == .move(to: "c"))
     }
 }
