@@ -88,6 +88,13 @@ struct RunCommand: AsyncParsableCommand {
                 + "window budget \(configuration.keepAliveConfiguration.budget(forInterval: configuration.interval).compact), "
                 + "max \(configuration.maxConnections) connections per adapter, output \(configuration.output)"
         )
+        if let mqtt = configuration.mqtt {
+            lines.append(
+                "  mqtt \(mqtt.brokerDescription)\(mqtt.username.map { " as \($0)" } ?? ""): topics \(mqtt.topicPrefix)/\(mqtt.gateway ?? "<host name>")/…, "
+                    + "QoS \(mqtt.qos), Home Assistant discovery \(mqtt.discovery ? "on (\(mqtt.discoveryPrefix)/)" : "off"), "
+                    + "spool \(mqtt.spoolPath ?? "$STATE_DIRECTORY/spool, else /var/lib/keepalive/spool") (\(mqtt.spoolSize >> 20) MiB)"
+            )
+        }
         for spec in configuration.peripheralSpecs() {
             var parts: [String] = []
             if !spec.reads.isEmpty { parts.append("read " + spec.reads.map(\.shortDescription).joined(separator: ",")) }
