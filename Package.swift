@@ -53,7 +53,7 @@ let package = Package(
         // of them through a lease. A pure state machine (events in, effects out: no I/O, no Foundation), and a
         // seeded deterministic simulator of gateways, a broker, delays, kills, partitions and clock drift that
         // checks its invariants after every step. The MQTT binding comes next.
-        .target(name: "Fleet"),
+        .target(name: "Fleet", dependencies: ["JSONWriter"]),
         .target(name: "FleetSimulation", dependencies: ["Fleet", "Locking"]),
         .testTarget(name: "FleetTests", dependencies: ["Fleet", "FleetSimulation"]),
         // The one JSON writer: records' lines, discovery payloads, JSON logs (keys in order, no Foundation).

@@ -1,3 +1,5 @@
+import JSONWriter
+
 /// The few JSON shapes the fleet's messages use, with a bounded parser and a canonical encoder.
 ///
 /// Written by hand so the pure target needs no Foundation. Numbers are integers only (every field of every fleet
@@ -74,20 +76,10 @@ enum JSONValue: Equatable, Sendable {
         }
     }
 
+    /// The package's one JSON string escaping (module JSONWriter), as UTF-8.
     private static func appendString(_ string: String, to output: inout [UInt8]) {
-        output.append(UInt8(ascii: "\""))
-        for byte in string.utf8 {
-            switch byte {
-            case UInt8(ascii: "\""): output.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\"")])
-            case UInt8(ascii: "\\"): output.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\\")])
-            case 0..<0x20:
-                let hex = Array("0123456789abcdef".utf8)
-                output.append(contentsOf: Array("\\u00".utf8))
-                output.append(hex[Int(byte >> 4)])
-                output.append(hex[Int(byte & 0xF)])
-            default: output.append(byte)
-            }
-        }
-        output.append(UInt8(ascii: "\""))
+        var text = ""
+        JSONString.append(string, to: &text)
+        output.append(contentsOf: text.utf8)
     }
 }
