@@ -47,14 +47,21 @@ struct PollEngineTests {
     }
 
     /// Advances the clock from deadline to deadline (never reaching `limit`) until `done` holds.
+    ///
+    /// The wall-clock bound is a give-up, not a timing assertion: generous, because under ThreadSanitizer with
+    /// every suite running beside this one a tick's retries took more than the 10 s it used to be. While nothing
+    /// is due it waits a millisecond rather than spinning on `Task.yield()`, which on two cores kept a pool
+    /// thread from the very work it was waiting for.
     func drive(_ clock: TestClock, before limit: TestClock.Instant, until done: () -> Bool) async throws {
-        let giveUp = ContinuousClock.now + .seconds(10)
+        let giveUp = ContinuousClock.now + .seconds(60)
         while !done() {
             guard ContinuousClock.now < giveUp else { throw TestClock.WaitTimeout(description: "drive: condition never held") }
             if let next = clock.pendingDeadlines.first, next < limit {
                 clock.advance(to: next)
+                await Task.yield()
+            } else {
+                try await Task.sleep(for: .milliseconds(1))
             }
-            await Task.yield()
         }
     }
 
