@@ -10,6 +10,8 @@ extension PollEngine {
             public static let unknownDevice = Code(rawValue: "unknownDevice")
             /// The ledger is closed: shutting down, or the host is going to sleep.
             public static let refused = Code(rawValue: "refused")
+            /// The device is shared by a fleet and another gateway holds it now (``PollAdmission``).
+            public static let notHeld = Code(rawValue: "notHeld")
         }
 
         public var code: Code
@@ -50,6 +52,9 @@ extension PollEngine {
         let window = keepAlive.ledger.history(named: name).last { $0.id == windowID }
             ?? BackgroundTaskRecord(id: windowID, name: name, began: fired, ended: keepAlive.time.now, budget: budget, outcome: .forcedEnd)
         let snapshot = commandScratch.snapshot(tick: 0)
+        if snapshot.declined {
+            throw CommandError(code: .notHeld, message: "`\(device)` is shared and another gateway holds it now")
+        }
         var record = PollRecord(
             device: device, peripheral: spec.peripheral, tick: deviceScratch.lastTick, scheduled: fired, fired: fired,
             result: .failed, values: snapshot.values, notifications: snapshot.notifications,
@@ -57,6 +62,8 @@ extension PollEngine {
             attempts: snapshot.attempts, interval: keepAlive.effectiveInterval ?? interval, power: keepAlive.powerState,
             trigger: .command
         )
+        record.holder = snapshot.holder
+        if let holder = snapshot.holder { record.peripheral.adapter = holder.adapter }
         record.readings = spec.readings(values: snapshot.values, notifications: snapshot.notifications, presentations: commandScratch.presentations)
         switch result {
         case .newData: record.result = .newData

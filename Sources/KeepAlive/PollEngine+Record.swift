@@ -9,6 +9,10 @@ final class PollScratch: Sendable {
         var notifications: [PollRecord.Notification] = []
         var attempts = 0
         var failure: TransportError?
+        /// The admission declined this poll: it writes no record.
+        var declined = false
+        /// The admission's holder, for a shared device.
+        var holder: PollRecord.Holder?
     }
 
     fileprivate struct State {
@@ -69,6 +73,14 @@ final class PollScratch: Sendable {
         state.withLock { $0.presentations.compactMapValues { $0 } }
     }
 
+    func decline() {
+        state.withLock { $0.current.declined = true }
+    }
+
+    func setHolder(_ holder: PollRecord.Holder?) {
+        state.withLock { $0.current.holder = holder }
+    }
+
     func fail(_ error: TransportError) {
         state.withLock { $0.current.failure = error }
     }
@@ -109,6 +121,8 @@ extension PollEngine {
             power: report.power
         )
         switch report.outcome {
+        case .skipped where admission.map({ !$0.records(spec.name) }) ?? false:
+            return  // another gateway's device: its holder records the tick
         case .skipped(let reason):
             let message: String =
                 switch reason {
@@ -119,6 +133,9 @@ extension PollEngine {
             record.failure = PollRecord.Failure(code: "skipped", message: message, transient: true, dbusName: nil)
         case .ran(let result, let window):
             let snapshot = scratch.snapshot(tick: report.tick)
+            if snapshot.declined { return }
+            record.holder = snapshot.holder
+            if let holder = snapshot.holder { record.peripheral.adapter = holder.adapter }
             record.values = snapshot.values
             record.notifications = snapshot.notifications
             record.readings = spec.readings(values: snapshot.values, notifications: snapshot.notifications, presentations: scratch.presentations)

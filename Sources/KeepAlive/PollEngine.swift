@@ -69,6 +69,8 @@ public final class PollEngine: Sendable {
     /// Called synchronously with every record, before the streams see it: the lossless path for sinks that
     /// must not drop one (the daemon's output).
     let onRecord: (@Sendable (PollRecord) -> Void)?
+    /// Asked before each poll whether it is this engine's (a fleet of gateways); nil: every poll is.
+    let admission: (any PollAdmission)?
     /// Per device: what the poll in progress has gathered, and the last values (for newData/noData).
     let scratch: [String: PollScratch]
     /// One poll of a device at a time, scheduled or on command.
@@ -85,13 +87,15 @@ public final class PollEngine: Sendable {
     /// Registers one keep-alive callback per peripheral on `keepAlive`; they poll while it runs.
     ///
     /// `onRecord` sees every record synchronously, in completion order, and must return quickly; the
-    /// ``records()`` streams keep the newest 65,536 for a slow reader instead.
+    /// ``records()`` streams keep the newest 65,536 for a slow reader instead. `admission`, when given, is asked
+    /// before every poll (see ``PollAdmission``).
     public init(
         peripherals: [PeripheralSpec],
         transport: any PeripheralTransport,
         keepAlive: KeepAlive,
         configuration: Configuration = Configuration(),
         logger: Logger = Logger(label: "keepalive.poll"),
+        admission: (any PollAdmission)? = nil,
         onRecord: (@Sendable (PollRecord) -> Void)? = nil
     ) throws(ConfigurationValueError) {
         try configuration.validate()
@@ -108,6 +112,7 @@ public final class PollEngine: Sendable {
                 .validate(against: keepAlive.configuration)
         }
         self.onRecord = onRecord
+        self.admission = admission
         self.configuration = configuration
         self.peripherals = peripherals
         self.transport = transport
@@ -168,6 +173,17 @@ public final class PollEngine: Sendable {
 
     func poll(_ spec: PeripheralSpec, in window: PollWindow, scratch: PollScratch) async -> PollResult {
         scratch.begin(tick: window.tick)
+        var spec = spec
+        if let admission {
+            switch admission.admit(spec.name) {
+            case .decline:
+                scratch.decline()
+                return .noData
+            case .poll(let holder):
+                scratch.setHolder(holder)
+                if let holder { spec.peripheral.adapter = holder.adapter }
+            }
+        }
         let peripheral = spec.peripheral
         do {
             try await gate.enter(spec.name)

@@ -91,6 +91,8 @@ public struct PollRecord: Sendable {
     public var interval: Duration
     public var power: PowerState
     public var trigger: Trigger = .schedule
+    /// For a device shared by a fleet of gateways: which one polled it, and how it got it (nil otherwise).
+    public var holder: Holder?
 
     /// A record as the engine makes them; for sinks, tests and tools that handle records of their own.
     public init(

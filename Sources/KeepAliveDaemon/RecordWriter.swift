@@ -136,6 +136,16 @@ public final class RecordWriter: Sendable {
         line.integer("tick", record.tick)
         line.string("result", record.result.rawValue)
         line.string("trigger", record.trigger.rawValue)
+        if let holder = record.holder {
+            // Shared devices only (a fleet of gateways): who polled, and on the first poll after a handover, how.
+            line.string("holder", holder.gateway)
+            if let handover = holder.handover {
+                line.object("handover") { object in
+                    if let from = handover.from { object.string("from", from) } else { object.null("from") }
+                    object.string("reason", handover.reason)
+                }
+            }
+        }
         line.object("values") { values in
             for value in record.values {
                 values.string(value.characteristic.shortDescription, value.bytes.hexString)
