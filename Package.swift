@@ -52,7 +52,7 @@ let package = Package(
         // The fleet protocol (#12, docs/FLEET.md): several gateways on one broker, every shared device held by one
         // of them through a lease. A pure state machine (events in, effects out: no I/O, no Foundation), and a
         // seeded deterministic simulator of gateways, a broker, delays, kills, partitions and clock drift that
-        // checks its invariants after every step. The MQTT binding comes next.
+        // checks its invariants after every step. The daemon binds it to MQTT (Sources/KeepAliveDaemon/FleetBinding.swift).
         .target(name: "Fleet", dependencies: ["JSONWriter"]),
         .target(name: "FleetSimulation", dependencies: ["Fleet", "Locking"]),
         .testTarget(name: "FleetTests", dependencies: ["Fleet", "FleetSimulation"]),
@@ -229,6 +229,7 @@ let package = Package(
         .target(
             name: "KeepAliveDaemon",
             dependencies: [
+                "Fleet",
                 "JSONWriter",
                 "KeepAlive",
                 "Readings",

@@ -238,10 +238,16 @@ actor DiscoverySessions {
     func release(adapter: String) async {
         users[adapter, default: 1] -= 1
         guard users[adapter] == 0, let path = try? BlueZ.adapterPath(adapter) else { return }
-        do {
-            _ = try await connection.call(
+        // Outside the caller's cancellation: a listener that was cancelled (the usual way to stop listening) must
+        // still stop the discovery, or the next StartDiscovery of this connection is refused with InProgress.
+        let connection = self.connection
+        let stop = Task {
+            try await connection.call(
                 destination: BlueZ.service, path: path, interface: BlueZ.adapterInterface, method: "StopDiscovery",
                 timeout: .seconds(5))
+        }
+        do {
+            _ = try await stop.value
             logger.debug("discovery stopped", metadata: ["adapter": "\(adapter)"])
         } catch {
             // "No discovery started" after a bluetoothd restart, or the adapter went away: nothing to stop.

@@ -112,6 +112,14 @@ extension Duration {
         return "\(whole).\(fraction < 10 ? "0" : "")\(fraction)"
     }
 
+    /// The duration in whole nanoseconds, saturating at Int64's range.
+    package var nanoseconds: Int64 {
+        let (seconds, attoseconds) = components
+        let (product, overflow) = seconds.multipliedReportingOverflow(by: 1_000_000_000)
+        guard !overflow else { return seconds > 0 ? .max : .min }
+        return product.addingReportingOverflow(attoseconds / 1_000_000_000).partialValue
+    }
+
     /// The duration in milliseconds, rounded down.
     package var milliseconds: Int64 {
         let (seconds, attoseconds) = components

@@ -1,4 +1,5 @@
 import ArgumentParser
+import KeepAliveDaemon
 
 /// `keepalive`: the BLE keep-alive bridge.
 @main
@@ -13,7 +14,7 @@ struct KeepAliveCommand: AsyncParsableCommand {
 
             Start with `keepalive demo` (no hardware needed) and `keepalive doctor`.
             """,
-        version: "0.5.0",
+        version: KeepAliveVersion.current,
         subcommands: [RunCommand.self, ScanCommand.self, ReadCommand.self, ProfilesCommand.self, DoctorCommand.self, SimulateCommand.self, DemoCommand.self]
     )
 }

@@ -29,9 +29,11 @@ public enum ConfigurationLoader {
     static let largestFile = 1 << 20
 
     static let topLevelKeys = [
-        "interval", "jitter", "window_budget", "low_power", "adapter", "max_connections", "output", "mqtt", "devices",
+        "interval", "jitter", "window_budget", "low_power", "adapter", "max_connections", "output", "mqtt", "fleet", "devices",
     ]
-    static let deviceKeys = ["name", "address", "adapter", "interval", "budget", "profile", "fields", "read", "write", "notify"]
+    static let deviceKeys = [
+        "name", "address", "adapter", "interval", "budget", "profile", "fields", "read", "write", "notify", "shared",
+    ]
     static let profileKeys = ["profile", "manufacturer", "model", "description", "read", "write", "notify"]
 
     /// Reads and parses the file at `path`; the result's `path` is set.
@@ -82,6 +84,7 @@ public enum ConfigurationLoader {
                 let output = try document.nonEmptyText(value, "output", expected: "`-` (standard output), `none` or a path")
                 configuration.output = output == "-" ? .standardOutput : output == "none" ? .none : .file(output)
             case "mqtt": configuration.mqtt = try mqtt(value, in: document)
+            case "fleet": configuration.fleet = try fleet(value, in: document)
             case "devices": entries = try devices(value, in: document)
             default: break  // `Fields` refused every other key.
             }
@@ -108,6 +111,7 @@ public enum ConfigurationLoader {
         }
         try check(entries, against: configuration, in: document)
         configuration.devices = entries.map(\.device)
+        try checkFleet(configuration, fleetNode: fields["fleet"], sharedNodes: entries.map(\.sharedNode), in: document)
         // The checks a configuration built in code gets: the ones above have already given their precise
         // places, so this only catches what they would miss (and keeps the two from drifting apart).
         try configuration.validate()
@@ -185,6 +189,7 @@ public enum ConfigurationLoader {
         var addressNode: Node
         var intervalNode: Node?
         var budgetNode: Node?
+        var sharedNode: Node?
         var listenings: [Operations.Listening] = []
     }
 
@@ -221,6 +226,7 @@ public enum ConfigurationLoader {
             case "adapter": device.adapter = try document.adapter(value, field)
             case "interval": device.interval = try document.duration(value, field)
             case "budget": device.budget = try document.duration(value, field)
+            case "shared": device.shared = try document.boolean(value, field)
             case "read", "write", "notify": try operation(pair.key, value, field: field, into: &own, in: document)
             default: break  // profile and fields: below, once the rest is known
             }
@@ -261,7 +267,8 @@ public enum ConfigurationLoader {
         }
         return DeviceEntry(
             device: device, path: path, nameNode: nameNode, addressNode: addressNode,
-            intervalNode: fields["interval"], budgetNode: fields["budget"], listenings: operations.listenings
+            intervalNode: fields["interval"], budgetNode: fields["budget"], sharedNode: fields["shared"],
+            listenings: operations.listenings
         )
     }
 

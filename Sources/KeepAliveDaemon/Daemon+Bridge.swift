@@ -146,3 +146,24 @@ private final class LockedIntervals: Sendable {
         }
     }
 }
+
+extension Daemon {
+    /// The fleet's binding for a configuration with `fleet:`, on the bridge's broker (same credentials and TLS,
+    /// a connection of its own), named like the bridge's gateway; nil without `fleet:`.
+    static func fleetBinding(_ configuration: DaemonConfiguration, bridge: BridgeConfiguration, logger: Logger) throws -> FleetBinding? {
+        guard let fleet = configuration.fleet else { return nil }
+        var random = SystemRandomNumberGenerator()
+        guard
+            let fleetConfiguration = configuration.fleetConfiguration(
+                gateway: bridge.gateway, incarnation: random.next(), version: KeepAliveVersion.current)
+        else { return nil }
+        if let problem = fleetConfiguration.problems.first {
+            throw DaemonError(description: "fleet: \(problem)")
+        }
+        return try FleetBinding(
+            configuration: fleetConfiguration, mqtt: bridge.mqtt,
+            shared: configuration.sharedDevices.map { ($0.name, $0.address) },
+            scan: (fleet.scanEvery, fleet.scanFor), logger: logger
+        )
+    }
+}

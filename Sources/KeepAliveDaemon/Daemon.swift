@@ -78,6 +78,8 @@ public final class Daemon: Service {
     public let writer: RecordWriter?
     /// The MQTT bridge, when the configuration has `mqtt:`; it runs with the daemon.
     public let bridge: MQTTBridge?
+    /// The fleet's binding, when the configuration has `fleet:`: shared devices are polled only while held.
+    let fleet: FleetBinding?
     /// The operator's override (SIGUSR1: low power; SIGUSR2: back to the configured mode). Wins over the host.
     public let powerOverride = ManualPowerSource()
     /// What the scheduler sees: the host's combined power, relayed once `run()` has found the sources.
@@ -119,12 +121,15 @@ public final class Daemon: Service {
         )
         if let mqtt = configuration.mqtt {
             do {
-                bridge = try MQTTBridge(configuration: try mqtt.bridgeConfiguration(logger: logger), devices: configuration.bridgeDevices, logger: logger)
+                let bridgeConfiguration = try mqtt.bridgeConfiguration(logger: logger)
+                bridge = try MQTTBridge(configuration: bridgeConfiguration, devices: configuration.bridgeDevices, logger: logger)
+                fleet = try Self.fleetBinding(configuration, bridge: bridgeConfiguration, logger: logger)
             } catch {
                 throw DaemonError(description: "MQTT bridge to \(mqtt.brokerDescription): \(error)")
             }
         } else {
             bridge = nil
+            fleet = nil
         }
         if options.writesRecords || bridge != nil {
             let progress = self.progress
@@ -159,8 +164,10 @@ public final class Daemon: Service {
             keepAlive: keepAlive,
             configuration: engineConfiguration,
             logger: logger,
-            onRecord: { [writer, options, progress] record in
+            admission: fleet,
+            onRecord: { [writer, options, progress, fleet] record in
                 writer?.write(record)
+                fleet?.pollCompleted(record)
                 options.onRecord?(record)
                 guard let maxTicks = options.maxTicks else { return }
                 let done = progress.withLock { progress in
@@ -190,6 +197,11 @@ public final class Daemon: Service {
                     group.cancelAll()
                 }
             }
+        }
+
+        // The fleet's binding places the shared devices; it releases them only after the last poll (below).
+        let fleetTask: Task<Void, Never>? = fleet.map { fleet in
+            Task.detached { await fleet.run(transport: transport) }
         }
 
         // The first connection's BlueZ is checked before READY=1; later ones after each reconnect.
@@ -248,6 +260,10 @@ public final class Daemon: Service {
             // bounded) before the bus goes, so no link outlives the daemon.
             await engine.waitUntilDisconnected()
             group.cancelAll()
+        }
+        if let fleetTask {
+            fleetTask.cancel()
+            await fleetTask.value
         }
         writer?.close()
         if let bridge, let bridgeTask {

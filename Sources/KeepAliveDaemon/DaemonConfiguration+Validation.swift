@@ -105,6 +105,10 @@ extension DaemonConfiguration {
                 )
             }
         }
+        if let problem = fleetProblem() {
+            let location = problem.device.flatMap { devices[$0].location } ?? fleet?.location ?? top
+            throw ConfigurationError(.invalidValue, at: location, field: problem.field, problem.message)
+        }
     }
 
     /// `KeepAlive.Configuration.windowBudget` → `window_budget`: the file's name for a core field.

@@ -43,6 +43,8 @@ public struct DaemonConfiguration: Sendable, Hashable {
         /// From its profile: for people and Home Assistant's device registry.
         public var manufacturer: String?
         public var model: String?
+        /// Shared with other gateways of the fleet (`shared: true`): polled only while this gateway holds it.
+        public var shared: Bool
         /// Where the entry starts in the file, for messages about it.
         public var location: SourceLocation?
 
@@ -59,6 +61,7 @@ public struct DaemonConfiguration: Sendable, Hashable {
             profile: String? = nil,
             manufacturer: String? = nil,
             model: String? = nil,
+            shared: Bool = false,
             location: SourceLocation? = nil
         ) {
             self.name = name
@@ -73,6 +76,7 @@ public struct DaemonConfiguration: Sendable, Hashable {
             self.profile = profile
             self.manufacturer = manufacturer
             self.model = model
+            self.shared = shared
             self.location = location
         }
     }
@@ -103,6 +107,8 @@ public struct DaemonConfiguration: Sendable, Hashable {
     public var devices: [Device] = []
     /// The MQTT bridge, when configured (README: MQTT).
     public var mqtt: MQTT?
+    /// Several gateways sharing devices through the broker, when configured (README: Several gateways).
+    public var fleet: Fleet?
     /// The file it came from, if any.
     public var path: String?
 

@@ -1,0 +1,73 @@
+import Fleet
+
+/// The `fleet:` section: several gateways on one broker share devices marked `shared: true`, each polled by the
+/// one gateway holding its lease (README "Several gateways", docs/FLEET.md). Absent: every device is this
+/// gateway's alone, as before.
+extension DaemonConfiguration {
+    public struct Fleet: Sendable, Hashable {
+        /// How long the others wait after the holder's last lease message before they may take a device (default
+        /// 30 s). The same on every gateway of the fleet. A dead holder's devices move within lease + one interval.
+        public var lease: Duration
+        /// The first levels of the fleet's topics (default `keepalive/fleet`): the same on every gateway.
+        public var topicPrefix: String
+        /// The adapters the fleet may poll shared devices through (default: every adapter the devices use).
+        public var adapters: [String]?
+        /// How often this gateway listens for the shared devices' advertisements (their signal decides who holds
+        /// them), and for how long each time (defaults 60 s and 5 s).
+        public var scanEvery: Duration
+        public var scanFor: Duration
+        /// How many shared devices one adapter of this gateway may hold (default 64): a gateway that holds this
+        /// many on every adapter takes no more, and the others place them. Polls are serial on `max_connections`
+        /// links, so this is about how many polls fit an interval, not how many links are up.
+        public var capacity: Int
+        /// Where the section starts, for messages about it.
+        public var location: SourceLocation?
+
+        public init(
+            lease: Duration = .seconds(30), topicPrefix: String = "keepalive/fleet", adapters: [String]? = nil,
+            scanEvery: Duration = .seconds(60), scanFor: Duration = .seconds(5), capacity: Int = 64,
+            location: SourceLocation? = nil
+        ) {
+            self.lease = lease
+            self.topicPrefix = topicPrefix
+            self.adapters = adapters
+            self.scanEvery = scanEvery
+            self.scanFor = scanFor
+            self.capacity = capacity
+            self.location = location
+        }
+    }
+
+    /// The devices marked `shared: true` (with a `fleet:` section): the ones the fleet places.
+    public var sharedDevices: [Device] { fleet == nil ? [] : devices.filter(\.shared) }
+
+    /// The protocol's parameters for this gateway, derived from the lease: renewals every third of it, a fence
+    /// margin of a tenth (at most 2 s), a poll allowed only when it can end before the fence (the longest budget
+    /// of a shared device plus the ledger's grace).
+    func fleetConfiguration(gateway: String, incarnation: UInt64, version: String) -> FleetConfiguration? {
+        guard let fleet else { return nil }
+        let slots = fleet.capacity
+        let adapters = (fleet.adapters ?? sharedDevices.map { $0.adapter ?? adapter }).reduce(into: [String]()) {
+            if !$0.contains($1) { $0.append($1) }
+        }
+        var configuration = FleetConfiguration(
+            gateway: gateway, incarnation: incarnation,
+            adapters: adapters.map { GatewayDescription.Adapter(name: $0, slots: slots) }, version: version,
+            topics: FleetTopics(prefix: fleet.topicPrefix)
+        )
+        let lease = fleet.lease.nanoseconds
+        configuration.leaseNanoseconds = lease
+        configuration.renewPeriodNanoseconds = lease / 3
+        configuration.fenceMarginNanoseconds = min(2_000_000_000, lease / 10)
+        configuration.echoTimeoutNanoseconds = min(10_000_000_000, lease / 3)
+        let scheduler = keepAliveConfiguration
+        let longest = sharedDevices.map { device in
+            device.budget ?? scheduler.budget(forInterval: device.interval ?? interval)
+        }.max() ?? .zero
+        configuration.pollDeadlineNanoseconds = (longest + scheduler.ledger.gracePeriod).nanoseconds
+        let stale = max(Int64(180_000_000_000), 3 * fleet.scanEvery.nanoseconds)
+        configuration.observationStaleNanoseconds = stale
+        configuration.reportStaleNanoseconds = stale
+        return configuration
+    }
+}
