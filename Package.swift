@@ -259,6 +259,7 @@ let package = Package(
                 "CLinux",
                 "DBus",
                 "DBusTesting",
+                "MQTT",
                 "Locking",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),

@@ -15,6 +15,9 @@ struct KeepAliveCommand: AsyncParsableCommand {
             Start with `keepalive demo` (no hardware needed) and `keepalive doctor`.
             """,
         version: KeepAliveVersion.current,
-        subcommands: [RunCommand.self, ScanCommand.self, ReadCommand.self, ProfilesCommand.self, DoctorCommand.self, SimulateCommand.self, DemoCommand.self]
+        subcommands: [
+            RunCommand.self, ScanCommand.self, ReadCommand.self, ProfilesCommand.self, FleetCommand.self, DoctorCommand.self, SimulateCommand.self,
+            DemoCommand.self,
+        ]
     )
 }

@@ -41,9 +41,10 @@ extension DaemonConfiguration {
     /// The devices marked `shared: true` (with a `fleet:` section): the ones the fleet places.
     public var sharedDevices: [Device] { fleet == nil ? [] : devices.filter(\.shared) }
 
-    /// The protocol's parameters for this gateway, derived from the lease: renewals every third of it, a fence
-    /// margin of a tenth (at most 2 s), a poll allowed only when it can end before the fence (the longest budget
-    /// of a shared device plus the ledger's grace).
+    /// The protocol's parameters for this gateway, derived from the lease and the shared devices' budgets: a fence
+    /// margin of a tenth of the lease (at most 2 s), a poll allowed only when it can end before the fence (the
+    /// longest budget of a shared device plus the ledger's grace), renewals every third of the lease or more often
+    /// when a poll would not fit between two of them.
     func fleetConfiguration(gateway: String, incarnation: UInt64, version: String) -> FleetConfiguration? {
         guard let fleet else { return nil }
         let slots = fleet.capacity
@@ -65,6 +66,11 @@ extension DaemonConfiguration {
             device.budget ?? scheduler.budget(forInterval: device.interval ?? interval)
         }.max() ?? .zero
         configuration.pollDeadlineNanoseconds = (longest + scheduler.ledger.gracePeriod).nanoseconds
+        // A poll may start only while it can end before the fence, which a renewal pushes to (its send time + the
+        // fence time); so renew often enough that, between renewals, a whole poll always fits. With the defaults
+        // (30 s lease, a 30-s interval's 20 s budget + 2 s grace) that is every 4.45 s rather than every 10 s.
+        let room = configuration.fenceAfterSendNanoseconds - configuration.pollDeadlineNanoseconds
+        configuration.renewPeriodNanoseconds = max(0, min(lease / 3, room * 3 / 4))
         let stale = max(Int64(180_000_000_000), 3 * fleet.scanEvery.nanoseconds)
         configuration.observationStaleNanoseconds = stale
         configuration.reportStaleNanoseconds = stale

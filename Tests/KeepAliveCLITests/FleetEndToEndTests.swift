@@ -69,13 +69,16 @@ struct FleetEndToEndTests {
         var time: Double
         var holder: String?
         var handover: [String: String?]?
+        /// False for a tick the scheduler skipped (no window, no radio work): not a poll.
+        var polled: Bool
+        var line: String
     }
 
     final class Records: Sendable {
         let client: MQTTClient
         let seen = Locked<[Seen]>([])
-        /// Arrival times of the fleet's own messages on devices' topics (leases, reach reports).
-        let fleetMessages = Locked<[Double]>([])
+        /// Arrival times of the fleet's own messages on devices' topics: leases and reach reports.
+        let fleetMessages = Locked<(lease: [Double], reach: [Double])>(([], []))
         let reader: Task<Void, Never>
 
         init(port: Int) async throws {
@@ -90,7 +93,8 @@ struct FleetEndToEndTests {
                 format.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
                 for await message in messages {
                     if message.topic.hasPrefix("keepalive/fleet/device/"), !message.retain {
-                        fleetMessages.withLock { $0.append(Date().timeIntervalSince1970) }
+                        let now = Date().timeIntervalSince1970
+                        fleetMessages.withLock { if message.topic.hasSuffix("/lease") { $0.lease.append(now) } else { $0.reach.append(now) } }
                         continue
                     }
                     let levels = message.topic.split(separator: "/")
@@ -105,7 +109,8 @@ struct FleetEndToEndTests {
                         $0.append(
                             Seen(
                                 gateway: String(levels[1]), device: String(levels[2]), time: time.timeIntervalSince1970,
-                                holder: record["holder"] as? String, handover: handover))
+                                holder: record["holder"] as? String, handover: handover, polled: record["window"] is [String: Any],
+                                line: String(decoding: message.payload, as: UTF8.self)))
                     }
                 }
             }
@@ -173,14 +178,15 @@ struct FleetEndToEndTests {
         }
     }
 
-    /// No two records of one device closer than half an interval, whoever wrote them: no tick polled twice.
+    /// No two polls of one device by two gateways closer than half an interval: no tick polled twice. (One
+    /// gateway's own ticks can come closer after it was stopped: its scheduler fires the overdue tick late and the
+    /// next one on the grid. That is the scheduler's rule for a late tick, not two holders.)
     static func expectNoDoublePolls(_ records: Records, _ context: String) {
         for number in 1...5 {
-            let seen = records.of("sensor-\(number)")
-            for (previous, next) in zip(seen, seen.dropFirst()) where next.time - previous.time < interval / 2 {
-                Issue.record(
-                    "\(context): sensor-\(number) polled twice in one tick: \(previous.gateway) at \(previous.time), \(next.gateway) at \(next.time)"
-                )
+            let seen = records.of("sensor-\(number)").filter(\.polled)
+            for (previous, next) in zip(seen, seen.dropFirst())
+            where next.gateway != previous.gateway && next.time - previous.time < interval / 2 {
+                Issue.record("\(context): sensor-\(number) polled twice in one tick:\n\(previous.line)\n\(next.line)")
             }
         }
     }
@@ -231,9 +237,29 @@ struct FleetEndToEndTests {
             #expect(!own.isEmpty && own.allSatisfy { $0.gateway == "gw-a" && $0.holder == nil }, "a device of one gateway is polled as always")
             Self.expectNoDoublePolls(records, "steady state")
             let window = (from: steadyFrom, to: Self.now)
-            let fleetCount = records.fleetMessages.withLock { $0.filter { $0 > window.from && $0 <= window.to }.count }
-            let perDevicePerInterval = Double(fleetCount) / 5 / ((window.to - window.from) / Self.interval)
-            print("fleet e2e: \(fleetCount) fleet messages in \(String(format: "%.1f", window.to - window.from)) s of steady state: \(String(format: "%.2f", perDevicePerInterval)) per shared device per interval")
+            let counts = records.fleetMessages.withLock { messages in
+                (messages.lease.filter { $0 > window.from && $0 <= window.to }.count, messages.reach.filter { $0 > window.from && $0 <= window.to }.count)
+            }
+            let intervals = (window.to - window.from) / Self.interval
+            print(
+                "fleet e2e: steady state, \(String(format: "%.1f", window.to - window.from)) s: per shared device per interval "
+                    + "\(String(format: "%.2f", Double(counts.0) / 5 / intervals)) lease messages (renewals every lease/3) and "
+                    + "\(String(format: "%.2f", Double(counts.1) / 5 / intervals)) reach reports (one per gateway per scan, every 4 s here)")
+
+            // `keepalive fleet --json` sees the same: three gateways online, each device's holder and reach.
+            let shown = try await CommandProcess.run(["fleet", "--broker", "mqtt://127.0.0.1:\(broker.port)", "--json", "--wait", "1s"])
+            #expect(shown.status == 0, "\(shown.stderr)")
+            let snapshot = try #require(try JSONSerialization.jsonObject(with: Data(shown.stdout.utf8)) as? [String: Any], "\(shown.stdout)")
+            let listed = try #require(snapshot["gateways"] as? [[String: Any]])
+            #expect(listed.map { $0["name"] as? String } == ["gw-a", "gw-b", "gw-c"] && listed.allSatisfy { $0["status"] as? String == "online" })
+            let shownDevices = try #require(snapshot["devices"] as? [[String: Any]])
+            let steadyHolders = Self.holders(records)
+            for number in 1...5 {
+                let entry = shownDevices.first { $0["address"] as? String == Self.address(number) }
+                #expect(entry?["holder"] as? String == steadyHolders[number], "sensor-\(number): \(String(describing: entry))")
+                let reach = entry?["reach"] as? [String: Any]
+                #expect(reach?.count == Self.gateways.filter { $0.devices[number] != nil }.count, "every gateway that has it reports its reach")
+            }
 
             // kill -9 of the gateway holding sensor-3: its devices go on elsewhere within lease + one interval.
             let holders = Self.holders(records)
