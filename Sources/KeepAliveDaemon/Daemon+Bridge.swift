@@ -65,7 +65,7 @@ extension DaemonConfiguration {
             }
             return BridgeDevice(
                 name: device.name, address: device.address, manufacturer: device.manufacturer, model: device.model,
-                interval: device.interval ?? interval, expectedReadings: expected
+                interval: device.interval ?? interval, expectedReadings: expected, shared: device.shared && fleet != nil
             )
         }
     }
@@ -150,7 +150,9 @@ private final class LockedIntervals: Sendable {
 extension Daemon {
     /// The fleet's binding for a configuration with `fleet:`, on the bridge's broker (same credentials and TLS,
     /// a connection of its own), named like the bridge's gateway; nil without `fleet:`.
-    static func fleetBinding(_ configuration: DaemonConfiguration, bridge: BridgeConfiguration, logger: Logger) throws -> FleetBinding? {
+    static func fleetBinding(
+        _ configuration: DaemonConfiguration, bridge: BridgeConfiguration, announcer: MQTTBridge, logger: Logger
+    ) throws -> FleetBinding? {
         guard let fleet = configuration.fleet else { return nil }
         var random = SystemRandomNumberGenerator()
         guard
@@ -163,7 +165,8 @@ extension Daemon {
         return try FleetBinding(
             configuration: fleetConfiguration, mqtt: bridge.mqtt,
             shared: configuration.sharedDevices.map { ($0.name, $0.address) },
-            scan: (fleet.scanEvery, fleet.scanFor), logger: logger
+            scan: (fleet.scanEvery, fleet.scanFor), logger: logger,
+            onHoldChange: { device, holding in announcer.holdChanged(device: device, holding: holding) }
         )
     }
 }

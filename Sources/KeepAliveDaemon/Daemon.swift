@@ -122,8 +122,9 @@ public final class Daemon: Service {
         if let mqtt = configuration.mqtt {
             do {
                 let bridgeConfiguration = try mqtt.bridgeConfiguration(logger: logger)
-                bridge = try MQTTBridge(configuration: bridgeConfiguration, devices: configuration.bridgeDevices, logger: logger)
-                fleet = try Self.fleetBinding(configuration, bridge: bridgeConfiguration, logger: logger)
+                let created = try MQTTBridge(configuration: bridgeConfiguration, devices: configuration.bridgeDevices, logger: logger)
+                bridge = created
+                fleet = try Self.fleetBinding(configuration, bridge: bridgeConfiguration, announcer: created, logger: logger)
             } catch {
                 throw DaemonError(description: "MQTT bridge to \(mqtt.brokerDescription): \(error)")
             }

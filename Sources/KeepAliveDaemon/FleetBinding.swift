@@ -26,11 +26,14 @@ final class FleetBinding: PollAdmission, Sendable {
     private let generations = Locked<UInt64>(0)
     private let scan: (every: Duration, for: Duration)
     private let logger: Logger
+    /// Told when this gateway starts (true) or stops (false) holding a device, by name: the bridge announces the
+    /// device to Home Assistant while it holds it.
+    private let onHoldChange: @Sendable (String, Bool) -> Void
 
     /// - Parameter shared: the shared devices, by name and address.
     init(
         configuration: FleetConfiguration, mqtt: MQTTConfiguration, shared: [(name: String, address: String)],
-        scan: (every: Duration, for: Duration), logger: Logger
+        scan: (every: Duration, for: Duration), logger: Logger, onHoldChange: @escaping @Sendable (String, Bool) -> Void = { _, _ in }
     ) throws {
         self.configuration = configuration
         var keys: [String: String] = [:]
@@ -56,6 +59,7 @@ final class FleetBinding: PollAdmission, Sendable {
         (outbox, outboxContinuation) = AsyncStream<FleetEffect>.makeStream()
         self.scan = scan
         self.logger = logger
+        self.onHoldChange = onHoldChange
     }
 
     private var now: FleetInstant { FleetInstant(nanoseconds: clock.now.sinceBoot.nanoseconds) }
@@ -123,6 +127,7 @@ final class FleetBinding: PollAdmission, Sendable {
                 metadata["reason"] = "\(handover.reason.rawValue)"
             }
             logger.notice("fleet: holding a shared device", metadata: metadata)
+            if let name = names[key] { onHoldChange(name, true) }
         case .holdExtended:
             break
         case .adapterChanged(let key, let adapter):
@@ -135,6 +140,7 @@ final class FleetBinding: PollAdmission, Sendable {
                 case .released(let successor): "handed over\(successor.map { " to \($0)" } ?? "")"
                 }
             logger.notice("fleet: no longer holding a shared device", metadata: ["device": "\(names[key] ?? key)", "why": "\(why)"])
+            if let name = names[key] { onHoldChange(name, false) }
         case .diagnostic(let diagnostic):
             logger.warning("fleet: \(diagnostic)")
         }

@@ -25,10 +25,13 @@ public struct BridgeDevice: Sendable, Hashable {
     /// The configured interval (the effective one changes through ``MQTTBridge/intervalChanged(device:to:)``).
     public var interval: Duration
     public var expectedReadings: [ExpectedReading]
+    /// Shared by a fleet of gateways: announced to Home Assistant only while this gateway holds it (see
+    /// ``MQTTBridge/holdChanged(device:holding:)``), under a gateway-independent node id, with a "Holder" sensor.
+    public var shared: Bool
 
     public init(
         name: String, address: String, manufacturer: String? = nil, model: String? = nil, interval: Duration,
-        expectedReadings: [ExpectedReading] = []
+        expectedReadings: [ExpectedReading] = [], shared: Bool = false
     ) {
         self.name = name
         self.address = address
@@ -36,5 +39,6 @@ public struct BridgeDevice: Sendable, Hashable {
         self.model = model
         self.interval = interval
         self.expectedReadings = expectedReadings
+        self.shared = shared
     }
 }

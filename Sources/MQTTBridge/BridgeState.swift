@@ -13,6 +13,11 @@ struct BridgeState {
         var hardwareVersion: String?
         /// The consecutive failures last queued for publishing (nil: none yet).
         var publishedFailures: Int?
+        /// For a shared device: whether this gateway holds it now (only the holder announces it).
+        var holding = false
+
+        /// Whether this gateway announces the device to Home Assistant now.
+        var announced: Bool { !device.shared || holding }
     }
 
     /// Work for the run loop, in order.

@@ -28,6 +28,8 @@ struct DiscoveryPayloads: Sendable {
         var readings: [BridgeDevice.ExpectedReading]
         /// `expire_after`, whole seconds.
         var expireAfter: Int
+        /// Shared by a fleet: announced by its holder under the node id ``sharedNodeID``, with a "Holder" sensor.
+        var shared = false
     }
 
     /// One retained config message; `key` is the device address or `gateway`.
@@ -52,8 +54,12 @@ struct DiscoveryPayloads: Sendable {
         BridgeTopics.identifier(String(address.unicodeScalars.filter { $0 != ":" }.map(Character.init)))
     }
 
-    func topic(component: String, objectID: String) -> String {
-        "\(discoveryPrefix)/\(component)/\(nodeID)/\(objectID)/config"
+    /// The node id of shared devices' configs: the same on every gateway of a fleet, so the holder of the moment
+    /// overwrites the retained config (same unique ids, its own topics) instead of adding a second device.
+    static let sharedNodeID = "keepalive_shared"
+
+    func topic(component: String, objectID: String, shared: Bool = false) -> String {
+        "\(discoveryPrefix)/\(component)/\(shared ? Self.sharedNodeID : nodeID)/\(objectID)/config"
     }
 
     // MARK: The gateway
@@ -131,7 +137,8 @@ struct DiscoveryPayloads: Sendable {
             deviceObject(&json, device, id: id)
             configs.append(
                 Config(
-                    key: device.address, topic: topic(component: "sensor", objectID: "\(id)_\(diagnostic.object)"),
+                    key: device.address,
+                    topic: topic(component: "sensor", objectID: "\(id)_\(diagnostic.object)", shared: device.shared),
                     payload: json.bytes))
         }
         var button = entity(name: "Poll now", uniqueID: "keepalive_\(id)_poll", availability: false)
@@ -141,7 +148,21 @@ struct DiscoveryPayloads: Sendable {
         deviceObject(&button, device, id: id)
         configs.append(
             Config(
-                key: device.address, topic: topic(component: "button", objectID: "\(id)_poll"), payload: button.bytes))
+                key: device.address, topic: topic(component: "button", objectID: "\(id)_poll", shared: device.shared),
+                payload: button.bytes))
+        if device.shared {
+            // Which gateway holds it: from each record's `holder`.
+            var holder = entity(name: "Holder", uniqueID: "keepalive_\(id)_holder", availability: true, device: device)
+            holder.string("state_topic", topics.state(device.name))
+            holder.string("value_template", "{{ value_json.holder if value_json.holder is defined else '' }}")
+            holder.string("icon", "mdi:router-wireless")
+            holder.string("entity_category", "diagnostic")
+            deviceObject(&holder, device, id: id)
+            configs.append(
+                Config(
+                    key: device.address, topic: topic(component: "sensor", objectID: "\(id)_holder", shared: true),
+                    payload: holder.bytes))
+        }
         return configs
     }
 
@@ -163,7 +184,8 @@ struct DiscoveryPayloads: Sendable {
         json.integer("expire_after", device.expireAfter)
         deviceObject(&json, device, id: id)
         return Config(
-            key: device.address, topic: topic(component: "sensor", objectID: "\(id)_\(readingID)"), payload: json.bytes)
+            key: device.address, topic: topic(component: "sensor", objectID: "\(id)_\(readingID)", shared: device.shared),
+            payload: json.bytes)
     }
 
     /// The keys every entity starts with; `availability` = [gateway status, device availability], mode all.

@@ -71,15 +71,19 @@ extension MQTTBridge {
             if configuration.discovery {
                 if names == nil { configs += discovery.gatewayConfigs() }
                 for name in (names ?? state.devices.keys.sorted()) {
-                    guard let entry = state.devices[name] else { continue }
+                    guard let entry = state.devices[name], entry.announced else { continue }
                     configs += discovery.configs(for: describe(entry))
                 }
             }
             let keys = Set(configs.map(\.key))
             let wanted = Set(configs.map(\.topic))
+            // A shared device's configs belong to whichever gateway holds it now: never cleared from here (the
+            // holder of the moment has overwritten them), only forgotten when it leaves this configuration.
+            let shared = Set(state.devices.values.filter { $0.device.shared }.map(\.device.address))
             // On a full announcement everything not wanted goes; for one device, only its own old topics.
             let stale = state.announced.topics.flatMap { key, topics in
-                topics.filter { !wanted.contains($0) && (names == nil || keys.contains(key)) }.map { (key, $0) }
+                topics.filter { !wanted.contains($0) && (names == nil || keys.contains(key)) && !shared.contains(key) }
+                    .map { (key, $0) }
             }.sorted { $0.1 < $1.1 }
             var next = state.announced
             for config in configs { next.topics[config.key, default: []].insert(config.topic) }
@@ -126,6 +130,6 @@ extension MQTTBridge {
         DiscoveryPayloads.Device(
             name: entry.device.name, address: entry.device.address, manufacturer: entry.device.manufacturer,
             model: entry.device.model, softwareVersion: entry.softwareVersion, hardwareVersion: entry.hardwareVersion,
-            readings: entry.readings, expireAfter: expireAfter(entry.interval))
+            readings: entry.readings, expireAfter: expireAfter(entry.interval), shared: entry.device.shared)
     }
 }

@@ -150,6 +150,19 @@ public final class MQTTBridge: Service, Sendable {
         wakeupContinuation.yield()
     }
 
+    /// This gateway started or stopped holding a shared device (``BridgeDevice/shared``): the holder announces it
+    /// to Home Assistant with its own topics (the entities follow the device from gateway to gateway).
+    public func holdChanged(device: String, holding: Bool) {
+        let changed = state.withLock { state -> Bool in
+            guard var entry = state.devices[device], entry.device.shared, entry.holding != holding else { return false }
+            entry.holding = holding
+            state.devices[device] = entry
+            if holding { state.enqueue(.announce(device: device)) }
+            return true
+        }
+        if changed { wakeupContinuation.yield() }
+    }
+
     /// The device's effective interval changed (low power stretched it, or an `interval/set` command was
     /// applied): echoes it retained on `<device>/interval` and re-announces the device with the new
     /// `expire_after`.

@@ -94,3 +94,54 @@ import Testing
         await late.close()
     }
 }
+
+/// A device shared by a fleet: announced by the gateway that holds it, under the shared node id, with a holder
+/// sensor; never cleared by a gateway that does not hold it.
+@Suite struct SharedDeviceDiscoveryTests {
+    @Test func onlyTheHolderAnnouncesASharedDeviceAndNobodyElseClearsIt() async throws {
+        let broker = try await MosquittoBroker.start()
+        let directory = try makeTemporaryDirectory(prefix: "bridge-test")
+        defer {
+            broker.remove()
+            removeDirectory(directory)
+        }
+        var shared = kitchen
+        shared.shared = true
+        let subscriber = try await Collector(port: broker.port, filters: ["homeassistant/#"])
+        let bridge = try MQTTBridge(
+            configuration: bridgeConfiguration(port: broker.port, directory: directory), devices: [shared],
+            logger: testLogger())
+        let running = RunningBridge(bridge)
+        try await running.waitUntilConnected()
+        try await subscriber.wait(for: "homeassistant/binary_sensor/gw/gateway_status/config")
+        let holderTopic = "homeassistant/sensor/keepalive_shared/aabbccddee01_holder/config"
+        let temperatureTopic = "homeassistant/sensor/keepalive_shared/aabbccddee01_temperature/config"
+        #expect(subscriber.messages(on: temperatureTopic).isEmpty, "not announced while another gateway may hold it")
+        #expect(!subscriber.messages.contains { $0.topic.contains("/gw/aabbccddee01") }, "never under the gateway's node id")
+
+        bridge.holdChanged(device: "kitchen", holding: true)
+        try await subscriber.wait(for: holderTopic)
+        let temperature = try await subscriber.wait(for: temperatureTopic)
+        let config = try #require(jsonObject(temperature.payload))
+        #expect(config["state_topic"] as? String == "keepalive/gw/kitchen/state", "the holder's own topics")
+        #expect(config["unique_id"] as? String == "keepalive_aabbccddee01_temperature", "the same entity on every gateway")
+        let holderMessage = try #require(subscriber.messages(on: holderTopic).last)
+        let holder = try #require(jsonObject(holderMessage.payload))
+        #expect((holder["value_template"] as? String)?.contains("value_json.holder") == true)
+
+        // Handed over: this gateway stops announcing it, and a full re-announcement does not clear the config
+        // the new holder has published meanwhile.
+        bridge.holdChanged(device: "kitchen", holding: false)
+        let homeAssistant = try await Collector(port: broker.port, filters: [])
+        let before = subscriber.messages(on: "homeassistant/binary_sensor/gw/gateway_status/config").count
+        try await homeAssistant.client.publish(topic: "homeassistant/status", payload: Array("online".utf8), retain: false)
+        try await waitUntil("announced again") {
+            subscriber.messages(on: "homeassistant/binary_sensor/gw/gateway_status/config").count > before
+        }
+        #expect(subscriber.messages(on: temperatureTopic).allSatisfy { !$0.payload.isEmpty }, "never cleared")
+        #expect(subscriber.messages(on: temperatureTopic).count == 1, "not announced again by a gateway that does not hold it")
+        await homeAssistant.close()
+        await subscriber.close()
+        await running.stop()
+    }
+}
