@@ -95,6 +95,8 @@ struct RunCommand: AsyncParsableCommand {
                     + "spool \(mqtt.spoolPath ?? "$STATE_DIRECTORY/spool, else /var/lib/keepalive/spool") (\(mqtt.spoolSize >> 20) MiB)"
             )
         }
+        if let fleet = configuration.fleetSummary { lines.append("  " + fleet) }
+        let shared = Set(configuration.sharedDevices.map(\.name))
         for spec in configuration.peripheralSpecs() {
             var parts: [String] = []
             if !spec.reads.isEmpty { parts.append("read " + spec.reads.map(\.shortDescription).joined(separator: ",")) }
@@ -103,7 +105,8 @@ struct RunCommand: AsyncParsableCommand {
                 parts.append("notify " + spec.notifications.map { "\($0.characteristic.shortDescription) for \($0.duration.compact)" }.joined(separator: ","))
             }
             let interval = spec.interval.map { " every \($0.compact)" } ?? ""
-            lines.append("  \(spec.name) \(spec.peripheral.address) on \(spec.peripheral.adapter)\(interval): \(parts.joined(separator: "; "))")
+            let sharing = shared.contains(spec.name) ? " (shared)" : ""
+            lines.append("  \(spec.name) \(spec.peripheral.address) on \(spec.peripheral.adapter)\(interval)\(sharing): \(parts.joined(separator: "; "))")
         }
         return lines.joined(separator: "\n")
     }

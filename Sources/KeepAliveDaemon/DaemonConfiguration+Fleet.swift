@@ -68,12 +68,25 @@ extension DaemonConfiguration {
         configuration.pollDeadlineNanoseconds = (longest + scheduler.ledger.gracePeriod).nanoseconds
         // A poll may start only while it can end before the fence, which a renewal pushes to (its send time + the
         // fence time); so renew often enough that, between renewals, a whole poll always fits. With the defaults
-        // (30 s lease, a 30-s interval's 20 s budget + 2 s grace) that is every 4.45 s rather than every 10 s.
+        // (30 s lease, a 30-s interval's 20 s budget + 2 s grace) that is every 4.46 s rather than every 10 s.
         let room = configuration.fenceAfterSendNanoseconds - configuration.pollDeadlineNanoseconds
         configuration.renewPeriodNanoseconds = max(0, min(lease / 3, room * 3 / 4))
         let stale = max(Int64(180_000_000_000), 3 * fleet.scanEvery.nanoseconds)
         configuration.observationStaleNanoseconds = stale
         configuration.reportStaleNanoseconds = stale
         return configuration
+    }
+}
+
+extension DaemonConfiguration {
+    /// One line for `run --check`: the fleet's settings and what they make of the protocol, or nil without one.
+    public var fleetSummary: String? {
+        guard let fleet, let protocolConfiguration = fleetConfiguration(gateway: "gateway", incarnation: 0, version: "0") else { return nil }
+        let renew = Duration.nanoseconds(protocolConfiguration.renewPeriodNanoseconds).compact
+        let deadline = Duration.nanoseconds(protocolConfiguration.pollDeadlineNanoseconds).compact
+        let adapters = protocolConfiguration.adapters.map(\.name).joined(separator: ", ")
+        return "fleet: \(sharedDevices.count) shared device\(sharedDevices.count == 1 ? "" : "s") on \(adapters), lease \(fleet.lease.compact) "
+            + "(renewed every \(renew); a poll of up to \(deadline) must fit before the fence), topics \(fleet.topicPrefix)/…, "
+            + "listening every \(fleet.scanEvery.compact) for \(fleet.scanFor.compact), at most \(fleet.capacity) held per adapter"
     }
 }
