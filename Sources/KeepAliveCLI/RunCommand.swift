@@ -50,6 +50,9 @@ struct RunCommand: AsyncParsableCommand {
             print(summary(configuration))
             return
         }
+        if ticks != nil, !configuration.sharedDevices.isEmpty {
+            throw ValidationError("--ticks counts every device's ticks, but a shared device's ticks belong to whichever gateway holds it: run a fleet without --ticks")
+        }
         logging.bootstrap()
         let logger = Logger(label: "keepalive")
         let daemon: Daemon

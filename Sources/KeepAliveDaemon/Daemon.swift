@@ -110,6 +110,9 @@ public final class Daemon: Service {
     /// path fails before anything starts.
     public init(configuration: DaemonConfiguration, options: Options = Options(), logger: Logger) throws {
         try configuration.validate()
+        if options.maxTicks != nil, !configuration.sharedDevices.isEmpty {
+            throw DaemonError(description: "maxTicks counts every device's ticks, but a shared device's ticks belong to whichever gateway holds it")
+        }
         self.configuration = configuration
         self.options = options
         self.logger = logger

@@ -1,4 +1,5 @@
 import KeepAliveDaemon
+import Logging
 import Testing
 
 /// `fleet:` and `shared:` in the configuration: the defaults, the derived protocol parameters, and each mistake
@@ -71,6 +72,13 @@ struct FleetConfigurationTests {
         #expect(error?.location == SourceLocation(file: "test.yaml", line: line, column: column), "\(String(describing: error))")
         #expect(error?.field == field, "\(String(describing: error))")
         #expect(error?.message.contains(text) == true, "\(String(describing: error))")
+    }
+
+    @Test func aFleetDaemonRefusesMaxTicks() throws {
+        let configuration = try parse(Self.mqtt + "fleet: {}\n" + Self.sharedDevice)
+        #expect(throws: Daemon.DaemonError.self) {
+            _ = try Daemon(configuration: configuration, options: .init(maxTicks: 3, notifier: nil), logger: Logger(label: "test"))
+        }
     }
 
     @Test func aConfigurationBuiltInCodeIsCheckedToo() throws {
