@@ -902,7 +902,7 @@ class Mosquitto:
                 probe.bind(("127.0.0.1", 0))
                 self.port = probe.getsockname()[1]
             with open(os.path.join(self.directory, "mosquitto.conf"), "w") as f:
-                f.write(f"per_listener_settings false\npersistence false\nlog_dest file {self.directory}/broker.log\n"
+                f.write(f"per_listener_settings false\npersistence false\nuser root\nlog_dest file {self.directory}/broker.log\n"
                         f"listener {self.port} 127.0.0.1\nallow_anonymous true\nmax_queued_messages 100000\n")
             self.process = subprocess.Popen(["mosquitto", "-c", os.path.join(self.directory, "mosquitto.conf")],
                                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
