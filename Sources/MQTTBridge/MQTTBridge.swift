@@ -108,7 +108,9 @@ public final class MQTTBridge: Service, Sendable {
     }
 
     /// Appends one poll record to the spool and returns once it is there (written, and synced per
-    /// ``BridgeConfiguration/syncPolicy``); ``run()`` publishes it to `<prefix>/<gateway>/<device>/state`.
+    /// ``BridgeConfiguration/syncPolicy``); ``run()`` publishes it to `<prefix>/<gateway>/<device>/state`, from
+    /// the moment it is written: the sync proceeds beside the publish (the broker may have the record before
+    /// this returns).
     ///
     /// Also updates the device's availability (`succeeded`), announces a sensor for each reading name seen for
     /// the first time, and takes `manufacturer`, `model`, `firmware_revision`/`software_revision` and
@@ -117,7 +119,8 @@ public final class MQTTBridge: Service, Sendable {
     /// - Parameters:
     ///   - sequence: the record's `seq`, as in its JSON (spool order is submit order; call in `seq` order).
     ///   - payload: the record's JSON object, UTF-8, without the newline.
-    /// - Throws: `.unknownDevice`; `.spool` when the write or sync failed (the record is not spooled);
+    /// - Throws: `.unknownDevice`; `.spool` when the write or sync failed (the record is not spooled durably;
+    ///   after a failed sync it may still be delivered);
     ///   `.invalidConfiguration` for a record larger than an eighth of the spool's limit.
     public func submit(
         device: String, sequence: UInt64, succeeded: Bool, readings: [Reading] = [], payload: [UInt8]
@@ -126,10 +129,12 @@ public final class MQTTBridge: Service, Sendable {
             throw BridgeError(code: .unknownDevice, message: "no device \"\(device)\" is configured for MQTT")
         }
         let record = SpoolRecord(sequence: sequence, succeeded: succeeded, device: device, payload: payload)
+        // The sync is made outside the spool's lock, after waking the delivery: the record is published while
+        // the disk flushes (1–3 ms here), and `submit` still returns only once it is durable.
         let appended = spool.withLock { spool in
-            Result { () throws(BridgeError) in (try spool.append(record), spool.dropped) }
+            Result { () throws(BridgeError) in (try spool.appendDeferringSync(record), spool.dropped) }
         }
-        let (dropped, total) = try appended.get()
+        let ((dropped, pendingSync), total) = try appended.get()
         if dropped > 0 {
             logger.warning(
                 "spool full: dropped the oldest records", metadata: ["dropped": "\(dropped)", "total": "\(total)"])
@@ -148,6 +153,7 @@ public final class MQTTBridge: Service, Sendable {
             if dropped > 0 { state.enqueue(.message(retained(topics.dropped, "\(total)"))) }
         }
         wakeupContinuation.yield()
+        try pendingSync?.perform()
     }
 
     /// The device's effective interval changed (low power stretched it, or an `interval/set` command was
