@@ -295,11 +295,13 @@ private func main() async {
             ])
     }
     let bridge: MQTTBridge
+    let initStart = nanoseconds(CLOCK_MONOTONIC)
     do {
         bridge = try MQTTBridge(configuration: configuration, devices: devices, logger: logger)
     } catch {
         fail("\(error)")
     }
+    print("init devices=\(options.devices) init_ms=\(String(format: "%.1f", Double(nanoseconds(CLOCK_MONOTONIC) - initStart) / 1e6))")
     let running = Task { try await bridge.run() }
     let connectDeadline = nanoseconds(CLOCK_MONOTONIC) + 30_000_000_000
     while !bridge.statistics.connected {
