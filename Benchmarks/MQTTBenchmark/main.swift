@@ -301,7 +301,9 @@ private func main() async {
     } catch {
         fail("\(error)")
     }
-    print("init devices=\(options.devices) init_ms=\(String(format: "%.1f", Double(nanoseconds(CLOCK_MONOTONIC) - initStart) / 1e6))")
+    print(
+        "init devices=\(options.devices) init_ms=\(String(format: "%.1f", Double(nanoseconds(CLOCK_MONOTONIC) - initStart) / 1e6))"
+    )
     let running = Task { try await bridge.run() }
     let connectDeadline = nanoseconds(CLOCK_MONOTONIC) + 30_000_000_000
     while !bridge.statistics.connected {
@@ -314,14 +316,20 @@ private func main() async {
         let thread = Thread {
             var sequence: UInt64 = 0
             var results: [PhaseResult] = []
-            results.append(generator.phase("harness-spread", ticks: 1, spread: true, firstTick: 0, sequence: &sequence, harness: true))
-            results.append(generator.phase("harness-burst", ticks: 1, spread: false, firstTick: 0, sequence: &sequence, harness: true))
+            results.append(
+                generator.phase(
+                    "harness-spread", ticks: 1, spread: true, firstTick: 0, sequence: &sequence, harness: true))
+            results.append(
+                generator.phase(
+                    "harness-burst", ticks: 1, spread: false, firstTick: 0, sequence: &sequence, harness: true))
             sequence = 0
-            results.append(generator.phase("warmup", ticks: 1, spread: true, firstTick: 0, sequence: &sequence, harness: false))
+            results.append(
+                generator.phase("warmup", ticks: 1, spread: true, firstTick: 0, sequence: &sequence, harness: false))
             if options.ticks > 0 {
                 results.append(
                     generator.phase(
-                        "spread", ticks: options.ticks, spread: true, firstTick: 1, sequence: &sequence, harness: false))
+                        "spread", ticks: options.ticks, spread: true, firstTick: 1, sequence: &sequence, harness: false)
+                )
             }
             if options.bursts > 0 {
                 results.append(
