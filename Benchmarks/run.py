@@ -4,8 +4,8 @@
     Benchmarks/run.py [--quick] [--sections cpu,idle,lateness,memory,startup,core,dbus,mqtt] [--reps R]
                       [--lateness-ticks T] [--output FILE] [--scratch PATH] [--skip-build] [--keep]
 
-`make bench` runs it in full (about 23 minutes on 2 cores) and writes BENCHMARKS.md at the repository root;
-`make bench-quick` (`--quick`) runs every section small (about a minute after the build), writes
+`make bench` runs it in full (about 27 minutes on 2 cores) and writes BENCHMARKS.md at the repository root;
+`make bench-quick` (`--quick`) runs every section small (about a minute and a half after the build), writes
 .build-bench/BENCHMARKS-quick.md, and exits 1 when a section produced no numbers or any poll failed. No
 assertion is made on absolute times: where the project stands against its goals is reported, not enforced.
 
