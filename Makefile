@@ -5,7 +5,8 @@
 #                first when missing, which needs root or sudo)
 #   make test    every test: core on a manual clock, D-Bus against a private dbus-daemon
 #   make bench   the benchmark suite: the daemon against bleak and a C floor, idle wakeups, lateness, memory,
-#                start-up; writes BENCHMARKS.md (make bench-quick: every section small, for CI)
+#                start-up, the MQTT bridge against paho-mqtt; writes BENCHMARKS.md (make bench-quick: every
+#                section small, for CI)
 #   make tsan    the tests under ThreadSanitizer
 #   make asan    the tests under AddressSanitizer (leak checking off: XCTest itself leaks)
 #   make fidelity  bleak 3.x and bluetoothctl 5.66 against the BlueZ simulator (needs PyPI for bleak)
@@ -106,9 +107,10 @@ install: deps
 	fi
 
 # The benchmark suite (issue #8, Benchmarks/run.py): the daemon against bleak and a C libdbus floor on one
-# simulator, idle wakeups, tick lateness, memory, start-up, the core and D-Bus; prints a table, writes
-# BENCHMARKS.md (about 25 minutes). bench-quick runs every section small (CI's smoke test: fails when a section
-# produces no numbers or a poll fails) and writes .build-bench/BENCHMARKS-quick.md. Builds in .build-bench.
+# simulator, idle wakeups, tick lateness, memory, start-up, the core and D-Bus, the MQTT bridge against
+# paho-mqtt (issue #11); prints a table, writes BENCHMARKS.md (about 30 minutes, 4 of them MQTT). bench-quick
+# runs every section small (CI's smoke test: fails when a section produces no numbers or a poll fails) and
+# writes .build-bench/BENCHMARKS-quick.md. Builds in .build-bench.
 bench: deps
 	SWIFT=$(SWIFT) python3 Benchmarks/run.py
 

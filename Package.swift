@@ -146,6 +146,12 @@ let package = Package(
             dependencies: ["BlueZSimulator", "DBus", "DBusTesting", "KeepAliveTesting"],
             path: "Benchmarks/Soak"
         ),
+        // The MQTT bridge against a Python paho-mqtt publisher (issue #11): CPU per record, poll end → subscriber.
+        .executableTarget(
+            name: "MQTTBenchmark",
+            dependencies: ["MQTTBridge", "MQTT", "Readings", "Locking", .product(name: "Logging", package: "swift-log")],
+            path: "Benchmarks/MQTTBenchmark"
+        ),
         .executableTarget(
             name: "DBusBenchmark",
             dependencies: ["DBus", "Locking"],

@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
 """The benchmark suite (issue #8): one command, one table, BENCHMARKS.md.
 
-    Benchmarks/run.py [--quick] [--sections cpu,idle,lateness,memory,startup,core,dbus] [--reps R]
+    Benchmarks/run.py [--quick] [--sections cpu,idle,lateness,memory,startup,core,dbus,mqtt] [--reps R]
                       [--lateness-ticks T] [--output FILE] [--scratch PATH] [--skip-build] [--keep]
 
-`make bench` runs it in full (about 23 minutes on 2 cores) and writes BENCHMARKS.md at the repository root;
-`make bench-quick` (`--quick`) runs every section small (about a minute after the build), writes
+`make bench` runs it in full (about 27 minutes on 2 cores) and writes BENCHMARKS.md at the repository root;
+`make bench-quick` (`--quick`) runs every section small (about a minute and a half after the build), writes
 .build-bench/BENCHMARKS-quick.md, and exits 1 when a section produced no numbers or any poll failed. No
 assertion is made on absolute times: where the project stands against its goals is reported, not enforced.
 
@@ -20,6 +20,9 @@ Sections:
   startup  process start -> first completed poll: keepalive, bleak, the C floor
   core     KeepAliveBenchmarks: ledger begin/end, scheduler + poll engine per device per tick
   dbus     DBusBenchmark: one method call round trip, Swift DBus vs C libdbus vs dbus-fast
+  mqtt     the MQTT bridge (Benchmarks/MQTTBenchmark) against a paho-mqtt publisher (Benchmarks/mqtt_peer.py):
+           CPU per published record, poll end -> subscriber latency (mosquitto_sub) on a private mosquitto;
+           the RSS `keepalive run` adds with an `mqtt:` section
 
 Only the standard library; everything it starts (simulators, daemons, strace) it stops by PID.
 """
@@ -31,6 +34,7 @@ import platform
 import re
 import shutil
 import signal
+import socket
 import statistics
 import subprocess
 import sys
@@ -40,7 +44,7 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 COUNTER = "4b410002-6b65-6570-616c-697665000000"
-SECTIONS = ["cpu", "idle", "lateness", "memory", "startup", "core", "dbus"]
+SECTIONS = ["cpu", "idle", "lateness", "memory", "startup", "core", "dbus", "mqtt"]
 
 
 class SectionFailed(Exception):
@@ -224,7 +228,7 @@ class Context:
 
 
 def build(ctx):
-    products = ["keepalive", "bluez-sim", "KeepAliveBenchmarks", "BlueZBenchmark", "DBusBenchmark"]
+    products = ["keepalive", "bluez-sim", "KeepAliveBenchmarks", "BlueZBenchmark", "DBusBenchmark", "MQTTBenchmark"]
     for product in products:
         log(f"building {product} (release, {ctx.scratch})")
         # One product per build (swift build takes only the last --product).
@@ -246,7 +250,7 @@ def build(ctx):
     if not os.path.exists(ctx.python):
         log(f"creating the bleak venv in {ctx.venv}")
         subprocess.run([sys.executable, "-m", "venv", ctx.venv], check=True)
-    subprocess.run([ctx.python, "-m", "pip", "install", "-q", "bleak>=3,<4"], check=True)
+    subprocess.run([ctx.python, "-m", "pip", "install", "-q", "bleak>=3,<4", "paho-mqtt>=2,<3"], check=True)
 
 
 class Simulator:
@@ -885,6 +889,226 @@ def section_dbus(ctx):
 
 
 # ---------------------------------------------------------------------------------------------------------
+# 8. The MQTT bridge against a paho-mqtt publisher (issue #11)
+
+
+class Mosquitto:
+    """A private mosquitto on a free loopback port (its own directory, no persistence), killed by PID."""
+
+    def __init__(self, ctx):
+        self.directory = tempfile.mkdtemp(prefix="mqtt-", dir=ctx.work)
+        for attempt in range(5):
+            with socket.socket() as probe:
+                probe.bind(("127.0.0.1", 0))
+                self.port = probe.getsockname()[1]
+            with open(os.path.join(self.directory, "mosquitto.conf"), "w") as f:
+                f.write(f"per_listener_settings false\npersistence false\nuser root\nlog_dest file {self.directory}/broker.log\n"
+                        f"listener {self.port} 127.0.0.1\nallow_anonymous true\nmax_queued_messages 100000\n")
+            self.process = subprocess.Popen(["mosquitto", "-c", os.path.join(self.directory, "mosquitto.conf")],
+                                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            deadline = time.monotonic() + 10
+            while self.process.poll() is None and time.monotonic() < deadline:
+                with socket.socket() as probe:
+                    if probe.connect_ex(("127.0.0.1", self.port)) == 0:
+                        return
+                time.sleep(0.02)
+            stop_process(self.process, signal.SIGKILL)
+        raise SectionFailed(f"mosquitto did not start (see {self.directory}/broker.log)")
+
+    def stop(self):
+        stop_process(self.process, signal.SIGKILL)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+
+
+class StateSubscriber:
+    """`mosquitto_sub -F '%U %p'` on every device's state topic: the receipt time (CLOCK_REALTIME, ns, taken in
+    its message callback) and the payload, one line each, into a file; a probe topic tells when it listens."""
+
+    def __init__(self, ctx, broker):
+        self.path = ctx.path("mqtt-subscriber.txt")
+        self.file = open(self.path, "w")
+        self.process = subprocess.Popen(
+            ["mosquitto_sub", "-h", "127.0.0.1", "-p", str(broker.port), "-q", "1", "-t", "keepalive/+/+/state",
+             "-t", "bench/probe", "-F", "%U %p"], stdout=self.file, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 10
+        while "probe" not in self.text():
+            if time.monotonic() > deadline or self.process.poll() is not None:
+                self.stop()
+                raise SectionFailed("mosquitto_sub did not receive the probe")
+            subprocess.run(["mosquitto_pub", "-h", "127.0.0.1", "-p", str(broker.port), "-t", "bench/probe",
+                            "-m", "probe"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            time.sleep(0.05)
+        self.offset = 0
+
+    def text(self):
+        with open(self.path, errors="replace") as f:
+            return f.read()
+
+    def latencies(self, run, expected, timeout=30):
+        """{phase: [poll end → receipt, ms]} of `run`'s records, once `expected` of them (warm-up included)
+        arrived; duplicates (QoS 1) count once, at their first arrival."""
+        deadline = time.monotonic() + timeout
+        pattern = re.compile(r'^(\d+)\.(\d+) .*"bench":\{"run":"' + re.escape(run)
+                             + r'","phase":"([\w-]+)","poll_end_ns":(\d+)\}\}\s*$')
+        while True:
+            phases, seen, count = {}, set(), 0
+            with open(self.path, errors="replace") as f:
+                for line in f:
+                    match = pattern.match(line)
+                    if not match:
+                        continue
+                    key = re.search(r'"seq":(\d+)', line).group(1)
+                    if key in seen:
+                        continue
+                    seen.add(key)
+                    count += 1
+                    received = int(match.group(1)) * 1_000_000_000 + int(match.group(2).ljust(9, "0")[:9])
+                    phases.setdefault(match.group(3), []).append((received - int(match.group(4))) / 1e6)
+            if count >= expected or time.monotonic() > deadline:
+                phases["_count"] = count
+                return phases
+            time.sleep(0.1)
+
+    def stop(self):
+        stop_process(self.process, signal.SIGKILL)
+        self.file.close()
+
+
+def run_publisher(ctx, command, label):
+    log(f"mqtt: {label} (load {loadavg()})")
+    result = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=1200)
+    phases = {}
+    for line in result.stdout.splitlines():
+        if line.startswith("phase="):
+            fields = parse_fields(line)
+            phases[fields["phase"]] = fields
+    if result.returncode != 0 or "spread" not in phases:
+        raise SectionFailed(f"{label}: exit {result.returncode}: {result.stderr.strip()[-400:]}")
+    return phases
+
+
+def latency_summary(values):
+    values = sorted(values)
+    return {"n": len(values), "p50": percentile(values, 0.5), "p99": percentile(values, 0.99),
+            "max": values[-1] if values else None}
+
+
+def daemon_rss(ctx, sim, devices, interval, ticks, mqtt_port=None):
+    """`keepalive run` for `ticks` ticks, then VmRSS, VmHWM, RssAnon, RssFile and Pss (smaps_rollup)."""
+    name = "rss-mqtt" if mqtt_port else "rss-plain"
+    extra = ""
+    if mqtt_port:
+        spool = ctx.path(f"{name}-spool")
+        shutil.rmtree(spool, ignore_errors=True)
+        extra = (f"mqtt:\n  broker: mqtt://127.0.0.1:{mqtt_port}\n  gateway: rss\n"
+                 f"  spool: {{path: {spool}}}\n")
+    config = write_config(ctx, f"{name}.yaml", devices, interval, extra=extra)
+    output = ctx.path(f"{name}.jsonl")
+    if os.path.exists(output):
+        os.remove(output)
+    stderr = open(ctx.path(f"{name}.log"), "w")
+    process = subprocess.Popen([os.path.join(ctx.bin, "keepalive"), "run", "--config", config, "--bus", sim.address,
+                                "--output", output], stdout=subprocess.DEVNULL, stderr=stderr)
+    reader = Records(output)
+    per_tick = {}
+    try:
+        deadline = time.monotonic() + ticks * interval + 60
+        while len(per_tick.get(ticks - 1, [])) < devices:
+            for record in reader.poll():
+                per_tick.setdefault(record["tick"], []).append(record)
+            if time.monotonic() > deadline or process.poll() is not None:
+                raise SectionFailed(f"{name}: tick {ticks - 1} has {len(per_tick.get(ticks - 1, []))} of {devices} records")
+            time.sleep(0.05)
+        time.sleep(0.5)  # the tick's last records out of the spool: the quiet after a tick, as section 2 samples it
+        values = proc_status(process.pid, "VmRSS", "VmHWM", "RssAnon", "RssFile")
+        try:
+            with open(f"/proc/{process.pid}/smaps_rollup") as f:
+                for line in f:
+                    if line.startswith("Pss:"):
+                        values["Pss"] = int(line.split()[1])
+        except OSError:
+            pass
+        values["threads"] = len(tasks(process.pid))
+    finally:
+        stop_process(process, signal.SIGTERM, timeout=10)
+        stderr.close()
+    failed = [r for t in range(ticks) for r in per_tick.get(t, []) if r["result"] == "failed"]
+    values["failed"] = len(failed)
+    return values
+
+
+def section_mqtt(ctx):
+    if ctx.quick:
+        devices, tick_ms, ticks, bursts = 200, 1000, 2, 1
+        rss_devices, rss_interval, rss_ticks, rss_reps = 20, 2.0, 2, 1
+    else:
+        devices, tick_ms, ticks, bursts = 1000, 10000, 3, 3
+        rss_devices, rss_interval, rss_ticks, rss_reps = 100, 5.0, 3, 2
+    common = ["--port", None, "--devices", str(devices), "--tick-ms", str(tick_ms), "--ticks", str(ticks),
+              "--bursts", str(bursts)]
+    expected = devices * (1 + ticks + bursts)
+    results = {"devices": devices, "tick_ms": tick_ms, "ticks": ticks, "bursts": bursts, "runs": {}}
+    ctx.results["mqtt"] = results
+    with Mosquitto(ctx) as broker:
+        common[1] = str(broker.port)
+        subscriber = StateSubscriber(ctx, broker)
+        try:
+            runs = [
+                ("swift", [os.path.join(ctx.bin, "MQTTBenchmark"), *common, "--spool", ctx.path("mqtt-spool"),
+                           "--run", "swift"], "the bridge (MQTTBenchmark)"),
+                ("paho", [ctx.python, os.path.join(ROOT, "Benchmarks/mqtt_peer.py"), *common, "--mode", "wait",
+                          "--run", "paho"], "paho-mqtt, waiting for each PUBACK (the baseline)"),
+                ("paho-async", [ctx.python, os.path.join(ROOT, "Benchmarks/mqtt_peer.py"), *common, "--mode", "async",
+                                "--run", "paho-async"], "paho-mqtt, fire and forget"),
+            ]
+            for run, command, label in runs:
+                phases = run_publisher(ctx, command, label)
+                latencies = subscriber.latencies(run, expected)
+                received = latencies.pop("_count")
+                results["runs"][run] = {
+                    "label": label, "phases": phases, "received": received, "expected": expected,
+                    "latency": {phase: latency_summary(v) for phase, v in latencies.items()}}
+                log(f"mqtt: {run}: " + "; ".join(
+                    f"{p} {phases[p].get('net_cpu_us_per_record', 0):.1f} µs/record, p50 "
+                    f"{fmt(results['runs'][run]['latency'].get(p, {}).get('p50'), 2)} ms p99 "
+                    f"{fmt(results['runs'][run]['latency'].get(p, {}).get('p99'), 2)} ms"
+                    for p in ("spread", "burst") if p in phases))
+        finally:
+            subscriber.stop()
+        # The RSS the bridge adds: the same daemon, devices and simulator with and without an `mqtt:` section.
+        rss = {"plain": [], "mqtt": []}
+        with Simulator(ctx, rss_devices, 0.01) as sim:
+            for rep in range(rss_reps):
+                for kind in (("plain", "mqtt") if rep % 2 == 0 else ("mqtt", "plain")):
+                    log(f"mqtt: RSS of keepalive run, {rss_devices} devices, {kind} (load {loadavg()})")
+                    rss[kind].append(daemon_rss(ctx, sim, rss_devices, rss_interval, rss_ticks,
+                                                broker.port if kind == "mqtt" else None))
+        results["rss"] = {"devices": rss_devices, "interval": rss_interval, "ticks": rss_ticks, "reps": rss_reps,
+                          "plain": rss["plain"], "mqtt": rss["mqtt"]}
+        for key in ("VmRSS", "VmHWM", "RssAnon", "RssFile", "Pss"):
+            plain = median([r.get(key) for r in rss["plain"]])
+            with_mqtt = median([r.get(key) for r in rss["mqtt"]])
+            results["rss"][key] = (plain, with_mqtt, None if plain is None or with_mqtt is None else with_mqtt - plain)
+    problems = []
+    for run, r in results["runs"].items():
+        if r["received"] < r["expected"]:
+            problems.append(f"{run}: the subscriber received {r['received']} of {r['expected']} records")
+        if "spread" not in r["latency"]:
+            problems.append(f"{run}: no latencies")
+    if any(r["failed"] for kind in ("plain", "mqtt") for r in results["rss"][kind]):
+        problems.append("failed polls in the RSS runs")
+    if results["rss"]["VmRSS"][2] is None:
+        problems.append("no RSS numbers")
+    if problems:
+        raise SectionFailed("; ".join(problems))
+
+
+# ---------------------------------------------------------------------------------------------------------
 # Machine, goals, report
 
 
@@ -966,6 +1190,34 @@ def goals(ctx):
                     + ", ".join(f"{k.replace('Swift DBus, ', '')} {v[2]:.2f}×" for k, v in dbus_rows.items()
                                 if k.startswith("Swift") and v is not on_thread),
                     on_thread[2] <= 1.2))
+    mqtt = ctx.results.get("mqtt", {})
+    runs = mqtt.get("runs", {})
+    swift, paho = runs.get("swift"), runs.get("paho")
+    if swift and paho:
+        def cpu(run, phase):
+            return run["phases"].get(phase, {}).get("net_cpu_us_per_record")
+        spread_ratio = ratio(cpu(swift, "spread"), cpu(paho, "spread"))
+        burst_ratio = ratio(cpu(swift, "burst"), cpu(paho, "burst"))
+        out.append(("bridge CPU per record ≤ 0.2× paho-mqtt (waiting for each PUBACK)",
+                    f"spread {fmt(spread_ratio, 2)}× ({fmt(cpu(swift, 'spread'), 1)} vs {fmt(cpu(paho, 'spread'), 1)} µs), "
+                    f"burst {fmt(burst_ratio, 2)}× ({fmt(cpu(swift, 'burst'), 1)} vs {fmt(cpu(paho, 'burst'), 1)} µs); "
+                    f"{mqtt['devices']:,} devices",
+                    spread_ratio is not None and burst_ratio is not None and max(spread_ratio, burst_ratio) <= 0.2))
+        spread = swift["latency"].get("spread", {})
+        burst = swift["latency"].get("burst", {})
+        out.append(("poll end → subscriber p99 ≤ 5 ms (loopback)",
+                    f"records spread over the tick: p99 {fmt(spread.get('p99'), 2)} ms (p50 {fmt(spread.get('p50'), 2)}; "
+                    f"paho {fmt(paho['latency'].get('spread', {}).get('p99'), 2)}); {mqtt['devices']:,} at once: p99 "
+                    f"{fmt(burst.get('p99'), 1)} ms (paho {fmt(paho['latency'].get('burst', {}).get('p99'), 1)})",
+                    spread.get("p99") is not None and spread["p99"] <= 5))
+    rss = mqtt.get("rss")
+    if rss and rss.get("VmRSS") and rss["VmRSS"][2] is not None:
+        delta = rss["VmRSS"][2] / 1024
+        pss = rss.get("Pss", (None, None, None))[2]
+        out.append(("RSS added by the bridge ≤ 2 MiB",
+                    f"VmRSS +{delta:.2f} MiB ({rss['VmRSS'][0] / 1024:.1f} → {rss['VmRSS'][1] / 1024:.1f} MiB), "
+                    f"Pss {'+' if (pss or 0) >= 0 else ''}{fmt(pss / 1024 if pss is not None else None, 2)} MiB; "
+                    f"{rss['devices']} devices", delta <= 2))
     return out
 
 
@@ -1051,6 +1303,26 @@ def report(ctx, started):
         add("")
         add(f"7. One D-Bus method call ({r['dbus']['calls']} Pings): " + "; ".join(
             f"{k} {v[0]:.0f} µs round trip, {v[1]:.1f} µs CPU ({v[2]:.2f}× C)" for k, v in r["dbus"]["rows"].items()))
+    if "mqtt" in r and r["mqtt"].get("runs"):
+        mq = r["mqtt"]
+        add("")
+        add(f"8. MQTT: {mq['devices']:,} devices, records spread over {mq['tick_ms'] / 1000:.0f} s ticks × {mq['ticks']}, "
+            f"bursts of {mq['devices']:,} × {mq['bursts']}; CPU per record net of the generator; poll end → mosquitto_sub")
+        for run, data in mq["runs"].items():
+            for phase in ("spread", "burst"):
+                fields = data["phases"].get(phase)
+                latency = data["latency"].get(phase, {})
+                if fields:
+                    add(f"   {run:<10} {phase:<6} {fields.get('net_cpu_us_per_record', 0):>7.1f} µs/record "
+                        f"(user {fields.get('user_us_per_record', 0):.1f} + sys {fields.get('sys_us_per_record', 0):.1f}, "
+                        f"generator {fields['cpu_us_per_record'] - fields.get('net_cpu_us_per_record', 0):.1f}), latency p50 "
+                        f"{fmt(latency.get('p50'), 2)} ms p99 {fmt(latency.get('p99'), 2)} ms max {fmt(latency.get('max'), 1)} ms; "
+                        f"submit p50 {fields.get('submit_p50_us', 0):.0f} µs p99 {fields.get('submit_p99_us', 0):.0f} µs")
+        rss = mq.get("rss")
+        if rss and rss.get("VmRSS"):
+            add(f"   keepalive run, {rss['devices']} devices: " + ", ".join(
+                f"{k} {fmt(v[0] / 1024 if v[0] is not None else None, 1)} → {fmt(v[1] / 1024 if v[1] is not None else None, 1)} MiB"
+                for k, v in ((k, rss.get(k)) for k in ("VmRSS", "Pss", "RssAnon", "RssFile")) if v))
     add("")
     add("Goals:")
     for goal, measured, met in goals(ctx):
@@ -1266,6 +1538,56 @@ def markdown(ctx, started):
         add("|---|---:|---:|---:|---:|---:|")
         for k, v in r["dbus"]["rows"].items():
             add(f"| {k} | {v[0]:.1f} µs | {v[1]:.2f} µs | {v[3]:.2f} µs | {v[4]:.2f} µs | {v[2]:.2f}× |")
+    if "mqtt" in r and r["mqtt"].get("runs"):
+        mq = r["mqtt"]
+        add("")
+        add("## 8. MQTT bridge against paho-mqtt")
+        add("")
+        add(f"A private `mosquitto` on a free loopback port; one `mosquitto_sub -q 1 -F '%U %p'` on `keepalive/+/+/state` "
+            "for all runs (the receipt time is CLOCK_REALTIME taken in its message callback). Each publisher plays "
+            f"{mq['devices']:,} devices: a warm-up tick, {mq['ticks']} ticks of {mq['tick_ms'] / 1000:.0f} s whose "
+            f"records arrive spread evenly over the tick (*spread*), then {mq['bursts']} bursts of {mq['devices']:,} "
+            "records whose polls ended at the same instant (*burst*). Records are the daemon's JSON lines (≈ 520 bytes, "
+            "three readings), each with its poll's end (the scheduled instant, so waiting behind earlier records "
+            "counts). **swift** is `Benchmarks/MQTTBenchmark`: the real `MQTTBridge` (spool in a temporary directory, "
+            "`fdatasync` per record as shipped, QoS 1, MQTT 5, discovery off), `submit` called from one generator "
+            "thread. **paho** is `Benchmarks/mqtt_peer.py --mode wait`: paho-mqtt 2 with `loop_start`, each record "
+            "published and its PUBACK awaited (`wait_for_publish`) before the next, no disk; **paho-async** "
+            "publishes without waiting (for information). CPU per record is the publisher process's whole CPU from "
+            "a phase's first record to the last PUBACK, minus the generator's own cost (the same phase run into "
+            "a sink that does nothing), ÷ records. See Benchmarks/NOTES.md (MQTT) for the method.")
+        add("")
+        add("| publisher | phase | CPU µs/record (net) | user | system | generator | latency p50 | p99 | max | submit/publish call p50 | p99 | phase wall |")
+        add("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+        for run, data in mq["runs"].items():
+            for phase in ("spread", "burst"):
+                f = data["phases"].get(phase)
+                lat = data["latency"].get(phase, {})
+                if f:
+                    add(f"| {run} | {phase} | **{f.get('net_cpu_us_per_record', 0):.1f}** | {f.get('user_us_per_record', 0):.1f} | "
+                        f"{f.get('sys_us_per_record', 0):.1f} | {f['cpu_us_per_record'] - f.get('net_cpu_us_per_record', 0):.1f} | "
+                        f"{fmt(lat.get('p50'), 2)} ms | **{fmt(lat.get('p99'), 2)} ms** | {fmt(lat.get('max'), 1)} ms | "
+                        f"{f.get('submit_p50_us', 0):.0f} µs | {f.get('submit_p99_us', 0):.0f} µs | {f.get('wall_ms', 0) / 1000:.1f} s |")
+        add("")
+        add("Records the subscriber received (warm-up included, duplicates once): " + ", ".join(
+            f"{run} {d['received']:,} of {d['expected']:,}" for run, d in mq["runs"].items()) + ". User and system "
+            "are getrusage's (10 ms resolution on some kernels; the net column uses the ns process CPU clock).")
+        rss = mq.get("rss")
+        if rss and rss.get("VmRSS"):
+            add("")
+            add(f"RSS added by the bridge: `keepalive run` with {rss['devices']} devices (interval {rss['interval']:.0f} s, "
+                f"its own simulator) without and with an `mqtt:` section (this broker, discovery on as shipped, spool "
+                f"in the work directory), read after tick {rss['ticks'] - 1}'s records (median of {rss['reps']} each, "
+                "alternating order):")
+            add("")
+            add("| | without MQTT | with MQTT | added |")
+            add("|---|---:|---:|---:|")
+            for key in ("VmRSS", "Pss", "RssAnon", "RssFile", "VmHWM"):
+                v = rss.get(key)
+                if v and v[0] is not None:
+                    add(f"| {key} | {v[0] / 1024:.2f} MiB | {v[1] / 1024:.2f} MiB | {'+' if v[2] >= 0 else ''}{v[2] / 1024:.2f} MiB |")
+            threads = [median([x.get("threads") for x in rss[k]]) for k in ("plain", "mqtt")]
+            add(f"| threads | {fmt(threads[0])} | {fmt(threads[1])} | |")
     if ctx.args.notes and os.path.exists(ctx.args.notes):
         add("")
         with open(ctx.args.notes) as f:
@@ -1300,7 +1622,7 @@ def main():
         ctx.durations["build"] = time.monotonic() - build_started
     ctx.machine = machine(ctx)
     functions = {"cpu": section_cpu, "idle": section_idle, "lateness": section_lateness, "memory": section_memory,
-                 "startup": section_startup, "core": section_core, "dbus": section_dbus}
+                 "startup": section_startup, "core": section_core, "dbus": section_dbus, "mqtt": section_mqtt}
     wanted = [s.strip() for s in args.sections.split(",") if s.strip()]
     for name in wanted:
         if name not in functions:

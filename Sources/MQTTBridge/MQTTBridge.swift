@@ -63,6 +63,9 @@ public final class MQTTBridge: Service, Sendable {
         var state = BridgeState()
         let stateFile = configuration.spoolDirectory + "/" + AnnouncedState.fileName
         state.announced = (try SpoolFiles.readFile(stateFile)).map(AnnouncedState.init(parsing:)) ?? AnnouncedState()
+        // By Home Assistant identity (from the address): one lookup per device (a scan of the devices so far made
+        // this quadratic: 0.8 s for 1,000 devices).
+        var deviceByIdentity: [String: String] = [:]
         for device in devices {
             // Two devices on one topic level, or one HA identity, would mix their records and entities.
             if let other = state.deviceByLevel[BridgeTopics.level(device.name)] {
@@ -73,15 +76,13 @@ public final class MQTTBridge: Service, Sendable {
                 )
             }
             let identity = DiscoveryPayloads.addressIdentifier(device.address)
-            if let other = state.devices.values.first(where: {
-                DiscoveryPayloads.addressIdentifier($0.device.address) == identity
-            }) {
+            if let other = deviceByIdentity[identity] {
                 throw BridgeError(
                     code: .invalidConfiguration,
-                    message:
-                        "devices \"\(other.device.name)\" and \"\(device.name)\" have the same address \(device.address)"
+                    message: "devices \"\(other)\" and \"\(device.name)\" have the same address \(device.address)"
                 )
             }
+            deviceByIdentity[identity] = device.name
             var readings = device.expectedReadings
             for seen in state.announced.readings[device.address, default: []]
             where !readings.contains(where: { $0.name == seen.name }) {
@@ -108,7 +109,9 @@ public final class MQTTBridge: Service, Sendable {
     }
 
     /// Appends one poll record to the spool and returns once it is there (written, and synced per
-    /// ``BridgeConfiguration/syncPolicy``); ``run()`` publishes it to `<prefix>/<gateway>/<device>/state`.
+    /// ``BridgeConfiguration/syncPolicy``); ``run()`` publishes it to `<prefix>/<gateway>/<device>/state`, from
+    /// the moment it is written: the sync proceeds beside the publish (the broker may have the record before
+    /// this returns).
     ///
     /// Also updates the device's availability (`succeeded`), announces a sensor for each reading name seen for
     /// the first time, and takes `manufacturer`, `model`, `firmware_revision`/`software_revision` and
@@ -117,7 +120,8 @@ public final class MQTTBridge: Service, Sendable {
     /// - Parameters:
     ///   - sequence: the record's `seq`, as in its JSON (spool order is submit order; call in `seq` order).
     ///   - payload: the record's JSON object, UTF-8, without the newline.
-    /// - Throws: `.unknownDevice`; `.spool` when the write or sync failed (the record is not spooled);
+    /// - Throws: `.unknownDevice`; `.spool` when the write or sync failed (the record is not spooled durably;
+    ///   after a failed sync it may still be delivered);
     ///   `.invalidConfiguration` for a record larger than an eighth of the spool's limit.
     public func submit(
         device: String, sequence: UInt64, succeeded: Bool, readings: [Reading] = [], payload: [UInt8]
@@ -126,10 +130,12 @@ public final class MQTTBridge: Service, Sendable {
             throw BridgeError(code: .unknownDevice, message: "no device \"\(device)\" is configured for MQTT")
         }
         let record = SpoolRecord(sequence: sequence, succeeded: succeeded, device: device, payload: payload)
+        // The sync is made outside the spool's lock, after waking the delivery: the record is published while
+        // the disk flushes (1–3 ms here), and `submit` still returns only once it is durable.
         let appended = spool.withLock { spool in
-            Result { () throws(BridgeError) in (try spool.append(record), spool.dropped) }
+            Result { () throws(BridgeError) in (try spool.appendDeferringSync(record), spool.dropped) }
         }
-        let (dropped, total) = try appended.get()
+        let ((dropped, pendingSync), total) = try appended.get()
         if dropped > 0 {
             logger.warning(
                 "spool full: dropped the oldest records", metadata: ["dropped": "\(dropped)", "total": "\(total)"])
@@ -148,6 +154,7 @@ public final class MQTTBridge: Service, Sendable {
             if dropped > 0 { state.enqueue(.message(retained(topics.dropped, "\(total)"))) }
         }
         wakeupContinuation.yield()
+        try pendingSync?.perform()
     }
 
     /// This gateway started or stopped holding a shared device (``BridgeDevice/shared``): the holder announces it

@@ -15,7 +15,10 @@
 ///
 /// ## Durability
 /// ``append(_:)`` returns after `write(2)` (and `fdatasync` per ``BridgeConfiguration/SyncPolicy``), so a record
-/// the caller was told is spooled survives the process being killed. On open, every segment is scanned: the
+/// the caller was told is spooled survives the process being killed. ``appendDeferringSync(_:)`` leaves that
+/// `fdatasync` to its caller (``PendingSync``), to be made outside the lock that guards the spool: the record can
+/// be read and published meanwhile, so the broker may acknowledge a record before it is durable here (after a
+/// power loss it is then missing from the spool, which is fine: the broker has it). On open, every segment is scanned: the
 /// first record that fails its checks ends that segment (in the newest segment the file is truncated there, so
 /// new records follow whole ones); records before the acknowledged position are skipped, the rest are pending,
 /// in order. Delivery is at least once: a record in flight when the process dies is sent again.
@@ -86,10 +89,60 @@ final class Spool {
 
     // MARK: Appending
 
+    /// The `fdatasync` an ``appendDeferringSync(_:)`` left to its caller, on a duplicate of the segment's
+    /// descriptor (the spool may retire the segment meanwhile). ``perform()`` it exactly once.
+    struct PendingSync: Sendable {
+        let descriptor: Int32
+        let path: String
+
+        /// `fdatasync`, then closes the duplicate; on return the record is durable.
+        func perform() throws(BridgeError) {
+            defer { SpoolFiles.close(descriptor) }
+            try SpoolFiles.dataSync(descriptor, path: path)
+        }
+    }
+
     /// Appends `record`; on return it is in the file (and synced per the policy). Drops the oldest segments
     /// when the bound is passed; returns how many unacknowledged records that dropped.
     @discardableResult
     func append(_ record: SpoolRecord) throws(BridgeError) -> UInt64 {
+        let index = try write(record)
+        if syncDue { try sync(index) }
+        return try enforceLimit()
+    }
+
+    /// Appends `record` like ``append(_:)``, but when the policy asks for a sync now, hands it to the caller
+    /// instead of making it: the record is in the file (and readable) on return, durable once the returned
+    /// ``PendingSync`` was performed.
+    func appendDeferringSync(_ record: SpoolRecord) throws(BridgeError) -> (dropped: UInt64, sync: PendingSync?) {
+        let index = try write(record)
+        var pending: PendingSync?
+        if syncDue {
+            let path = segmentPath(segments[index].number)
+            let copy = fcntl(segments[index].descriptor, F_DUPFD_CLOEXEC, 0)
+            guard copy >= 0 else { throw SpoolFiles.failure("fcntl(F_DUPFD_CLOEXEC)", path) }
+            pending = PendingSync(descriptor: copy, path: path)
+            unsynced = 0
+        }
+        do {
+            return (try enforceLimit(), pending)
+        } catch {
+            if let pending { SpoolFiles.close(pending.descriptor) }
+            throw error
+        }
+    }
+
+    private var syncDue: Bool {
+        switch syncPolicy {
+        case .everyRecord: true
+        case .everyRecords(let count): unsynced >= max(count, 1)
+        case .never: false
+        }
+    }
+
+    /// Writes `record` at the end of the newest segment (beginning a new one when it would pass
+    /// ``segmentLimit``) and makes it pending; returns the segment's index.
+    private func write(_ record: SpoolRecord) throws(BridgeError) -> Int {
         let bytes = record.encoded()
         guard bytes.count <= segmentLimit else {
             throw BridgeError(
@@ -110,12 +163,7 @@ final class Spool {
         pending.append(entry)
         appended += 1
         unsynced += 1
-        switch syncPolicy {
-        case .everyRecord: try sync(index)
-        case .everyRecords(let count) where unsynced >= max(count, 1): try sync(index)
-        case .everyRecords, .never: break
-        }
-        return try enforceLimit()
+        return index
     }
 
     private func sync(_ index: Int) throws(BridgeError) {
@@ -249,6 +297,14 @@ final class Spool {
                 if isNewest { try SpoolFiles.truncate(descriptor, to: whole, path: path) }
             }
             segments[segments.count - 1].size = isNewest ? whole : size
+        }
+        // The broker can acknowledge a record before its deferred sync has made it durable: after a power loss
+        // the acknowledged position may then lie past the end of what survived. Records appended there from now
+        // on would be skipped by the next recovery, so the position moves back to the end.
+        if let acknowledged, let last = segments.last, acknowledged.segment == last.number,
+            acknowledged.offset > last.size
+        {
+            try writeAcknowledged()
         }
     }
 

@@ -136,4 +136,32 @@ import Testing
         }
         #expect(spool.pendingCount == 0)
     }
+
+    @Test func anAcknowledgedMarkPastWhatSurvivedAPowerLossMovesBackToTheEnd() throws {
+        let directory = try makeTemporaryDirectory(prefix: "spool-test")
+        defer { removeDirectory(directory) }
+        do {
+            let spool = try Spool(directory: directory, limit: 1 << 20, syncPolicy: .everyRecord)
+            for sequence in 0..<3 {
+                let (_, sync) = try spool.appendDeferringSync(record(UInt64(sequence)))
+                try #require(sync).perform()
+            }
+            // Record 3 is published while its sync runs, and the broker acknowledges it.
+            let (_, sync) = try spool.appendDeferringSync(record(3))
+            for entry in spool.entries(after: nil, count: .max) { try spool.acknowledge(entry.id) }
+            try #require(sync).perform()
+        }
+        // The power went before record 3 reached the disk: the acknowledged mark lies past the segment's end.
+        let segment = directory + "/" + (try #require(try segmentFiles(directory).last))
+        let size = try #require(try FileManager.default.attributesOfItem(atPath: segment)[.size] as? Int)
+        #expect(truncate(segment, off_t(size - record(3).encoded().count)) == 0)
+        do {
+            let reopened = try Spool(directory: directory, limit: 1 << 20, syncPolicy: .everyRecord)
+            #expect(reopened.pendingCount == 0)
+            try reopened.append(record(4))
+        }
+        // Record 4 was written where record 3 had been, before the old mark: it must still replay.
+        let again = try Spool(directory: directory, limit: 1 << 20, syncPolicy: .everyRecord)
+        #expect(try pendingSequences(again) == [4])
+    }
 }
