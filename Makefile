@@ -137,6 +137,12 @@ soak: deps
 
 # The fleet protocol's simulation for longer than CI runs it: FLEET_SEEDS seeds at 100 gateways × 10,000 devices,
 # FLEET_HOURS virtual hours each, in a release build (docs/FLEET.md).
+# A real Home Assistant 2025.4 core (a cached venv from PyPI, ~820 MiB, 1-4 min to make) reads the bridge's
+# entities back over its API: classes, units, states, the poll button, expiry, its restart, the last will.
+.PHONY: ha-check
+ha-check: deps
+	Tests/HomeAssistant/run.sh
+
 .PHONY: fleet-sim
 fleet-sim: deps
 	KEEPALIVE_FLEET_SEEDS=$${FLEET_SEEDS:-4} KEEPALIVE_FLEET_HOURS=$${FLEET_HOURS:-0.5} $(SWIFT) test -c release --scratch-path .build-release --filter "FleetTests"

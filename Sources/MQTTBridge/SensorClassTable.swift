@@ -6,9 +6,12 @@
 /// pair outside those is created with a warning and its statistics are refused. So the table lists, per device
 /// class, only units HA lists for it, and the tests check every row against HA's accepted pairs.
 ///
-/// Two spellings are normalised on the way: the micro sign U+00B5 (what the readings decoder and most
-/// datasheets write, `µg/m³`) becomes the Greek small letter mu U+03BC, which HA's constants use (HA enforces it
-/// with its `hass-enforce-greek-micro-char` lint). Readings with no row keep their unit, get no device class and,
+/// Two spellings of "micro" are normalised on the way to the micro sign U+00B5 (what the readings decoder and
+/// most datasheets write, `µS/cm`): Home Assistant up to 2025.9 lists its micro units with U+00B5 and refuses the
+/// Greek small letter mu U+03BC beside a device class (2025.4.4, run against a real instance: "The unit of
+/// measurement `μS/cm` is not valid together with device class `conductivity`"; from 2025.8 the MQTT sensor
+/// rejects the whole config), while 2025.10 and later spell it U+03BC and convert an incoming U+00B5 themselves.
+/// U+00B5 is the one spelling every version takes. Readings with no row keep their unit, get no device class and,
 /// when numeric, state class `measurement` (heart rate in bpm, UV index); text readings (firmware, model) get
 /// neither a unit nor a state class.
 enum SensorClassTable {
@@ -35,7 +38,7 @@ enum SensorClassTable {
         }
     }
 
-    static let micro = "\u{03BC}"
+    static let micro = "\u{00B5}"
 
     /// First match wins, so rows that need a name come before rows that go by unit alone.
     static let rows: [Row] = [
@@ -78,8 +81,9 @@ enum SensorClassTable {
         return Classification(deviceClass: nil, unit: normalised, stateClass: "measurement")
     }
 
-    /// The micro sign (U+00B5) as HA spells it (U+03BC); other units unchanged.
+    /// The Greek mu (U+03BC) as the micro sign (U+00B5), the spelling every Home Assistant version accepts;
+    /// other units unchanged.
     static func normaliseUnit(_ unit: String) -> String {
-        String(String.UnicodeScalarView(unit.unicodeScalars.map { $0 == "\u{00B5}" ? "\u{03BC}" : $0 }))
+        String(String.UnicodeScalarView(unit.unicodeScalars.map { $0 == "\u{03BC}" ? "\u{00B5}" : $0 }))
     }
 }

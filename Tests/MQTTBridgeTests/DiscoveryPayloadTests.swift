@@ -77,7 +77,7 @@ import Testing
                 == "{% if 'temperature' in value_json.get('readings', {}) %}{{ value_json.readings['temperature'].value }}{% endif %}"
         )
         let pm = try #require(payloads.configs(for: device).first { $0.topic.hasSuffix("_pm2_5/config") })
-        #expect(jsonObject(pm.payload)?["unit_of_measurement"] as? String == "\u{03BC}g/m³")
+        #expect(jsonObject(pm.payload)?["unit_of_measurement"] as? String == "\u{00B5}g/m³", "the micro sign every Home Assistant version accepts")
         let firmware = try #require(
             payloads.configs(for: device).first { $0.topic.hasSuffix("_firmware_revision/config") })
         let firmwareJSON = try #require(jsonObject(firmware.payload))

@@ -2,12 +2,13 @@
 ///
 /// Source: home-assistant/core, `homeassistant/components/sensor/const.py` (`DEVICE_CLASS_UNITS`,
 /// `DEVICE_CLASS_STATE_CLASSES`) at commit 00eb6680fbf6bdf7af2499095f2e74fca980a148 (the 2025 development
-/// line), with the `UnitOf…` enums expanded from `homeassistant/const.py` of the same line. HA spells "micro"
-/// with the Greek small letter mu U+03BC (enforced by its `hass-enforce-greek-micro-char` lint), written
-/// `\u{03BC}` below so that no editor can silently swap it for the micro sign U+00B5. Only the device classes
-/// the bridge can use are listed; the rest of HA's table is not needed to check it.
+/// line), with the `UnitOf…` enums expanded from `homeassistant/const.py` of the same line. "Micro" is the
+/// micro sign U+00B5 as HA 2025.4 to 2025.9 list it (a real HA 2025.4.4 refused U+03BC beside a device class;
+/// 2025.10 and later list U+03BC and convert U+00B5 themselves), written `\u{00B5}` below so that no editor can
+/// silently swap it. Only the device classes the bridge can use are listed; the rest of HA's table is not needed
+/// to check it.
 enum HomeAssistantAcceptedPairs {
-    static let mu = "\u{03BC}"
+    static let mu = "\u{00B5}"
 
     static let units: [String: Set<String>] = [
         "temperature": ["°C", "°F", "K"],

@@ -48,8 +48,9 @@ import Testing
         #expect(duty.deviceClass == nil && duty.unit == "%")
     }
 
-    @Test func theMicroSignBecomesTheGreekMuHomeAssistantUses() {
-        #expect(SensorClassTable.normaliseUnit("\u{00B5}g/m³") == "\u{03BC}g/m³")
-        #expect(SensorClassTable.classify(name: "pm10", unit: "\u{00B5}g/m³", isText: false).unit == "\u{03BC}g/m³")
+    @Test func theGreekMuBecomesTheMicroSignEveryHomeAssistantAccepts() {
+        #expect(SensorClassTable.normaliseUnit("\u{03BC}g/m³") == "\u{00B5}g/m³")
+        #expect(SensorClassTable.classify(name: "pm10", unit: "\u{03BC}g/m³", isText: false).unit == "\u{00B5}g/m³")
+        #expect(SensorClassTable.classify(name: "conductivity", unit: "\u{00B5}S/cm", isText: false).unit == "\u{00B5}S/cm")
     }
 }
