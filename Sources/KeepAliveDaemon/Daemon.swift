@@ -82,8 +82,10 @@ public final class Daemon: Service {
     public let powerOverride = ManualPowerSource()
     /// What the scheduler sees: the host's combined power, relayed once `run()` has found the sources.
     private let powerRelay = ManualPowerSource()
-    private let logger: Logger
+    let logger: Logger
     private let progress: Locked<Progress>
+    /// What `STATUS=` says (``status``); the watchdog and the healing ladder change it.
+    let statusBoard = Locked(DaemonStatus(polling: "starting"))
 
     private struct Progress {
         var recordsPerDevice: [String: UInt64] = [:]
@@ -210,19 +212,14 @@ public final class Daemon: Service {
             await cancelWhenGracefulShutdown {
                 await self.checkBlueZ(firstSession)
             }
-            options.notifier?.notify(
-                "READY=1\nSTATUS=polling \(specs.count) device\(specs.count == 1 ? "" : "s") every \(configuration.interval.compact)"
-            )
-            if let notifier = options.notifier, let interval = notifier.watchdogInterval {
-                group.addTask {
-                    // Stops with the group; a wedged process stops pinging and systemd restarts it.
-                    while !Task.isCancelled {
-                        notifier.notify("WATCHDOG=1")
-                        // On the timerfd thread, like every timer of the daemon: cancelled at shutdown, it wakes no one.
-                        try? await TimerFDClock().sleep(for: interval)
-                    }
-                }
+            let statusText = statusBoard.withLock { status in
+                status.polling = "polling \(specs.count) device\(specs.count == 1 ? "" : "s") every \(configuration.interval.compact)"
+                return status.text
             }
+            options.notifier?.notify("READY=1\nSTATUS=\(statusText)")
+            // WATCHDOG=1 only while the scheduler keeps up; stopped with the group below.
+            let watchdog = startWatchdog(status: statusBoard)
+            defer { watchdog?.stop() }
             let keepAlive = self.keepAlive
             let shared = progress
             let scheduler: Task<Void, Never>? = progress.withLock { state -> Task<Void, Never>? in
