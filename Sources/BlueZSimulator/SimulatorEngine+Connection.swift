@@ -22,7 +22,8 @@ extension SimulatorEngine {
             if device.pendingConnect != nil { throw BlueZError.connectAlreadyInProgress }
             let promise = Promise<Void>()
             device.pendingConnect = promise
-            let aborting = !device.advertising || device.faults.connectAborts > 0
+            let wedged = model.adapters[device.configuration.adapter]?.wedged == true
+            let aborting = !device.advertising || device.faults.connectAborts > 0 || wedged
             if device.faults.connectAborts > 0 { device.faults.connectAborts -= 1 }
             model.devices[path] = device
             return aborting ? .abort(promise) : .connect(promise)

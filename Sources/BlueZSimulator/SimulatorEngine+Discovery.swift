@@ -159,6 +159,8 @@ extension SimulatorEngine {
             if on, adapter.blocked { throw BlueZError.blocked }
             guard adapter.powered != on else { return nil }
             adapter.powered = on
+            // Powering off resets the controller: a wedge clears; off and on again counts as one power-cycle.
+            if !on { adapter.wedged = false } else { adapter.powerCycles += 1 }
             model.adapters[name] = adapter
             let stopped = !on && adapter.discovering ? model.stopDiscovering(name) : nil
             if !on { model.adapters[name]?.discoverySessions.removeAll() }

@@ -34,6 +34,10 @@ struct AdapterState {
     var pairable = true
     var discoverySessions: Set<String> = []
     var discoveryTask: Task<Void, Never>?
+    /// A wedged controller: every Connect through it aborts until it is powered off (issue #15's fault).
+    var wedged = false
+    /// Times it was powered off and on again (by anyone), for tests of the healing ladder.
+    var powerCycles = 0
 
     var discovering: Bool { !discoverySessions.isEmpty }
     var powerState: String { blocked ? "off-blocked" : powered ? "on" : "off" }
