@@ -155,6 +155,7 @@ public final class Daemon: Service {
         var engineConfiguration = configuration.pollEngineConfiguration
         engineConfiguration.maxTicks = options.maxTicks
         let specs = configuration.peripheralSpecs()
+        let healer = makeHealer(specs: specs, transport: transport)
         let engine = try PollEngine(
             peripherals: specs,
             transport: transport,
@@ -163,6 +164,7 @@ public final class Daemon: Service {
             logger: logger,
             onRecord: { [writer, options, progress] record in
                 writer?.write(record)
+                healer?.observe(record)
                 options.onRecord?(record)
                 guard let maxTicks = options.maxTicks else { return }
                 let done = progress.withLock { progress in

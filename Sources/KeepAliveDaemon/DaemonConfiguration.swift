@@ -103,6 +103,8 @@ public struct DaemonConfiguration: Sendable, Hashable {
     public var devices: [Device] = []
     /// The MQTT bridge, when configured (README: MQTT).
     public var mqtt: MQTT?
+    /// The healing ladder's bounds, and `adapter_power: on` as ``HealingPolicy/powerOn`` (README: Healing).
+    public var healing = HealingPolicy()
     /// The file it came from, if any.
     public var path: String?
 

@@ -2,6 +2,8 @@ public import KeepAlive
 
 /// How far the daemon may go to heal an adapter (the configuration's `healing:` section).
 public struct HealingPolicy: Sendable, Hashable {
+    /// Act at all (`healing.enabled`); off, failures are only recorded, as before.
+    public var enabled: Bool
     /// Failing rounds in a row before the next rung is tried (`healing.failing_rounds`).
     public var failingRounds: Int
     /// After an action, rounds that end within this long do not count (`healing.cooldown`): the adapter gets
@@ -21,10 +23,11 @@ public struct HealingPolicy: Sendable, Hashable {
     public var powerOn: Bool
 
     public init(
-        failingRounds: Int = 3, cooldown: Duration = .seconds(60), maxPowerCyclesPerHour: Int = 3,
+        enabled: Bool = true, failingRounds: Int = 3, cooldown: Duration = .seconds(60), maxPowerCyclesPerHour: Int = 3,
         restartBluetoothd: Bool = false,
         maxRestartsPerHour: Int = 1, retryAfter: Duration = .seconds(3_600), powerOn: Bool = false
     ) {
+        self.enabled = enabled
         self.failingRounds = failingRounds
         self.cooldown = cooldown
         self.maxPowerCyclesPerHour = maxPowerCyclesPerHour

@@ -6,7 +6,7 @@ internal import Locking
 /// connection, and while there is none (the bus was lost and is being reconnected) every call fails at once
 /// with ``TransportError/Code/serviceUnavailable``, so each tick still gets its record, saying why.
 final class ReconnectingTransport: PeripheralTransport {
-    private let current = Locked<BlueZTransport?>(nil)
+    let current = Locked<BlueZTransport?>(nil)
 
     func attach(_ transport: BlueZTransport?) {
         current.withLock { $0 = transport }

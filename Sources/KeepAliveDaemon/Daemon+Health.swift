@@ -1,0 +1,129 @@
+internal import BlueZ
+internal import DBus
+internal import KeepAlive
+internal import Locking
+internal import Logging
+
+/// The healing ladder at work (issue #15): every record's signal goes into the pure ``HealingLadder``; what it
+/// decides is logged with why, carried out on the bus (at most one action per adapter at a time, each bounded)
+/// and, for an adapter given up on, shown in `STATUS=` and ``Daemon/status``.
+final class AdapterHealer: Sendable {
+    private let ladder: Locked<HealingLadder>
+    private let transport: ReconnectingTransport
+    /// The configured peripherals, by adapter (the stale links the ladder may drop are theirs only).
+    private let peripherals: [String: [Peripheral]]
+    private let status: Locked<DaemonStatus>
+    private let notifier: SystemdNotifier?
+    private let logger: Logger
+    private let busy = Locked<Set<String>>([])
+
+    init(
+        specs: [PeripheralSpec], policy: HealingPolicy, transport: ReconnectingTransport, status: Locked<DaemonStatus>,
+        notifier: SystemdNotifier?, logger: Logger
+    ) {
+        var devices: [String: Set<String>] = [:]
+        var peripherals: [String: [Peripheral]] = [:]
+        for spec in specs {
+            devices[spec.peripheral.adapter, default: []].insert(spec.name)
+            peripherals[spec.peripheral.adapter, default: []].append(spec.peripheral)
+        }
+        ladder = Locked(HealingLadder(adapters: devices, policy: policy))
+        self.transport = transport
+        self.peripherals = peripherals
+        self.status = status
+        self.notifier = notifier
+        self.logger = logger
+    }
+
+    /// One record, as it is written: its signal may move the ladder.
+    func observe(_ record: PollRecord) {
+        let at = record.fired + (record.window?.used ?? .zero)
+        let steps = ladder.withLock { $0.observe(device: record.device, AdapterSignal(record), at: at) }
+        for step in steps { take(step) }
+    }
+
+    private func take(_ step: HealingStep) {
+        let metadata: Logger.Metadata = ["adapter": "\(step.adapter)", "why": "\(step.why)"]
+        switch step.action {
+        case .reportUnhealthy:
+            logger.error("adapter unhealthy: the healing ladder stops here", metadata: metadata)
+            status.withLock { $0.unhealthyAdapters[step.adapter] = step.why }
+            Daemon.publish(status, to: notifier)
+        case .reportRecovered:
+            logger.notice("adapter healthy again", metadata: metadata)
+            let changed = status.withLock { $0.unhealthyAdapters.removeValue(forKey: step.adapter) != nil }
+            if changed { Daemon.publish(status, to: notifier) }
+        case .clearStuck, .powerCycle, .powerOn, .restartBluetoothd:
+            guard busy.withLock({ $0.insert(step.adapter).inserted }) else {
+                logger.info(
+                    "healing: an action on this adapter is still running; skipped",
+                    metadata: metadata.merging(["action": "\(step.action.rawValue)"]) { $1 })
+                return
+            }
+            logger.warning("healing: \(Self.describe(step.action))", metadata: metadata)
+            Task {
+                defer { _ = busy.withLock { $0.remove(step.adapter) } }
+                do {
+                    try await carryOut(step)
+                    logger.notice("healing: \(step.action.rawValue) done", metadata: ["adapter": "\(step.adapter)"])
+                } catch {
+                    logger.warning(
+                        "healing: \(step.action.rawValue) failed",
+                        metadata: ["adapter": "\(step.adapter)", "error": "\(error)"])
+                }
+            }
+        }
+    }
+
+    private func carryOut(_ step: HealingStep) async throws {
+        guard let bluez = transport.current.withLock({ $0 }) else {
+            throw TransportError(.serviceUnavailable, "the D-Bus system bus is gone; reconnecting")
+        }
+        try await withTaskExecutorPreference(bluez.preferredExecutor) {
+            switch step.action {
+            case .clearStuck:
+                let stopped = try await bluez.stopDiscovery(adapter: step.adapter)
+                let stale = bluez.connectedPeripherals(among: peripherals[step.adapter] ?? [])
+                for peripheral in stale { await bluez.disconnect(peripheral, timeout: .seconds(3)) }
+                logger.info(
+                    "healing: cleared",
+                    metadata: [
+                        "adapter": "\(step.adapter)", "discoveryStopped": "\(stopped)",
+                        "linksDropped": "\(stale.map(\.address))",
+                    ])
+            case .powerCycle:
+                try await bluez.powerCycle(adapter: step.adapter)
+            case .powerOn:
+                try await bluez.setPowered(true, adapter: step.adapter)
+            case .restartBluetoothd:
+                _ = try await bluez.busConnection.call(
+                    destination: "org.freedesktop.systemd1", path: "/org/freedesktop/systemd1",
+                    interface: "org.freedesktop.systemd1.Manager",
+                    method: "RestartUnit", arguments: [.string("bluetooth.service"), .string("replace")],
+                    timeout: .seconds(10))
+            case .reportUnhealthy, .reportRecovered:
+                break
+            }
+        }
+    }
+
+    private static func describe(_ action: HealingStep.Action) -> String {
+        switch action {
+        case .clearStuck: "stopping a stuck discovery and dropping stale links"
+        case .powerCycle: "power-cycling the adapter (Powered off, on)"
+        case .powerOn: "powering the adapter on"
+        case .restartBluetoothd: "restarting bluetooth.service through systemd"
+        case .reportUnhealthy, .reportRecovered: action.rawValue
+        }
+    }
+}
+
+extension Daemon {
+    /// The healer for this run, or `nil` with `healing.enabled: false`.
+    func makeHealer(specs: [PeripheralSpec], transport: ReconnectingTransport) -> AdapterHealer? {
+        guard configuration.healing.enabled else { return nil }
+        return AdapterHealer(
+            specs: specs, policy: configuration.healing, transport: transport, status: statusBoard,
+            notifier: options.notifier, logger: logger)
+    }
+}
