@@ -50,11 +50,12 @@ struct RunCommand: AsyncParsableCommand {
             print(summary(configuration))
             return
         }
-        logging.bootstrap()
+        let repeats = RepeatedWarnings()
+        logging.bootstrap(repeats: repeats)
         let logger = Logger(label: "keepalive")
         let daemon: Daemon
         do {
-            daemon = try Daemon(configuration: configuration, options: .init(bus: bus.resolved, maxTicks: ticks), logger: logger)
+            daemon = try Daemon(configuration: configuration, options: .init(bus: bus.resolved, maxTicks: ticks, repeatedWarnings: repeats), logger: logger)
         } catch {
             logger.critical("\(error)")
             throw ExitCode.failure

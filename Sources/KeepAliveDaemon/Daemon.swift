@@ -41,6 +41,8 @@ public final class Daemon: Service {
         public var onRecord: (@Sendable (PollRecord) -> Void)?
         /// Hold a logind sleep inhibitor and put the work away before the host sleeps (when logind is there).
         public var followsSleep: Bool
+        /// The log's flood guard, when the log handler has one: a device's summary goes out when it works again.
+        public var repeatedWarnings: RepeatedWarnings?
 
         public init(
             bus: DBusConnection.Bus = .system,
@@ -51,9 +53,11 @@ public final class Daemon: Service {
             powerSupplyDirectory: String = "/sys/class/power_supply",
             writesRecords: Bool = true,
             onRecord: (@Sendable (PollRecord) -> Void)? = nil,
-            followsSleep: Bool = true
+            followsSleep: Bool = true,
+            repeatedWarnings: RepeatedWarnings? = nil
         ) {
             self.followsSleep = followsSleep
+            self.repeatedWarnings = repeatedWarnings
             self.bus = bus
             self.maxTicks = maxTicks
             self.bluezTimeout = bluezTimeout
@@ -165,6 +169,7 @@ public final class Daemon: Service {
             onRecord: { [writer, options, progress] record in
                 writer?.write(record)
                 healer?.observe(record)
+                if record.result != .failed { options.repeatedWarnings?.flush(device: record.device) }
                 options.onRecord?(record)
                 guard let maxTicks = options.maxTicks else { return }
                 let done = progress.withLock { progress in
@@ -254,6 +259,7 @@ public final class Daemon: Service {
             bridgeTask.cancel()
             await bridgeTask.value
         }
+        options.repeatedWarnings?.flushAll()
         let stats = keepAlive.statistics
         logger.info(
             "stopped",
