@@ -183,6 +183,7 @@ extension SimulatorEngine {
             device.connected = false
             device.servicesResolved = false
             device.link += 1
+            device.faults.silentNotifications = false  // a zombie link heals when it is dropped and made again
             let battery = device.batteryExported
             device.batteryExported = false
             model.devices[path] = device

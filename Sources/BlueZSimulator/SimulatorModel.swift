@@ -48,6 +48,8 @@ struct FaultState: Sendable {
     var inProgress = false
     var readHang = false
     var attError: UInt8?
+    /// A zombie link: notifications stop while Connected stays true, until the link drops.
+    var silentNotifications = false
 }
 
 struct DeviceState {

@@ -84,3 +84,25 @@ struct HealingConfigurationTests {
         #expect(notMapping?.kind == .wrongType)
     }
 }
+
+extension HealingConfigurationTests {
+    @Test func expectEveryBoundsANotificationsSilenceAndMustBeShorterThanTheListening() throws {
+        let yaml = """
+            devices:
+              - name: a
+                address: C0:FF:EE:00:00:01
+                notify: [{uuid: 2a6e, for: 5s, expect_every: 2s}]
+
+            """
+        let configuration = try ConfigurationLoader.parse(yaml, file: "test.yaml")
+        #expect(configuration.devices.first?.notifications.first?.silence == .seconds(2))
+        let tooLong = failure(yaml.replacingOccurrences(of: "expect_every: 2s", with: "expect_every: 5s"))
+        #expect(
+            tooLong?.description.hasPrefix(
+                "test.yaml:4:50: devices[0].notify[0].expect_every: expect_every 5s must be shorter than `for` (5s)")
+                == true,
+            "\(String(describing: tooLong))")
+        let bare = failure(yaml.replacingOccurrences(of: "expect_every: 2s", with: "expect_every: 2"))
+        #expect(bare?.kind == .badDuration)
+    }
+}
