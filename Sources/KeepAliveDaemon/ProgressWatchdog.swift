@@ -36,6 +36,8 @@ public struct ProgressWatchdog: Sendable, Hashable {
     public let tolerance: Duration
     /// Whether the last check found it stalled.
     public private(set) var isStalled = false
+    /// When the last check ran (on the scheduler's clock).
+    private var lastCheck: KeepAliveInstant?
 
     /// `tolerance` must be positive (a programmer's choice, not outside data).
     public init(tolerance: Duration) {
@@ -51,7 +53,15 @@ public struct ProgressWatchdog: Sendable, Hashable {
     }
 
     /// Judges one snapshot. Before `run()` (waiting for bluetoothd at start) and after it, nothing is owed.
+    ///
+    /// A check that comes much later than the one before (more than twice the tolerance) judges nothing: the
+    /// watchdog itself was frozen with everything else (the host suspended, the process stopped), so the
+    /// scheduler's lateness says nothing yet; it has until the next check to catch up.
     public mutating func check(_ liveness: KeepAlive.Liveness) -> Decision {
+        defer { lastCheck = liveness.now }
+        if let lastCheck, lastCheck.duration(to: liveness.now) > tolerance * 2 {
+            return Decision(ping: !isStalled, lateness: liveness.lateness, change: nil)
+        }
         let lateness = liveness.lateness
         let stalled = lateness > tolerance
         var change: Change?

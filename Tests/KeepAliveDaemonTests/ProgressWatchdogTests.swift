@@ -37,6 +37,21 @@ struct ProgressWatchdogTests {
         #expect(!watchdog.isStalled)
     }
 
+    @Test func aCheckAfterTheWatchdogItselfWasFrozenGivesTheSchedulerUntilTheNextCheck() {
+        var watchdog = ProgressWatchdog(tolerance: .seconds(30))
+        #expect(watchdog.check(liveness(now: 0, owed: 30)).ping)
+        // The host slept an hour: the tick owed at 30 s is an hour late, but the watchdog was asleep too.
+        let resumed = watchdog.check(liveness(now: 3_630, owed: 30))
+        #expect(resumed.ping && resumed.change == nil && !watchdog.isStalled)
+        // The scheduler caught up by the next check: alive.
+        #expect(watchdog.check(liveness(now: 3_660, owed: 3_690)).ping)
+        // Had it not, the next check says so.
+        var stuck = ProgressWatchdog(tolerance: .seconds(30))
+        _ = stuck.check(liveness(now: 0, owed: 30))
+        _ = stuck.check(liveness(now: 3_630, owed: 30))
+        #expect(stuck.check(liveness(now: 3_660, owed: 30)).change == .stalled)
+    }
+
     @Test func nothingOwedOrNotRunningIsNeverAStall() {
         var watchdog = ProgressWatchdog(tolerance: .seconds(2))
         // Paused (critical battery): nothing owed.
