@@ -1,6 +1,7 @@
 import BlueZSimulator
 import DBus
 import DBusTesting
+import Locking
 import Testing
 
 #if canImport(Glibc)
@@ -113,6 +114,90 @@ struct HealingEndToEndTests {
                 notify.messages.dropFirst(unhealthyIndex + 1).contains { $0.text.hasPrefix("STATUS=polling 2 devices") }
             }
             #expect(process.standardError.contains("adapter healthy again"))
+        }
+    }
+}
+
+/// bluetoothd gone (issue #15): a fake systemd on the private bus answers `RestartUnit` by restarting the
+/// simulator, so the daemon's real call (destination, path, interface, signature) is what is tested.
+extension HealingEndToEndTests {
+    /// Owns org.freedesktop.systemd1 with Manager.RestartUnit(ss) → o; `onRestart` runs after the reply.
+    static func fakeSystemd(
+        on bus: PrivateBus, calls: Locked<[[String]]>, onRestart: @escaping @Sendable () async -> Void
+    ) async throws -> DBusConnection {
+        let connection = try await DBusConnection(bus: .address(bus.address))
+        try await connection.export(
+            DBusObject(interfaces: [
+                DBusInterface(
+                    "org.freedesktop.systemd1.Manager",
+                    methods: [
+                        DBusMethod("RestartUnit", in: "ss", out: "o", inNames: ["name", "mode"], outNames: ["job"]) {
+                            call in
+                            let (unit, mode) = try call.arguments.decode(String.self, String.self)
+                            calls.withLock { $0.append([unit, mode]) }
+                            call.afterReply { _ in await onRestart() }
+                            return [.objectPath("/org/freedesktop/systemd1/job/1")]
+                        }
+                    ])
+            ]),
+            at: "/org/freedesktop/systemd1")
+        _ = try await connection.requestName("org.freedesktop.systemd1")
+        return connection
+    }
+
+    @Test func bluetoothdGoneIsRestartedThroughSystemdWhenAllowedAndPollingResumes() async throws {
+        let calls = Locked<[[String]]>([])
+        try await PrivateBus.with { bus in
+            var configuration = BlueZSimulator.Configuration(adapters: ["hci0"], devices: .sensors(count: 2))
+            configuration.latencies.disconnect = .milliseconds(100)
+            configuration.latencies.restart = .milliseconds(200)
+            let simulator = try await BlueZSimulator.start(on: .address(bus.address), configuration: configuration)
+            let systemd = try await Self.fakeSystemd(on: bus, calls: calls) { try? await simulator.restart() }
+            let file = try TemporaryFile(
+                name: "keepalive.yaml",
+                contents: CLITests.configuration(
+                    devices: 2, interval: "1s", extra: "healing:\n  failing_rounds: 2\n  restart_bluetoothd: true\n"))
+            defer { file.remove() }
+            let process = try CommandProcess(["run", "--config", file.path, "--bus", bus.address])
+            defer { process.terminate() }
+            try await waitUntil("both sensors polled", timeout: .seconds(20)) {
+                CLITests.records(process.standardOutput).filter { $0.line.contains("\"result\":\"newData\"") }.count
+                    >= 2
+            }
+            await simulator.crash()  // bluetoothd gone, and nobody brings it back but the daemon
+            let crashedAt = CLITests.records(process.standardOutput).count
+            try await waitUntil("RestartUnit called", timeout: .seconds(30)) { !calls.withLock { $0 }.isEmpty }
+            try await waitUntil("polling resumed", timeout: .seconds(30)) { Self.polledSince(process, crashedAt) }
+            try await waitUntil("the recovery logged", timeout: .seconds(10)) {
+                process.standardError.contains("adapter healthy again")
+            }
+            #expect(calls.withLock { $0 } == [["bluetooth.service", "replace"]])
+            let log = process.standardError
+            #expect(log.contains("healing: restarting bluetooth.service through systemd"), "\(log.suffix(3_000))")
+            #expect(!log.contains("power-cycling"), "\(log.suffix(3_000))")
+            #expect(log.contains("first healthy round after restarting bluetoothd"), "\(log.suffix(3_000))")
+            process.signal(SIGTERM)
+            #expect(try await process.waitForExit(within: .seconds(10)) == 0)
+            await systemd.close()
+            await simulator.stop()
+        }
+    }
+
+    @Test func bluetoothdGoneWithoutRestartIsUnhealthyInStatusUntilItIsBack() async throws {
+        try await Self.withDaemon(extra: "healing:\n  failing_rounds: 2\n", notify: true) {
+            simulator, process, notify in
+            let notify = try #require(notify)
+            await simulator.crash()
+            try await waitUntil("STATUS says hci0 is unhealthy", timeout: .seconds(30)) {
+                notify.firstIndex(containing: "STATUS=hci0 unhealthy") != nil
+            }
+            let status = try #require(notify.messages.first { $0.text.contains("STATUS=hci0 unhealthy") }).text
+            #expect(status.contains("healing.restart_bluetoothd is off"), "\(status)")
+            let unhealthyIndex = try #require(notify.firstIndex(containing: "STATUS=hci0 unhealthy"))
+            try await simulator.restart()
+            try await waitUntil("STATUS back to polling", timeout: .seconds(30)) {
+                notify.messages.dropFirst(unhealthyIndex + 1).contains { $0.text.hasPrefix("STATUS=polling 2 devices") }
+            }
         }
     }
 }
