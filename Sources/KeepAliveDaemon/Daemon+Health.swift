@@ -16,6 +16,8 @@ final class AdapterHealer: Sendable {
     private let notifier: SystemdNotifier?
     private let logger: Logger
     private let busy = Locked<Set<String>>([])
+    /// Each configured adapter's address, learned while it works: how it is recognised under a new index.
+    private let addresses = Locked<[String: String]>([:])
 
     init(
         specs: [PeripheralSpec], policy: HealingPolicy, transport: ReconnectingTransport, status: Locked<DaemonStatus>,
@@ -38,8 +40,36 @@ final class AdapterHealer: Sendable {
     /// One record, as it is written: its signal may move the ladder.
     func observe(_ record: PollRecord) {
         let at = record.fired + (record.window?.used ?? .zero)
-        let steps = ladder.withLock { $0.observe(device: record.device, AdapterSignal(record), at: at) }
+        let signal = AdapterSignal(record)
+        if signal == .healthy { learnAddress(of: record.peripheral.adapter) }
+        if signal == .adapterGone { follow(record.peripheral.adapter) }
+        let steps = ladder.withLock { $0.observe(device: record.device, signal, at: at) }
         for step in steps { take(step) }
+    }
+
+    /// Remembers the address of the adapter now behind `configured`, once.
+    private func learnAddress(of configured: String) {
+        guard addresses.withLock({ $0[configured] }) == nil, let bluez = transport.current.withLock({ $0 }),
+            let address = bluez.cache.adapter(named: transport.actual(configured))?.address
+        else { return }
+        addresses.withLock { $0[configured] = address }
+    }
+
+    /// `configured` is not on the bus: if an adapter with its address is, under another name (unplugged and back
+    /// under a new index), calls follow it there. Records keep the configured name.
+    private func follow(_ configured: String) {
+        guard let address = addresses.withLock({ $0[configured] }), let bluez = transport.current.withLock({ $0 })
+        else { return }
+        let current = transport.actual(configured)
+        guard bluez.cache.adapter(named: current) == nil,
+            let found = bluez.cache.adapters().first(where: { $0.address == address && $0.name != current })
+        else { return }
+        transport.aliases.withLock { aliases in
+            if found.name == configured { aliases[configured] = nil } else { aliases[configured] = found.name }
+        }
+        logger.notice(
+            "adapter back under another name: following it",
+            metadata: ["adapter": "\(configured)", "now": "\(found.name)", "address": "\(address)"])
     }
 
     private func take(_ step: HealingStep) {
@@ -79,11 +109,13 @@ final class AdapterHealer: Sendable {
         guard let bluez = transport.current.withLock({ $0 }) else {
             throw TransportError(.serviceUnavailable, "the D-Bus system bus is gone; reconnecting")
         }
+        let adapter = transport.actual(step.adapter)
         try await withTaskExecutorPreference(bluez.preferredExecutor) {
             switch step.action {
             case .clearStuck:
-                let stopped = try await bluez.stopDiscovery(adapter: step.adapter)
-                let stale = bluez.connectedPeripherals(among: peripherals[step.adapter] ?? [])
+                let stopped = try await bluez.stopDiscovery(adapter: adapter)
+                let stale = bluez.connectedPeripherals(
+                    among: (peripherals[step.adapter] ?? []).map { Peripheral(address: $0.address, adapter: adapter) })
                 for peripheral in stale { await bluez.disconnect(peripheral, timeout: .seconds(3)) }
                 logger.info(
                     "healing: cleared",
@@ -92,9 +124,9 @@ final class AdapterHealer: Sendable {
                         "linksDropped": "\(stale.map(\.address))",
                     ])
             case .powerCycle:
-                try await bluez.powerCycle(adapter: step.adapter)
+                try await bluez.powerCycle(adapter: adapter)
             case .powerOn:
-                try await bluez.setPowered(true, adapter: step.adapter)
+                try await bluez.setPowered(true, adapter: adapter)
             case .restartBluetoothd:
                 _ = try await bluez.busConnection.call(
                     destination: "org.freedesktop.systemd1", path: "/org/freedesktop/systemd1",

@@ -118,6 +118,35 @@ struct HealingEndToEndTests {
     }
 }
 
+/// Hotplug (issue #15): the adapter unplugged and back under a new index is followed by its address.
+extension HealingEndToEndTests {
+    @Test func anAdapterBackUnderANewIndexIsFollowedAndPollingResumes() async throws {
+        try await Self.withDaemon(extra: "") { simulator, process, _ in
+            try await simulator.replug(adapter: "hci0", as: "hci1")
+            #expect(simulator.adapterNames == ["hci1"])
+            let replugged = CLITests.records(process.standardOutput).count
+            try await waitUntil("a poll failed for the missing adapter", timeout: .seconds(20)) {
+                CLITests.records(process.standardOutput).dropFirst(replugged).contains {
+                    $0.line.contains("\"code\":\"adapterNotFound\"")
+                }
+            }
+            try await waitUntil("polling resumed through hci1", timeout: .seconds(30)) {
+                Self.polledSince(process, replugged)
+            }
+            let log = process.standardError
+            #expect(log.contains("adapter back under another name: following it"), "\(log.suffix(3_000))")
+            #expect(log.contains("now=hci1"), "\(log.suffix(3_000))")
+            // Records keep the configured name.
+            let resumed = try #require(
+                CLITests.records(process.standardOutput).dropFirst(replugged).first {
+                    $0.line.contains("\"result\":\"newData\"")
+                })
+            #expect(resumed.line.contains("\"adapter\":\"hci0\""), "\(resumed.line)")
+            #expect(!log.contains("power-cycling"))
+        }
+    }
+}
+
 /// bluetoothd gone (issue #15): a fake systemd on the private bus answers `RestartUnit` by restarting the
 /// simulator, so the daemon's real call (destination, path, interface, signature) is what is tested.
 extension HealingEndToEndTests {
