@@ -11,6 +11,15 @@ extension BlueZSimulator {
         }
     }
 
+    /// Sticks `adapter`'s scanning: discovery starts and says Discovering=true, but finds nothing (no new device,
+    /// no RSSI) until the adapter is powered off, by anyone. Devices already known stay known.
+    public func stickDiscovery(adapter: String = "hci0") throws {
+        try engine.model.withLock { model in
+            guard model.adapters[adapter] != nil else { throw BlueZSimulatorError.unknownAdapter(adapter) }
+            model.adapters[adapter]?.discoveryStuck = true
+        }
+    }
+
     /// Whether `adapter` is wedged (cleared by powering it off).
     public func isWedged(adapter: String = "hci0") -> Bool {
         engine.model.withLock { $0.adapters[adapter]?.wedged ?? false }

@@ -36,6 +36,8 @@ struct AdapterState {
     var discoveryTask: Task<Void, Never>?
     /// A wedged controller: every Connect through it aborts until it is powered off (issue #15's fault).
     var wedged = false
+    /// A stuck scan: discovery runs (Discovering=true) but finds nothing until the adapter is powered off.
+    var discoveryStuck = false
     /// Times it was powered off and on again (by anyone), for tests of the healing ladder.
     var powerCycles = 0
 

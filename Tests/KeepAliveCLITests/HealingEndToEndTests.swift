@@ -230,3 +230,37 @@ extension HealingEndToEndTests {
         }
     }
 }
+
+/// Discovery stuck (issue #15): devices BlueZ has forgotten must be found again, and the scan finds nothing.
+extension HealingEndToEndTests {
+    @Test func aStuckScanThatFindsNothingClimbsToThePowerCycleAndPollingResumes() async throws {
+        try await Self.withDaemon(extra: "healing:\n  failing_rounds: 2\n  cooldown: 1s\n") { simulator, process, _ in
+            try simulator.stickDiscovery()
+            // BlueZ forgets both devices (their objects go); they still advertise, so a working scan would find them.
+            for number in 1...2 {
+                try await simulator.inject(.vanish, device: "C0:FF:EE:00:00:0\(number)")
+                try simulator.clearFault("vanish", device: "C0:FF:EE:00:00:0\(number)")
+            }
+            let stuckAt = CLITests.records(process.standardOutput).count
+            try await waitUntil("the adapter power-cycled by the daemon", timeout: .seconds(90)) {
+                simulator.powerOns() >= 1
+            }
+            let cycledAt = CLITests.records(process.standardOutput).count
+            try await waitUntil("polling resumed", timeout: .seconds(30)) { Self.polledSince(process, cycledAt) }
+            try await waitUntil("the recovery logged", timeout: .seconds(10)) {
+                process.standardError.contains("adapter healthy again")
+            }
+            let log = process.standardError
+            let cleared = try #require(log.range(of: "healing: stopping a stuck discovery"), "\(log.suffix(3_000))")
+            let cycled = try #require(log.range(of: "healing: power-cycling the adapter"), "\(log.suffix(3_000))")
+            #expect(cleared.lowerBound < cycled.lowerBound)
+            #expect(log.contains("deviceNotFound"), "the why names what the polls said: \(log.suffix(3_000))")
+            #expect(simulator.powerOns() == 1)
+            #expect(!log.contains("restarting bluetooth.service"))
+            let notFound = CLITests.records(process.standardOutput).dropFirst(stuckAt).filter {
+                $0.line.contains("\"code\":\"deviceNotFound\"")
+            }
+            #expect(notFound.count >= 2)
+        }
+    }
+}
