@@ -40,7 +40,9 @@ extension PollEngineTests {
     }
 
     @Test func aStreamThatKeepsItsPaceListensForItsWholeDuration() async throws {
-        let (transport, engine, keepAlive, records) = try listening(every: .seconds(1), silence: .seconds(2))
+        // A bound that is no multiple of the pace: on the manual clock a notification and the silence check never
+        // fall due at the same instant (where the check could run before the notification is taken in).
+        let (transport, engine, keepAlive, records) = try listening(every: .seconds(1), silence: .milliseconds(2_500))
         try await withRunning(keepAlive) {
             try await step(through: (1...10).map { Int64($0) * 1_000 })
             let record = try await records.next()
