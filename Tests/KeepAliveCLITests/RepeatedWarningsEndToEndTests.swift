@@ -29,7 +29,8 @@ struct RepeatedWarningsEndToEndTests {
                     $0.device == "sensor-1" && $0.line.contains("\"code\":\"attError\"")
                 }.count
             }
-            try await waitUntil("five ATT failures recorded", timeout: .seconds(30)) { attFailures() >= 5 }
+            // The scheduler backs off after consecutive failures: three take a while.
+            try await waitUntil("three ATT failures recorded", timeout: .seconds(60)) { attFailures() >= 3 }
             @Sendable func warnings() -> [Substring] {
                 process.standardError.split(separator: "\n").filter {
                     $0.contains("poll failed") && $0.contains("device=sensor-1")
@@ -37,7 +38,7 @@ struct RepeatedWarningsEndToEndTests {
             }
             #expect(warnings().count == 1, "\(warnings())")
             try simulator.clearFault("att-error", device: "C0:FF:EE:00:00:01")
-            try await waitUntil("the summary", timeout: .seconds(30)) {
+            try await waitUntil("the summary", timeout: .seconds(60)) {
                 warnings().contains { $0.contains("…repeated") }
             }
             let failures = attFailures()
