@@ -25,9 +25,12 @@ extension BlueZSimulator {
         /// Connected=false, reads in flight fail "Not connected", notifications stop), then it is `absent`
         /// until cleared.
         case powerOff
+        /// A zombie link: notifications stop while the link stays up (Connected=true), until it is dropped; a
+        /// new link notifies again.
+        case silentNotifications
 
         /// The name used on the control interface: `connect-abort`, `in-progress`, `read-hang`, `att-error`,
-        /// `absent`, `vanish`, `power-off`.
+        /// `absent`, `vanish`, `power-off`, `silent-notifications`.
         public var name: String {
             switch self {
             case .connectAbort: "connect-abort"
@@ -37,6 +40,7 @@ extension BlueZSimulator {
             case .absent: "absent"
             case .vanish: "vanish"
             case .powerOff: "power-off"
+            case .silentNotifications: "silent-notifications"
             }
         }
 
@@ -62,6 +66,7 @@ extension BlueZSimulator {
             case "absent": self = .absent
             case "vanish": self = .vanish
             case "power-off": self = .powerOff
+            case "silent-notifications": self = .silentNotifications
             default: throw BlueZSimulatorError.unknownFault(name)
             }
         }
@@ -87,6 +92,7 @@ extension SimulatorEngine {
                 case .readHang: device.faults.readHang = true
                 case .attError(let code): device.faults.attError = code
                 case .absent: device.advertising = false
+                case .silentNotifications: device.faults.silentNotifications = true
                 case .vanish, .powerOff: break
                 }
                 model.devices[path] = device
@@ -105,6 +111,7 @@ extension SimulatorEngine {
             case "in-progress": device.faults.inProgress = false
             case "read-hang": device.faults.readHang = false
             case "att-error": device.faults.attError = nil
+            case "silent-notifications": device.faults.silentNotifications = false
             case "absent", "vanish", "power-off": device.advertising = true
             default: throw BlueZSimulatorError.unknownFault(name)
             }

@@ -22,7 +22,8 @@ extension SimulatorEngine {
             if device.pendingConnect != nil { throw BlueZError.connectAlreadyInProgress }
             let promise = Promise<Void>()
             device.pendingConnect = promise
-            let aborting = !device.advertising || device.faults.connectAborts > 0
+            let wedged = model.adapters[device.configuration.adapter]?.wedged == true
+            let aborting = !device.advertising || device.faults.connectAborts > 0 || wedged
             if device.faults.connectAborts > 0 { device.faults.connectAborts -= 1 }
             model.devices[path] = device
             return aborting ? .abort(promise) : .connect(promise)
@@ -182,6 +183,7 @@ extension SimulatorEngine {
             device.connected = false
             device.servicesResolved = false
             device.link += 1
+            device.faults.silentNotifications = false  // a zombie link heals when it is dropped and made again
             let battery = device.batteryExported
             device.batteryExported = false
             model.devices[path] = device

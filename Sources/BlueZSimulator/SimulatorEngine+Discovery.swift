@@ -57,6 +57,8 @@ extension SimulatorEngine {
         while !Task.isCancelled {
             let found = model.withLock { model -> [(ObjectPath, Bool, Int16)] in
                 guard model.generation == generation, model.adapters[name]?.discovering == true else { return [] }
+                // A stuck scan: Discovering=true, and nothing found until the controller is reset.
+                if model.adapters[name]?.discoveryStuck == true { return [] }
                 var found: [(ObjectPath, Bool, Int16)] = []
                 for (path, device) in model.devices
                 where device.configuration.adapter == name && device.advertising && !device.blocked {
@@ -159,6 +161,13 @@ extension SimulatorEngine {
             if on, adapter.blocked { throw BlueZError.blocked }
             guard adapter.powered != on else { return nil }
             adapter.powered = on
+            // Powering off resets the controller: a wedge clears; off and on again counts as one power-cycle.
+            if !on {
+                adapter.wedged = false
+                adapter.discoveryStuck = false
+            } else {
+                adapter.powerCycles += 1
+            }
             model.adapters[name] = adapter
             let stopped = !on && adapter.discovering ? model.stopDiscovering(name) : nil
             if !on { model.adapters[name]?.discoverySessions.removeAll() }

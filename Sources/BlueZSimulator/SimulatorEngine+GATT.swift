@@ -231,6 +231,7 @@ extension SimulatorEngine {
                     characteristic.notifying, let device = model.devices[characteristic.devicePath],
                     device.connected, device.link == link
                 else { return nil }
+                if device.faults.silentNotifications { return [] }  // a zombie link: connected, and silent
                 let value = characteristic.configuration.value.value(characteristic.notifySequence)
                 characteristic.notifySequence += 1
                 characteristic.value = value
@@ -238,6 +239,7 @@ extension SimulatorEngine {
                 return value
             }
             guard let value else { return }
+            if value.isEmpty { continue }
             await emitChanged(path, Self.characteristicInterface, ["Value": .bytes(value)])
         }
     }

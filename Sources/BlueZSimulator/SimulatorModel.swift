@@ -34,6 +34,12 @@ struct AdapterState {
     var pairable = true
     var discoverySessions: Set<String> = []
     var discoveryTask: Task<Void, Never>?
+    /// A wedged controller: every Connect through it aborts until it is powered off (issue #15's fault).
+    var wedged = false
+    /// A stuck scan: discovery runs (Discovering=true) but finds nothing until the adapter is powered off.
+    var discoveryStuck = false
+    /// Times it was powered off and on again (by anyone), for tests of the healing ladder.
+    var powerCycles = 0
 
     var discovering: Bool { !discoverySessions.isEmpty }
     var powerState: String { blocked ? "off-blocked" : powered ? "on" : "off" }
@@ -44,6 +50,8 @@ struct FaultState: Sendable {
     var inProgress = false
     var readHang = false
     var attError: UInt8?
+    /// A zombie link: notifications stop while Connected stays true, until the link drops.
+    var silentNotifications = false
 }
 
 struct DeviceState {

@@ -30,8 +30,11 @@ public final class CommandProcess: Sendable {
     public let pid: pid_t
     private let output = Locked((standardOutput: "", standardError: "", exited: Int32?.none, closedPipes: 0))
 
-    public init(_ arguments: [String]) throws {
-        let (pid, stdout, stderr) = try Subprocess.spawn([keepaliveBinary] + arguments)
+    /// Starts `keepalive` with `arguments`; `environment` is added to this process's (through `env(1)`, which
+    /// execs in place: `pid` is keepalive's).
+    public init(_ arguments: [String], environment: [String: String] = [:]) throws {
+        let prefix = environment.isEmpty ? [] : ["/usr/bin/env"] + environment.keys.sorted().map { "\($0)=\(environment[$0] ?? "")" }
+        let (pid, stdout, stderr) = try Subprocess.spawn(prefix + [keepaliveBinary] + arguments)
         self.pid = pid
         let output = self.output
         Self.drain(stdout, { text in output.withLock { $0.standardOutput += text } }, closed: { output.withLock { $0.closedPipes += 1 } })

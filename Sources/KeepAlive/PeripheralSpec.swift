@@ -42,10 +42,15 @@ public struct PeripheralSpec: Hashable, Sendable {
         public var characteristic: BluetoothUUID
         /// How long to listen each tick.
         public var duration: Duration
+        /// The longest silence this stream is allowed while the link is up (`nil`: no bound). A longer one is a
+        /// zombie link: the window fails with ``TransportError/Code/silentLink`` and the link is dropped, to be
+        /// made afresh by the next poll.
+        public var silence: Duration?
 
-        public init(characteristic: BluetoothUUID, duration: Duration) {
+        public init(characteristic: BluetoothUUID, duration: Duration, silence: Duration? = nil) {
             self.characteristic = characteristic
             self.duration = duration
+            self.silence = silence
         }
     }
 

@@ -225,7 +225,8 @@ public final class PollEngine: Sendable {
                     "device": "\(spec.name)", "address": "\(peripheral.address)", "attempt": "\(attempt)",
                     "error": "\(failure)",
                 ]
-                guard failure.isTransient, !Task.isCancelled else {
+                // A zombie link is not retried in its window: the record says so, the next poll makes a new link.
+                guard failure.isTransient, failure.code != .silentLink, !Task.isCancelled else {
                     logger.warning("poll failed", metadata: context)
                     return .failed(failure)
                 }
@@ -310,18 +311,28 @@ public final class PollEngine: Sendable {
             for (subscription, stream) in streams {
                 group.addTask {
                     try await withThrowingTaskGroup(of: Void.self) { listener in
+                        let started = time.now
+                        let lastHeard = Locked(started)
                         listener.addTask {
                             for try await bytes in stream {
+                                let now = time.now
+                                lastHeard.withLock { $0 = now }
                                 scratch.add(
                                     notification: PollRecord.Notification(
                                         characteristic: subscription.characteristic,
-                                        at: time.now,
+                                        at: now,
                                         bytes: bytes
                                     )
                                 )
                             }
                         }
                         listener.addTask { try await time.sleep(for: subscription.duration) }
+                        if let silence = subscription.silence {
+                            listener.addTask {
+                                try await Self.watchSilence(
+                                    of: subscription, bound: silence, lastHeard: lastHeard, until: started + subscription.duration, time: time)
+                            }
+                        }
                         // Whichever ends first (the duration, or the stream with an error) ends the listening.
                         try await listener.next()
                         listener.cancelAll()

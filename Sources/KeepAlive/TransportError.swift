@@ -47,6 +47,9 @@ public struct TransportError: Error, Hashable, Sendable, CustomStringConvertible
         public static let serviceUnavailable = Code("serviceUnavailable", retry: .transient)
         /// The adapter is powered off or rfkill-blocked; the message says which.
         public static let adapterUnavailable = Code("adapterUnavailable", retry: .transient)
+        /// A notification stream went silent for longer than its bound while the link was up (a zombie link):
+        /// the poll drops the link and does not retry it in the same window; the next poll makes a new one.
+        public static let silentLink = Code("silentLink", retry: .transient)
         /// An unrecognised `org.bluez.Error.Failed`: assumed transient, never retried in a tight loop.
         public static let failed = Code("failed", retry: .transient)
 

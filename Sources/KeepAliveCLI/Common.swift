@@ -40,9 +40,10 @@ struct LoggingOptions: ParsableArguments {
     @Option(name: .long, help: "trace, debug, info, notice, warning, error or critical.")
     var logLevel = LogLevelArgument(.info)
 
-    func bootstrap() {
+    /// `repeats`: thin warnings that repeat every tick (the daemon's).
+    func bootstrap(repeats: RepeatedWarnings? = nil) {
         let level = logLevel.level
-        LoggingSystem.bootstrap { label in DaemonLogHandler(label: label, level: level) }
+        LoggingSystem.bootstrap { label in DaemonLogHandler(label: label, level: level, repeats: repeats) }
     }
 }
 

@@ -53,11 +53,12 @@ struct RunCommand: AsyncParsableCommand {
         if ticks != nil, !configuration.sharedDevices.isEmpty {
             throw ValidationError("--ticks counts every device's ticks, but a shared device's ticks belong to whichever gateway holds it: run a fleet without --ticks")
         }
-        logging.bootstrap()
+        let repeats = RepeatedWarnings()
+        logging.bootstrap(repeats: repeats)
         let logger = Logger(label: "keepalive")
         let daemon: Daemon
         do {
-            daemon = try Daemon(configuration: configuration, options: .init(bus: bus.resolved, maxTicks: ticks), logger: logger)
+            daemon = try Daemon(configuration: configuration, options: .init(bus: bus.resolved, maxTicks: ticks, repeatedWarnings: repeats), logger: logger)
         } catch {
             logger.critical("\(error)")
             throw ExitCode.failure

@@ -22,7 +22,7 @@ struct SimulateCommand: AsyncParsableCommand {
             Environmental Sensing (2a6e −7.25 °C, 2a6f, and a vendor temperature with a 0x2904 descriptor), \
             :04 heart rate (2a37), :05 health thermometer (2a1c).
 
-            Faults: connect-abort[=COUNT], in-progress, read-hang, att-error[=CODE], absent, vanish, power-off; \
+            Faults: connect-abort[=COUNT], in-progress, read-hang, att-error[=CODE], absent, vanish, power-off, silent-notifications; \
             e.g. --fault connect-abort=2@C0:FF:EE:00:00:01
             """
     )

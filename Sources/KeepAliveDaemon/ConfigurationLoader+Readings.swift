@@ -81,7 +81,8 @@ extension ConfigurationLoader {
             let items = try document.sequence(value, field, expected: "a sequence like [{uuid: 2a6e, for: 1s}]")
             for (index, item) in items.enumerated() {
                 let itemPath = "\(field)[\(index)]"
-                let (uuid, uuidNode, decoding, origin, extras) = try characteristic(item, path: itemPath, extraKeys: ["for"], in: document)
+                let (uuid, uuidNode, decoding, origin, extras) = try characteristic(
+                    item, path: itemPath, extraKeys: ["for", "expect_every"], in: document)
                 if let first = operations.notifications.firstIndex(where: { $0.characteristic == uuid }) {
                     // BlueZ refuses a second StartNotify on one characteristic (InProgress).
                     throw document.error(
@@ -93,7 +94,10 @@ extension ConfigurationLoader {
                     throw document.error(.missingKey, at: item, "\(itemPath).for", "`\(itemPath)` needs `for:`, how long to listen (e.g. 2s)")
                 }
                 let duration = try document.duration(durationNode, "\(itemPath).for")
-                operations.notifications.append(.init(characteristic: uuid, duration: duration))
+                let silence = try extras["expect_every"].map { node throws(ConfigurationError) in
+                    try expectEvery(node, field: "\(itemPath).expect_every", listening: duration, in: document)
+                }
+                operations.notifications.append(.init(characteristic: uuid, duration: duration, silence: silence))
                 operations.listenings.append(.init(characteristic: uuid, duration: duration, location: document.location(durationNode), field: "\(itemPath).for"))
                 operations.decoding[uuid] = decoding
                 operations.origins[uuid] = origin

@@ -30,6 +30,7 @@ public enum ConfigurationLoader {
 
     static let topLevelKeys = [
         "interval", "jitter", "window_budget", "low_power", "adapter", "max_connections", "output", "mqtt", "fleet", "devices",
+        "adapter_power", "healing",
     ]
     static let deviceKeys = [
         "name", "address", "adapter", "interval", "budget", "profile", "fields", "read", "write", "notify", "shared",
@@ -86,6 +87,8 @@ public enum ConfigurationLoader {
             case "mqtt": configuration.mqtt = try mqtt(value, in: document)
             case "fleet": configuration.fleet = try fleet(value, in: document)
             case "devices": entries = try devices(value, in: document)
+            case "adapter_power": configuration.healing.powerOn = try adapterPower(value, in: document)
+            case "healing": try healing(value, into: &configuration.healing, in: document)
             default: break  // `Fields` refused every other key.
             }
         }

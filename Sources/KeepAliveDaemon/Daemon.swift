@@ -41,6 +41,8 @@ public final class Daemon: Service {
         public var onRecord: (@Sendable (PollRecord) -> Void)?
         /// Hold a logind sleep inhibitor and put the work away before the host sleeps (when logind is there).
         public var followsSleep: Bool
+        /// The log's flood guard, when the log handler has one: a device's summary goes out when it works again.
+        public var repeatedWarnings: RepeatedWarnings?
 
         public init(
             bus: DBusConnection.Bus = .system,
@@ -51,9 +53,11 @@ public final class Daemon: Service {
             powerSupplyDirectory: String = "/sys/class/power_supply",
             writesRecords: Bool = true,
             onRecord: (@Sendable (PollRecord) -> Void)? = nil,
-            followsSleep: Bool = true
+            followsSleep: Bool = true,
+            repeatedWarnings: RepeatedWarnings? = nil
         ) {
             self.followsSleep = followsSleep
+            self.repeatedWarnings = repeatedWarnings
             self.bus = bus
             self.maxTicks = maxTicks
             self.bluezTimeout = bluezTimeout
@@ -84,8 +88,10 @@ public final class Daemon: Service {
     public let powerOverride = ManualPowerSource()
     /// What the scheduler sees: the host's combined power, relayed once `run()` has found the sources.
     private let powerRelay = ManualPowerSource()
-    private let logger: Logger
+    let logger: Logger
     private let progress: Locked<Progress>
+    /// What `STATUS=` says (``status``); the watchdog and the healing ladder change it.
+    let statusBoard = Locked(DaemonStatus(polling: "starting"))
 
     private struct Progress {
         var recordsPerDevice: [String: UInt64] = [:]
@@ -162,6 +168,7 @@ public final class Daemon: Service {
         var engineConfiguration = configuration.pollEngineConfiguration
         engineConfiguration.maxTicks = options.maxTicks
         let specs = configuration.peripheralSpecs()
+        let healer = makeHealer(specs: specs, transport: transport)
         let engine = try PollEngine(
             peripherals: specs,
             transport: transport,
@@ -172,6 +179,8 @@ public final class Daemon: Service {
             onRecord: { [writer, options, progress, fleet] record in
                 writer?.write(record)
                 fleet?.pollCompleted(record)
+                healer?.observe(record)
+                if record.result != .failed { options.repeatedWarnings?.flush(device: record.device) }
                 options.onRecord?(record)
                 guard let maxTicks = options.maxTicks else { return }
                 let done = progress.withLock { progress in
@@ -226,19 +235,14 @@ public final class Daemon: Service {
             await cancelWhenGracefulShutdown {
                 await self.checkBlueZ(firstSession)
             }
-            options.notifier?.notify(
-                "READY=1\nSTATUS=polling \(specs.count) device\(specs.count == 1 ? "" : "s") every \(configuration.interval.compact)"
-            )
-            if let notifier = options.notifier, let interval = notifier.watchdogInterval {
-                group.addTask {
-                    // Stops with the group; a wedged process stops pinging and systemd restarts it.
-                    while !Task.isCancelled {
-                        notifier.notify("WATCHDOG=1")
-                        // On the timerfd thread, like every timer of the daemon: cancelled at shutdown, it wakes no one.
-                        try? await TimerFDClock().sleep(for: interval)
-                    }
-                }
+            let statusText = statusBoard.withLock { status in
+                status.polling = "polling \(specs.count) device\(specs.count == 1 ? "" : "s") every \(configuration.interval.compact)"
+                return status.text
             }
+            options.notifier?.notify("READY=1\nSTATUS=\(statusText)")
+            // WATCHDOG=1 only while the scheduler keeps up; stopped with the group below.
+            let watchdog = startWatchdog(status: statusBoard)
+            defer { watchdog?.stop() }
             let keepAlive = self.keepAlive
             let shared = progress
             let scheduler: Task<Void, Never>? = progress.withLock { state -> Task<Void, Never>? in
@@ -275,6 +279,7 @@ public final class Daemon: Service {
             bridgeTask.cancel()
             await bridgeTask.value
         }
+        options.repeatedWarnings?.flushAll()
         let stats = keepAlive.statistics
         logger.info(
             "stopped",

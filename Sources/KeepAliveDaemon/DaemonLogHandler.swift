@@ -34,10 +34,14 @@ public struct DaemonLogHandler: LogHandler {
         }
     }
 
-    public init(label: String, level: Logger.Level = .info, style: Style = .current) {
+    /// Thins warnings that repeat every tick (``RepeatedWarnings``); `nil`: every line is written.
+    private let repeats: RepeatedWarnings?
+
+    public init(label: String, level: Logger.Level = .info, style: Style = .current, repeats: RepeatedWarnings? = nil) {
         self.label = label
         self.logLevel = level
         self.style = style
+        self.repeats = repeats
     }
 
     public subscript(metadataKey key: String) -> Logger.Metadata.Value? {
@@ -49,16 +53,24 @@ public struct DaemonLogHandler: LogHandler {
         var merged = metadata
         if let provided = metadataProvider?.get() { merged.merge(provided) { _, new in new } }
         if let extra = event.metadata { merged.merge(extra) { _, new in new } }
+        if let repeats, !repeats.admit(level: event.level, label: label, message: "\(event.message)", metadata: merged, style: style) {
+            return
+        }
+        write(level: event.level, message: "\(event.message)", metadata: merged)
+    }
+
+    /// One line, as ``log(event:)`` writes it, without the repeat check (the summaries' own lines).
+    func write(level: Logger.Level, message text: String, metadata merged: Logger.Metadata) {
         var line = ""
         // One entry, one line: a newline in a message would start a journal line with no priority.
-        let message = "\(event.message)".replacingNewlines
+        let message = text.replacingNewlines
         switch style {
         case .journal:
-            line = "<\(Self.syslogPriority(event.level))>\(event.level) \(label): \(message)"
+            line = "<\(Self.syslogPriority(level))>\(level) \(label): \(message)"
         case .terminal:
-            line = "\(WallClock.now().rfc3339) \(Self.colour(event.level))\(event.level)\u{1B}[0m \(label): \(message)"
+            line = "\(WallClock.now().rfc3339) \(Self.colour(level))\(level)\u{1B}[0m \(label): \(message)"
         case .plain:
-            line = "\(WallClock.now().rfc3339) \(event.level) \(label): \(message)"
+            line = "\(WallClock.now().rfc3339) \(level) \(label): \(message)"
         }
         for key in merged.keys.sorted() {
             line += " \(key)=\(Self.quoted("\(merged[key]!)"))"

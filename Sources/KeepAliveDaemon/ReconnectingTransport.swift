@@ -6,7 +6,20 @@ internal import Locking
 /// connection, and while there is none (the bus was lost and is being reconnected) every call fails at once
 /// with ``TransportError/Code/serviceUnavailable``, so each tick still gets its record, saying why.
 final class ReconnectingTransport: PeripheralTransport {
-    private let current = Locked<BlueZTransport?>(nil)
+    let current = Locked<BlueZTransport?>(nil)
+    /// Adapters followed to another name (configured → on the bus now): one unplugged and back under a new
+    /// index (``AdapterHealer``). Calls go to the adapter's current name; records keep the configured one.
+    let aliases = Locked<[String: String]>([:])
+
+    /// The name `adapter` has on the bus now.
+    func actual(_ adapter: String) -> String {
+        aliases.withLock { $0[adapter] } ?? adapter
+    }
+
+    private func actual(_ peripheral: Peripheral) -> Peripheral {
+        let adapter = actual(peripheral.adapter)
+        return adapter == peripheral.adapter ? peripheral : Peripheral(address: peripheral.address, adapter: adapter)
+    }
 
     func attach(_ transport: BlueZTransport?) {
         current.withLock { $0 = transport }
@@ -21,30 +34,30 @@ final class ReconnectingTransport: PeripheralTransport {
 
     func discover(on adapter: String, filter: DiscoveryFilter) -> AsyncThrowingStream<Advertisement, any Error> {
         do {
-            return try transport().discover(on: adapter, filter: filter)
+            return try transport().discover(on: actual(adapter), filter: filter)
         } catch {
             return AsyncThrowingStream { $0.finish(throwing: error) }
         }
     }
 
     func connect(_ peripheral: Peripheral, options: ConnectOptions) async throws {
-        try await transport().connect(peripheral, options: options)
+        try await transport().connect(actual(peripheral), options: options)
     }
 
     func read(_ characteristic: BluetoothUUID, from peripheral: Peripheral) async throws -> [UInt8] {
-        try await transport().read(characteristic, from: peripheral)
+        try await transport().read(characteristic, from: actual(peripheral))
     }
 
     func write(_ value: [UInt8], to characteristic: BluetoothUUID, of peripheral: Peripheral, type: WriteType) async throws {
-        try await transport().write(value, to: characteristic, of: peripheral, type: type)
+        try await transport().write(value, to: characteristic, of: actual(peripheral), type: type)
     }
 
     func notifications(from characteristic: BluetoothUUID, of peripheral: Peripheral) async throws -> AsyncThrowingStream<[UInt8], any Error> {
-        try await transport().notifications(from: characteristic, of: peripheral)
+        try await transport().notifications(from: characteristic, of: actual(peripheral))
     }
 
     func presentationFormat(of characteristic: BluetoothUUID, from peripheral: Peripheral) async throws -> [UInt8]? {
-        try await transport().presentationFormat(of: characteristic, from: peripheral)
+        try await transport().presentationFormat(of: characteristic, from: actual(peripheral))
     }
 
     /// The current connection's thread (a poll started before a reconnection finishes on the old one).
@@ -55,6 +68,6 @@ final class ReconnectingTransport: PeripheralTransport {
     func disconnect(_ peripheral: Peripheral, timeout: Duration) async {
         // With no bus there is nothing to disconnect through (and bluetoothd lost its bus too).
         guard let transport = current.withLock({ $0 }) else { return }
-        await transport.disconnect(peripheral, timeout: timeout)
+        await transport.disconnect(actual(peripheral), timeout: timeout)
     }
 }

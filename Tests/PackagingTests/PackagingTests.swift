@@ -124,4 +124,22 @@ struct PackagingTests {
         #expect(try Self.unitSettings()["User"]?.last == "keepalive")
         #expect(try Self.file("io.keepalive.conf").contains(#"<policy user="keepalive">"#))
     }
+
+    /// The polkit rule for `healing.restart_bluetoothd` grants one action on one unit to one user (no polkit
+    /// here to load it: its one `if` is checked for exactly those conditions, and `make install` leaves it out).
+    @Test func polkitRuleLetsKeepaliveRestartBluetoothOnlyAndIsNotInstalledByDefault() throws {
+        let rule = try Self.file("50-keepalive-restart-bluetooth.rules")
+        let code = rule.split(separator: "\n").filter { !$0.trimmingCharacters(in: .whitespaces).hasPrefix("//") }.joined(separator: "\n")
+        #expect(code.hasPrefix("polkit.addRule(function (action, subject) {"))
+        for condition in [
+            #"action.id == "org.freedesktop.systemd1.manage-units""#, #"action.lookup("unit") == "bluetooth.service""#,
+            #"action.lookup("verb") == "restart""#, #"subject.user == "keepalive""#,
+        ] {
+            #expect(code.contains(condition), "missing: \(condition)")
+        }
+        #expect(code.components(separatedBy: "polkit.Result.YES").count == 2, "one grant only")
+        #expect(code.components(separatedBy: "&&").count == 4, "the four conditions, all required")
+        let makefile = try String(contentsOf: Self.directory.deletingLastPathComponent().appendingPathComponent("Makefile"), encoding: .utf8)
+        #expect(!makefile.contains("50-keepalive-restart-bluetooth.rules"))
+    }
 }

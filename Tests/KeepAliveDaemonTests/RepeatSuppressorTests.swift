@@ -1,0 +1,63 @@
+import KeepAliveDaemon
+import Testing
+
+/// The log's flood guard on a manual clock: a warning repeated every tick is logged once, then summarised.
+@Suite("Repeated warnings")
+struct RepeatSuppressorTests {
+    let aborted = RepeatSuppressor.Key(
+        label: "keepalive", message: "poll failed", device: "sensor-1", errorClass: "connectionAborted")
+
+    func stamp(_ seconds: Int64) -> String { "t+\(seconds)s" }
+
+    @Test func theFirstIsLoggedTheRepeatsAreCountedAndTheNextAfterTheWindowCarriesTheSummary() {
+        var repeats = RepeatSuppressor(window: .seconds(3_600))
+        #expect(repeats.admit(aborted, at: .zero, stamp: stamp(0)) == .log)
+        // Every 30 s for an hour: 119 more, none logged.
+        for tick in Int64(1)..<120 {
+            #expect(repeats.admit(aborted, at: .seconds(tick * 30), stamp: stamp(tick * 30)) == .suppress)
+        }
+        let decision = repeats.admit(aborted, at: .seconds(3_600), stamp: stamp(3_600))
+        #expect(
+            decision
+                == .summarize(
+                    RepeatSuppressor.Summary(
+                        key: aborted, repeated: 119, span: .seconds(3_570), first: "t+0s", last: "t+3570s")))
+        // A new window starts with the one just logged.
+        #expect(repeats.admit(aborted, at: .seconds(3_630), stamp: stamp(3_630)) == .suppress)
+    }
+
+    @Test func anotherErrorClassOrDeviceIsAnotherWarning() {
+        var repeats = RepeatSuppressor()
+        #expect(repeats.admit(aborted, at: .zero, stamp: "") == .log)
+        var timeout = aborted
+        timeout.errorClass = "timeout"
+        #expect(repeats.admit(timeout, at: .seconds(1), stamp: "") == .log)
+        var other = aborted
+        other.device = "sensor-2"
+        #expect(repeats.admit(other, at: .seconds(2), stamp: "") == .log)
+        #expect(repeats.admit(aborted, at: .seconds(3), stamp: "") == .suppress)
+        #expect(repeats.tracked == 3)
+    }
+
+    @Test func aDeviceThatWorksAgainGetsItsSummaryAtOnceAndStartsAfresh() {
+        var repeats = RepeatSuppressor()
+        #expect(repeats.admit(aborted, at: .zero, stamp: "first") == .log)
+        #expect(repeats.admit(aborted, at: .seconds(30), stamp: "second") == .suppress)
+        #expect(repeats.admit(aborted, at: .seconds(60), stamp: "third") == .suppress)
+        #expect(repeats.flush(device: "sensor-2").isEmpty)
+        let summaries = repeats.flush(device: "sensor-1")
+        #expect(
+            summaries == [
+                RepeatSuppressor.Summary(key: aborted, repeated: 2, span: .seconds(60), first: "first", last: "third")
+            ])
+        #expect(repeats.tracked == 0)
+        #expect(repeats.admit(aborted, at: .seconds(90), stamp: "") == .log)
+    }
+
+    @Test func aWarningSeenOnlyOnceNeedsNoSummary() {
+        var repeats = RepeatSuppressor(window: .seconds(60))
+        #expect(repeats.admit(aborted, at: .zero, stamp: "") == .log)
+        #expect(repeats.admit(aborted, at: .seconds(600), stamp: "") == .log)
+        #expect(repeats.flushAll().isEmpty)
+    }
+}
