@@ -12,7 +12,7 @@ final class AdapterHealer: Sendable {
     private let transport: ReconnectingTransport
     /// The configured peripherals, by adapter (the stale links the ladder may drop are theirs only).
     private let peripherals: [String: [Peripheral]]
-    private let status: Locked<DaemonStatus>
+    private let status: StatusBoard
     private let notifier: SystemdNotifier?
     private let logger: Logger
     private let busy = Locked<Set<String>>([])
@@ -20,7 +20,7 @@ final class AdapterHealer: Sendable {
     private let addresses = Locked<[String: String]>([:])
 
     init(
-        specs: [PeripheralSpec], policy: HealingPolicy, transport: ReconnectingTransport, status: Locked<DaemonStatus>,
+        specs: [PeripheralSpec], policy: HealingPolicy, transport: ReconnectingTransport, status: StatusBoard,
         notifier: SystemdNotifier?, logger: Logger
     ) {
         var devices: [String: Set<String>] = [:]

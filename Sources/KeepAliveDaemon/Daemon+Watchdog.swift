@@ -6,7 +6,7 @@ extension Daemon {
     /// a thread of its own, so a scheduler whose tasks are stuck, or a cooperative pool that is all blocked, stops
     /// the pings instead of hiding behind them. Stalling and catching up are logged and shown in `STATUS=`.
     /// Returns the thread (stop it at shutdown), or `nil` without a watchdog.
-    func startWatchdog(status: Locked<DaemonStatus>) -> PeriodicThread? {
+    func startWatchdog(status: StatusBoard) -> PeriodicThread? {
         guard let notifier = options.notifier, let interval = notifier.watchdogInterval else { return nil }
         let keepAlive = self.keepAlive
         let logger = self.logger
@@ -50,7 +50,7 @@ extension Daemon {
     }
 
     /// Sends the current `STATUS=` line (after a change to `status`).
-    static func publish(_ status: Locked<DaemonStatus>, to notifier: SystemdNotifier?) {
+    static func publish(_ status: StatusBoard, to notifier: SystemdNotifier?) {
         guard let notifier else { return }
         notifier.notify("STATUS=\(status.withLock { $0.text })")
     }

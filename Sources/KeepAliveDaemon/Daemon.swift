@@ -91,7 +91,7 @@ public final class Daemon: Service {
     let logger: Logger
     private let progress: Locked<Progress>
     /// What `STATUS=` says (``status``); the watchdog and the healing ladder change it.
-    let statusBoard = Locked(DaemonStatus(polling: "starting"))
+    let statusBoard = StatusBoard(DaemonStatus(polling: "starting"))
 
     private struct Progress {
         var recordsPerDevice: [String: UInt64] = [:]
@@ -133,6 +133,8 @@ public final class Daemon: Service {
                 let bridgeConfiguration = try mqtt.bridgeConfiguration(logger: logger)
                 let created = try MQTTBridge(configuration: bridgeConfiguration, devices: configuration.bridgeDevices, logger: logger)
                 bridge = created
+                // The daemon's health (STATUS=) on `<prefix>/<gateway>/health` too.
+                statusBoard.observe { status in created.healthChanged(status.text) }
                 fleet = try Self.fleetBinding(configuration, bridge: bridgeConfiguration, announcer: created, logger: logger)
             } catch {
                 throw DaemonError(description: "MQTT bridge to \(mqtt.brokerDescription): \(error)")

@@ -39,6 +39,8 @@ struct BridgeState {
     var announced = AnnouncedState()
     /// The dropped count last published (nil: never this run).
     var publishedDropped: UInt64?
+    /// The daemon's last health line, published retained (again after each connection).
+    var health: String?
 
     /// Appends `item` unless an equal one is already waiting (a burst of HA `online` needs one re-announce).
     /// Messages are not queued while disconnected: they are retained state, which the next connection

@@ -4,6 +4,7 @@
 /// |---|---|---|
 /// | `<prefix>/<gateway>/status` | `online` / `offline` (also the will) | yes |
 /// | `<prefix>/<gateway>/dropped` | records the spool dropped when full, a decimal count | yes |
+/// | `<prefix>/<gateway>/health` | the daemon's status line (problems first), when the daemon reports one | yes |
 /// | `<prefix>/<gateway>/error` | a command for an unknown device, as text | no |
 /// | `<prefix>/<gateway>/<device>/state` | the poll record (JSON Lines object) | no |
 /// | `<prefix>/<gateway>/<device>/availability` | `online` / `offline` | yes |
@@ -23,6 +24,8 @@ struct BridgeTopics: Sendable {
 
     var status: String { base + "/status" }
     var dropped: String { base + "/dropped" }
+    /// The daemon's health: `STATUS=`'s line (what it polls; a stalled scheduler, an adapter given up on first).
+    var health: String { base + "/health" }
     var gatewayError: String { base + "/error" }
     /// The command filters: one `+` level for the device name.
     var pollFilter: String { base + "/+/poll" }

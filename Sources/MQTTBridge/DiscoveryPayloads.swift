@@ -77,6 +77,13 @@ struct DiscoveryPayloads: Sendable {
         dropped.string("state_class", "total_increasing")
         dropped.string("entity_category", "diagnostic")
         gatewayDevice(&dropped)
+        var health = entity(name: "Health", uniqueID: gatewayIdentifier + "_health", availability: false)
+        health.string("state_topic", topics.health)
+        // HA keeps at most 255 characters of a state.
+        health.string("value_template", "{{ value[:250] }}")
+        health.string("icon", "mdi:heart-pulse")
+        health.string("entity_category", "diagnostic")
+        gatewayDevice(&health)
         return [
             Config(
                 key: Self.gatewayKey, topic: topic(component: "binary_sensor", objectID: "gateway_status"),
@@ -84,6 +91,9 @@ struct DiscoveryPayloads: Sendable {
             Config(
                 key: Self.gatewayKey, topic: topic(component: "sensor", objectID: "gateway_dropped"),
                 payload: dropped.bytes),
+            Config(
+                key: Self.gatewayKey, topic: topic(component: "sensor", objectID: "gateway_health"),
+                payload: health.bytes),
         ]
     }
 

@@ -24,6 +24,7 @@ extension MQTTBridge {
                 }
                 messages.append(retained(topics.interval(name), entry.interval.compact))
             }
+            if let health = state.health { messages.append(retained(topics.health, health)) }
             return (messages, state.publishedDropped)
         }
         for message in retainedState { try await send(client, message) }

@@ -157,6 +157,18 @@ public final class MQTTBridge: Service, Sendable {
         try pendingSync?.perform()
     }
 
+    /// The daemon's health changed (a stalled scheduler, an adapter the healing ladder gave up on, or all well
+    /// again): `text` is published retained on `<prefix>/<gateway>/health`, and again after each connection.
+    public func healthChanged(_ text: String) {
+        let changed = state.withLock { state -> Bool in
+            guard state.health != text else { return false }
+            state.health = text
+            state.enqueue(.message(retained(topics.health, text)))
+            return true
+        }
+        if changed { wakeupContinuation.yield() }
+    }
+
     /// This gateway started or stopped holding a shared device (``BridgeDevice/shared``): the holder announces it
     /// to Home Assistant with its own topics (the entities follow the device from gateway to gateway).
     public func holdChanged(device: String, holding: Bool) {

@@ -588,6 +588,10 @@ class Harness:
         out[gateway_id() + "_dropped"] = {"device": None, "kind": "gateway", "domain": "sensor",
                                           "device_class": None, "unit": None, "state_class": "total_increasing",
                                           "numeric": True, "category": "diagnostic"}
+        # The daemon's health line (STATUS=), e.g. "polling 3 devices every 5s".
+        out[gateway_id() + "_health"] = {"device": None, "kind": "gateway", "domain": "sensor",
+                                         "device_class": None, "unit": None, "state_class": None,
+                                         "numeric": False, "category": "diagnostic"}
         return out
 
     def all_entities_ready(self, values_since: float | None = None):

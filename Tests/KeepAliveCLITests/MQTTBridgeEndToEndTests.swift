@@ -91,6 +91,10 @@ struct MQTTBridgeEndToEndTests {
                     && !subscriber.messages("keepalive/gw/sensor-2/state").isEmpty
             }
             #expect(subscriber.messages("keepalive/gw/status").last?.qos == .atLeastOnce)
+            // The daemon's health (its STATUS= line), retained.
+            try await waitUntil("the health line", timeout: .seconds(10)) {
+                subscriber.last("keepalive/gw/health") == "polling 2 devices every 2s"
+            }
             let state = try #require(subscriber.messages("keepalive/gw/sensor-1/state").first)
             let record = try #require(try JSONSerialization.jsonObject(with: Data(state.payload)) as? [String: Any])
             #expect(record["device"] as? String == "sensor-1" && record["trigger"] as? String == "schedule")

@@ -145,3 +145,37 @@ import Testing
         await running.stop()
     }
 }
+
+/// The daemon's health line on `<prefix>/<gateway>/health`, retained, with a Home Assistant sensor on the gateway.
+@Suite struct HealthTopicTests {
+    @Test func theHealthLineIsPublishedRetainedAndAnnounced() async throws {
+        let broker = try await MosquittoBroker.start()
+        let directory = try makeTemporaryDirectory(prefix: "bridge-test")
+        defer {
+            broker.remove()
+            removeDirectory(directory)
+        }
+        let subscriber = try await Collector(port: broker.port, filters: ["keepalive/gw/health", "homeassistant/sensor/gw/gateway_health/config"])
+        let bridge = try MQTTBridge(
+            configuration: bridgeConfiguration(port: broker.port, directory: directory), devices: [kitchen],
+            logger: testLogger())
+        let running = RunningBridge(bridge)
+        try await running.waitUntilConnected()
+        let config = try await subscriber.wait(for: "homeassistant/sensor/gw/gateway_health/config")
+        #expect(jsonObject(config.payload)?["state_topic"] as? String == "keepalive/gw/health")
+        bridge.healthChanged("hci0 unhealthy: 3 failing rounds — polling 1 device every 30s")
+        let health = try await subscriber.wait(for: "keepalive/gw/health") { !$0.payload.isEmpty }
+        #expect(String(decoding: health.payload, as: UTF8.self).hasPrefix("hci0 unhealthy"))
+        bridge.healthChanged("hci0 unhealthy: 3 failing rounds — polling 1 device every 30s")
+        bridge.healthChanged("polling 1 device every 30s")
+        try await subscriber.wait(for: "keepalive/gw/health") { String(decoding: $0.payload, as: UTF8.self) == "polling 1 device every 30s" }
+        #expect(subscriber.messages(on: "keepalive/gw/health").count == 2, "an unchanged line is not sent again")
+        // Retained: a late subscriber finds the last line.
+        let late = try await Collector(port: broker.port, filters: ["keepalive/gw/health"])
+        let retained = try await late.wait(for: "keepalive/gw/health")
+        #expect(retained.retain && String(decoding: retained.payload, as: UTF8.self) == "polling 1 device every 30s")
+        await late.close()
+        await subscriber.close()
+        await running.stop()
+    }
+}
