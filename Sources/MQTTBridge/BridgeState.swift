@@ -39,6 +39,8 @@ struct BridgeState {
     var announced = AnnouncedState()
     /// The dropped count last published (nil: never this run).
     var publishedDropped: UInt64?
+    /// The most records handed to the client in one delivery batch so far (at most the delivery window).
+    var largestDeliveryBatch = 0
 
     /// Appends `item` unless an equal one is already waiting (a burst of HA `online` needs one re-announce).
     /// Messages are not queued while disconnected: they are retained state, which the next connection
