@@ -520,6 +520,7 @@ final class ClientCore: @unchecked Sendable {
                 handleDisconnect(code: status.rawValue)
             }
             if disconnections != before { return }
+            acknowledgeSegmentsAtOnce()
         }
         // Written after reading too: replies (PUBACK, PUBREL) go out now, and so does CONNECT once a TLS
         // handshake, which only reads advance, has finished.
@@ -530,6 +531,17 @@ final class ClientCore: @unchecked Sendable {
             if disconnections != before { return }
         }
         afterNetworkActivity()
+    }
+
+    /// Asks the kernel to acknowledge the next TCP segments at once rather than up to 40 ms later (Linux's
+    /// TCP_QUICKACK, which lapses, hence after every read). A broker without TCP_NODELAY (mosquitto's default)
+    /// holds each PUBACK after the first of a batch until its previous segment is acknowledged: with a batch in
+    /// flight and nothing more to send, a delayed ACK would stall the batch by 40 ms.
+    private func acknowledgeSegmentsAtOnce() {
+        let fd = handle.socket
+        guard fd >= 0 else { return }
+        var one: Int32 = 1
+        _ = setsockopt(fd, Int32(IPPROTO_TCP), Int32(TCP_QUICKACK), &one, socklen_t(MemoryLayout<Int32>.size))
     }
 
     private func keepAliveDue() {
