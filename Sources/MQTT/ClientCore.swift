@@ -230,7 +230,9 @@ final class ClientCore: @unchecked Sendable {
         let batch = PublishBatch(count: messages.count, completion)
         for (index, message) in messages.enumerated() {
             guard state == .connected else {
-                batch.failOpen(notConnected("the message to \"\(message.topic)\" was not sent"))
+                batch.failOpen(
+                    state == .closing || state == .closed
+                        ? .closed() : notConnected("the message to \"\(message.topic)\" was not sent"))
                 break
             }
             do {
@@ -520,7 +522,7 @@ final class ClientCore: @unchecked Sendable {
                 handleDisconnect(code: status.rawValue)
             }
             if disconnections != before { return }
-            acknowledgeSegmentsAtOnce()
+            if !publishTokens.isEmpty { acknowledgeSegmentsAtOnce() }
         }
         // Written after reading too: replies (PUBACK, PUBREL) go out now, and so does CONNECT once a TLS
         // handshake, which only reads advance, has finished.
@@ -533,10 +535,11 @@ final class ClientCore: @unchecked Sendable {
         afterNetworkActivity()
     }
 
-    /// Asks the kernel to acknowledge the next TCP segments at once rather than up to 40 ms later (Linux's
-    /// TCP_QUICKACK, which lapses, hence after every read). A broker without TCP_NODELAY (mosquitto's default)
-    /// holds each PUBACK after the first of a batch until its previous segment is acknowledged: with a batch in
-    /// flight and nothing more to send, a delayed ACK would stall the batch by 40 ms.
+    /// Acknowledges the TCP segments read at once, and the next ones too, rather than up to 40 ms later (Linux's
+    /// TCP_QUICKACK, which lapses, hence after each read while acknowledgements are awaited). A broker without
+    /// TCP_NODELAY (mosquitto's default) holds each PUBACK after the first of a batch until its previous segment
+    /// is acknowledged: with a batch in flight and nothing more to send, a delayed ACK would stall the batch by
+    /// 40 ms. With nothing awaited (one publish at a time) the ACK rides on the next packet, as before.
     private func acknowledgeSegmentsAtOnce() {
         let fd = handle.socket
         guard fd >= 0 else { return }
