@@ -20,8 +20,44 @@ final class ClientCore: @unchecked Sendable {
     private enum Operation {
         case connect(Completion<MQTTConnectResult>)
         case publish(mid: Int32, Completion<Void>)
+        case publishBatch(PublishBatch)
         case subscribe(mid: Int32, filter: String, qos: MQTTQoS, Completion<MQTTQoS>)
         case close(Completion<Void>)
+    }
+
+    /// The outcomes of one `publish(_:batch:_:)`, filled in as its acknowledgements come; completes once every
+    /// message has one. A class: the operations table holds it while `publishTokens` leads each mid to it.
+    private final class PublishBatch {
+        private var results: [Result<Void, MQTTError>?]
+        private var open: Int
+        private let completion: Completion<[Result<Void, MQTTError>]>
+        /// The index of each message awaiting its acknowledgement, by message id.
+        var mids: [Int32: Int] = [:]
+
+        init(count: Int, _ completion: @escaping Completion<[Result<Void, MQTTError>]>) {
+            results = Array(repeating: nil, count: count)
+            open = count
+            self.completion = completion
+        }
+
+        var isSettled: Bool { open == 0 }
+
+        func settle(_ index: Int, _ result: Result<Void, MQTTError>) {
+            guard results[index] == nil else { return }
+            results[index] = result
+            open -= 1
+        }
+
+        /// Fails every message without an outcome yet with `error`.
+        func failOpen(_ error: MQTTError) {
+            for index in results.indices where results[index] == nil { settle(index, .failure(error)) }
+            mids.removeAll()
+        }
+
+        /// Calls the completion; every message must have its outcome.
+        func complete() {
+            completion(.success(results.map { $0 ?? .failure(.closed()) }))
+        }
     }
 
     private enum State: Equatable {
@@ -182,6 +218,71 @@ final class ClientCore: @unchecked Sendable {
         afterNetworkActivity()
     }
 
+    /// Publishes `messages` in their order, one `mosquitto_publish_v5` after the other in this one turn of the
+    /// thread (so they go on the wire in this order; libmosquitto queues those past the maximum in flight, in
+    /// order too), and completes with one outcome per message once each has its acknowledgement or has failed.
+    /// A message's own failure (an invalid topic or properties, a payload over the broker's limit) leaves the
+    /// others going; a lost connection fails the message and every one after it, unsent, with `.disconnected`.
+    func publish(
+        _ token: UInt64, batch messages: [MQTTOutgoingMessage],
+        _ completion: @escaping Completion<[Result<Void, MQTTError>]>
+    ) {
+        let batch = PublishBatch(count: messages.count, completion)
+        for (index, message) in messages.enumerated() {
+            guard state == .connected else {
+                batch.failOpen(
+                    state == .closing || state == .closed
+                        ? .closed() : notConnected("the message to \"\(message.topic)\" was not sent"))
+                break
+            }
+            do {
+                try MQTTTopic.validatePublish(message.topic)
+            } catch {
+                batch.settle(index, .failure(error))
+                continue
+            }
+            var properties: PropertyList?
+            if protocolVersion == .v5 {
+                switch PropertyList.publish(message.properties) {
+                case .success(let list): properties = list
+                case .failure(let error):
+                    batch.settle(index, .failure(error))
+                    continue
+                }
+            }
+            isInPublishCall = true
+            publishedDuringCall = nil
+            let (status, mid) = handle.publish(
+                topic: message.topic, payload: message.payload, qos: Int32(message.qos.rawValue),
+                retain: message.retain, properties: properties)
+            isInPublishCall = false
+            guard status.isSuccess else {
+                let error = publishError(status, topic: message.topic)
+                batch.settle(index, .failure(error))
+                if error.code == .disconnected {
+                    // Nothing after it is sent: the caller retries from here, in order.
+                    for (mid, _) in batch.mids { publishTokens[mid] = nil }
+                    batch.failOpen(error)
+                    break
+                }
+                continue
+            }
+            if let done = publishedDuringCall, done.mid == mid {
+                batch.settle(index, publishOutcome(reasonCode: done.reasonCode, topic: message.topic))
+            } else {
+                batch.mids[mid] = index
+                publishTokens[mid] = token
+            }
+        }
+        lastOut = Self.monotonicSeconds()
+        if batch.isSettled {
+            batch.complete()
+        } else {
+            operations[token] = .publishBatch(batch)
+        }
+        if state == .connected { afterNetworkActivity() }
+    }
+
     func subscribe(_ token: UInt64, filter: String, qos: MQTTQoS, _ completion: @escaping Completion<MQTTQoS>) {
         guard state == .connected else {
             completion(.failure(notConnected("cannot subscribe to \"\(filter)\"")))
@@ -211,6 +312,10 @@ final class ClientCore: @unchecked Sendable {
         case .publish(let mid, let completion):
             publishTokens[mid] = nil
             completion(.failure(error))
+        case .publishBatch(let batch):
+            for (mid, _) in batch.mids { publishTokens[mid] = nil }
+            batch.failOpen(error)
+            batch.complete()
         case .subscribe(let mid, _, _, let completion):
             subscribeTokens[mid] = nil
             completion(.failure(error))
@@ -362,8 +467,19 @@ final class ClientCore: @unchecked Sendable {
             if isInPublishCall { publishedDuringCall = (mid, reasonCode) }
             return
         }
-        guard case .publish(_, let completion) = operations.removeValue(forKey: token) else { return }
-        completion(publishOutcome(reasonCode: reasonCode, topic: nil))
+        switch operations[token] {
+        case .publish(_, let completion)?:
+            operations[token] = nil
+            completion(publishOutcome(reasonCode: reasonCode, topic: nil))
+        case .publishBatch(let batch)?:
+            guard let index = batch.mids.removeValue(forKey: mid) else { return }
+            batch.settle(index, publishOutcome(reasonCode: reasonCode, topic: nil))
+            guard batch.isSettled else { return }
+            operations[token] = nil
+            batch.complete()
+        default:
+            operations[token] = nil
+        }
     }
 
     func handleSuback(mid: Int32, granted: Int32?) {
@@ -406,6 +522,7 @@ final class ClientCore: @unchecked Sendable {
                 handleDisconnect(code: status.rawValue)
             }
             if disconnections != before { return }
+            if !publishTokens.isEmpty { acknowledgeSegmentsAtOnce() }
         }
         // Written after reading too: replies (PUBACK, PUBREL) go out now, and so does CONNECT once a TLS
         // handshake, which only reads advance, has finished.
@@ -416,6 +533,18 @@ final class ClientCore: @unchecked Sendable {
             if disconnections != before { return }
         }
         afterNetworkActivity()
+    }
+
+    /// Acknowledges the TCP segments read at once, and the next ones too, rather than up to 40 ms later (Linux's
+    /// TCP_QUICKACK, which lapses, hence after each read while acknowledgements are awaited). A broker without
+    /// TCP_NODELAY (mosquitto's default) holds each PUBACK after the first of a batch until its previous segment
+    /// is acknowledged: with a batch in flight and nothing more to send, a delayed ACK would stall the batch by
+    /// 40 ms. With nothing awaited (one publish at a time) the ACK rides on the next packet, as before.
+    private func acknowledgeSegmentsAtOnce() {
+        let fd = handle.socket
+        guard fd >= 0 else { return }
+        var one: Int32 = 1
+        _ = setsockopt(fd, Int32(IPPROTO_TCP), Int32(TCP_QUICKACK), &one, socklen_t(MemoryLayout<Int32>.size))
     }
 
     private func keepAliveDue() {
@@ -477,6 +606,9 @@ final class ClientCore: @unchecked Sendable {
             switch operation {
             case .connect(let completion): completion(.failure(error))
             case .publish(_, let completion): completion(.failure(error))
+            case .publishBatch(let batch):
+                batch.failOpen(error)
+                batch.complete()
             case .subscribe(_, _, _, let completion): completion(.failure(error))
             case .close: continue
             }

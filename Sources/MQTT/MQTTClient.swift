@@ -9,7 +9,8 @@ import Locking
 ///   QoS 2 on PUBCOMP. While not connected it fails at once with `.disconnected`; publishes in flight when the
 ///   connection drops fail with `.disconnected` too (never hang). The caller (a spool) retries them; libmosquitto
 ///   may also send a QoS 1/2 message it had in flight again after the reconnection, so a retried message can
-///   arrive twice: delivery across a reconnection is at least once.
+///   arrive twice: delivery across a reconnection is at least once. `publish(batch:)` hands several messages
+///   to the client's thread in one hop, in order, and returns one outcome per message (a pipelined spool).
 /// - `subscribe` returns the QoS the broker granted on SUBACK; messages of all subscriptions arrive in
 ///   ``messages``. Subscriptions are sent again after a CONNACK without a session.
 /// - Cancelling a task stops its wait with `.cancelled`; a message already handed to libmosquitto may still go.
@@ -96,6 +97,28 @@ public final class MQTTClient: Sendable {
         try MQTTTopic.validatePublish(message.topic)
         try await perform("the acknowledgement of a publish to \"\(message.topic)\"") { core, token, completion in
             core.publish(token, message, completion)
+        }
+    }
+
+    /// Publishes `messages` in this order and returns one outcome per message, in the same order, once each has
+    /// the acknowledgement its QoS has (as ``publish(_:)``) or has failed.
+    ///
+    /// The whole batch reaches the client's thread in one hop, so the messages go on the wire in this order (separate
+    /// `publish` calls from several tasks may reach it in another) and are in flight together: up to
+    /// ``MQTTConfiguration/maximumInflight`` at once, libmosquitto queueing the rest in order. A message's own
+    /// failure (`.invalidTopic`, `.publishRefused`, `.invalidArgument` for a payload over the broker's limit)
+    /// leaves the others going. A lost connection fails every message not yet acknowledged with `.disconnected`
+    /// (and none after a message that could not be sent goes out), so a caller that retries from its first failure
+    /// keeps the order, with at-least-once duplicates of what was in flight. While not connected every message fails
+    /// with `.disconnected` at once; cancelling fails those still waiting with `.cancelled`, closing with `.closed`.
+    public func publish(batch messages: [MQTTOutgoingMessage]) async -> [Result<Void, MQTTError>] {
+        guard !messages.isEmpty else { return [] }
+        do {
+            return try await perform("the acknowledgements of \(messages.count) publishes") { core, token, completion in
+                core.publish(token, batch: messages, completion)
+            }
+        } catch {
+            return Array(repeating: .failure(error), count: messages.count)
         }
     }
 

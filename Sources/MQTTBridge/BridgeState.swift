@@ -41,6 +41,8 @@ struct BridgeState {
     var publishedDropped: UInt64?
     /// The daemon's last health line, published retained (again after each connection).
     var health: String?
+    /// The most records handed to the client in one delivery batch so far (at most the delivery window).
+    var largestDeliveryBatch = 0
 
     /// Appends `item` unless an equal one is already waiting (a burst of HA `online` needs one re-announce).
     /// Messages are not queued while disconnected: they are retained state, which the next connection

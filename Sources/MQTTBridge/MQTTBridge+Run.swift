@@ -105,56 +105,82 @@ extension MQTTBridge {
         return true
     }
 
-    /// Delivers pending records in spool order, one PUBACK at a time (so the broker sees them in `seq` order,
-    /// also across reconnections), until the spool is empty, the connection goes, or new control work waits.
+    /// How many records are in flight at most (and ``MQTTConfiguration/maximumInflight`` if less).
+    static let deliveryWindow = 64
+
+    /// Delivers pending records in spool order, a window of them at a time, until the spool is empty, the
+    /// connection goes, or new control work waits.
+    ///
+    /// Each round reads up to ``deliveryWindow`` records under one spool lock, hands them to the client as one
+    /// batch (so the broker sees them in `seq` order, and they are in flight together) and, once each has its
+    /// PUBACK, moves the spool's acknowledged mark past them with one write. The mark only moves over a prefix:
+    /// when the connection goes mid-batch, it stays before the first record that was not acknowledged, and the
+    /// next connection delivers again from there (so a crash or a reconnection replays at most the batch in
+    /// flight: at least once, in order). A record the broker refuses for good is skipped and logged.
     private func deliverSpool(_ client: MQTTClient) async {
+        let window = max(1, min(Self.deliveryWindow, configuration.mqtt.maximumInflight))
         while !Task.isCancelled {
             if state.withLock({ !$0.outgoing.isEmpty }) {
                 wakeupContinuation.yield()
                 return
             }
-            let next = spool.withLock { spool -> Result<(Spool.Entry, SpoolRecord?)?, BridgeError> in
+            let next = spool.withLock { spool -> Result<[(entry: Spool.Entry, record: SpoolRecord?)], BridgeError> in
                 Result { () throws(BridgeError) in
-                    guard let first = spool.first else { return nil }
-                    return (first, try spool.read(first))
+                    let entries = spool.entries(after: nil, count: window)
+                    return Array(zip(entries, try spool.read(entries)))
                 }
             }
-            let entry: Spool.Entry
-            let record: SpoolRecord?
+            let batch: [(entry: Spool.Entry, record: SpoolRecord?)]
             switch next {
-            case .success(nil):
-                return
-            case .success(let found?):
-                (entry, record) = found
+            case .success(let found):
+                guard !found.isEmpty else { return }
+                batch = found
             case .failure(let error):
                 logger.error("cannot read the spool", metadata: ["error": "\(error)"])
                 return
             }
-            if let record {
-                do {
-                    try await client.publish(
+            let messages = batch.compactMap { item in
+                item.record.map { record in
+                    MQTTOutgoingMessage(
                         topic: topics.state(record.device), payload: record.payload, qos: configuration.qos,
-                        retain: false,
-                        properties: MQTTProperties(contentType: "application/json"))
-                } catch  where error.code == .disconnected || error.code == .cancelled || error.code == .closed {
-                    return
-                } catch {
+                        retain: false, properties: MQTTProperties(contentType: "application/json"))
+                }
+            }
+            state.withLock { $0.largestDeliveryBatch = max($0.largestDeliveryBatch, messages.count) }
+            var outcomes = await client.publish(batch: messages)[...]
+            // The records done with, in order: acknowledged, refused for good, or unreadable.
+            var done = 0
+            var interrupted = false
+            for (entry, record) in batch {
+                guard let record else {
+                    logger.error(
+                        "a spooled record no longer reads back whole; skipping it", metadata: ["entry": "\(entry.id)"])
+                    done += 1
+                    continue
+                }
+                if case .failure(let error) = outcomes.removeFirst() {
+                    if error.code == .disconnected || error.code == .cancelled || error.code == .closed {
+                        interrupted = true
+                        break
+                    }
                     // Refused for good (too large for the broker, not authorised): retrying would block every
                     // record behind it.
                     logger.error(
                         "the broker refused a record; skipping it",
                         metadata: ["device": "\(record.device)", "seq": "\(record.sequence)", "error": "\(error)"])
                 }
-            } else {
-                logger.error(
-                    "a spooled record no longer reads back whole; skipping it", metadata: ["entry": "\(entry.id)"])
+                done += 1
             }
-            let acknowledged = spool.withLock { spool in
-                Result { () throws(BridgeError) in try spool.acknowledge(entry.id) }
+            if done > 0 {
+                let last = batch[done - 1].entry.id
+                let acknowledged = spool.withLock { spool in
+                    Result { () throws(BridgeError) in try spool.acknowledge(through: last) }
+                }
+                if case .failure(let error) = acknowledged {
+                    logger.error("cannot record an acknowledgement in the spool", metadata: ["error": "\(error)"])
+                }
             }
-            if case .failure(let error) = acknowledged {
-                logger.error("cannot record an acknowledgement in the spool", metadata: ["error": "\(error)"])
-            }
+            if interrupted { return }
         }
     }
 }

@@ -209,8 +209,20 @@ final class Spool {
     /// or is not first). Segments left with nothing pending are deleted.
     func acknowledge(_ id: UInt64) throws(BridgeError) {
         guard let first, first.id == id else { return }
-        pendingStart += 1
-        delivered += 1
+        try acknowledge(through: id)
+    }
+
+    /// The broker acknowledged every pending entry up to `id` (included): they are no longer pending, with one
+    /// write of the acknowledged mark (a no-op when none is pending at or before `id`, e.g. all dropped
+    /// meanwhile). Segments left with nothing pending are deleted.
+    func acknowledge(through id: UInt64) throws(BridgeError) {
+        var count: UInt64 = 0
+        while let first, first.id <= id {
+            pendingStart += 1
+            count += 1
+        }
+        guard count > 0 else { return }
+        delivered += count
         while segments.count > 1, segments[0].number < (self.first?.segment ?? segments[segments.count - 1].number) {
             let oldest = segments.removeFirst()
             SpoolFiles.close(oldest.descriptor)
@@ -225,9 +237,45 @@ final class Spool {
         guard let segment = segments.first(where: { $0.number == entry.segment }) else { return nil }
         let path = segmentPath(entry.segment)
         let bytes = try SpoolFiles.read(segment.descriptor, count: entry.size, at: entry.offset, path: path)
-        guard let (length, checksum) = SpoolRecord.header(bytes[...]), length + SpoolRecord.headerSize == bytes.count
+        return Self.record(bytes[...])
+    }
+
+    /// The records of `entries` (pending ones, in order), nil for one that no longer reads back whole: one `pread`
+    /// per run of entries that follow each other in a segment, rather than one per record.
+    func read(_ entries: ArraySlice<Entry>) throws(BridgeError) -> [SpoolRecord?] {
+        var records: [SpoolRecord?] = []
+        records.reserveCapacity(entries.count)
+        var start = entries.startIndex
+        while start < entries.endIndex {
+            let first = entries[start]
+            var end = start + 1
+            var size = first.size
+            while end < entries.endIndex, entries[end].segment == first.segment, entries[end].offset == first.offset + size {
+                size += entries[end].size
+                end += 1
+            }
+            if let segment = segments.first(where: { $0.number == first.segment }) {
+                let bytes = try SpoolFiles.read(
+                    segment.descriptor, count: size, at: first.offset, path: segmentPath(first.segment))
+                var offset = 0
+                for entry in entries[start..<end] {
+                    let stop = min(offset + entry.size, bytes.count)
+                    records.append(Self.record(bytes[min(offset, stop)..<stop]))
+                    offset += entry.size
+                }
+            } else {
+                records.append(contentsOf: repeatElement(nil, count: end - start))
+            }
+            start = end
+        }
+        return records
+    }
+
+    /// The record framed by exactly `bytes` (header and body), nil when it does not read back whole.
+    private static func record(_ bytes: ArraySlice<UInt8>) -> SpoolRecord? {
+        guard let (length, checksum) = SpoolRecord.header(bytes), length + SpoolRecord.headerSize == bytes.count
         else { return nil }
-        return SpoolRecord.decode(body: bytes[SpoolRecord.headerSize...], checksum: checksum)
+        return SpoolRecord.decode(body: bytes[(bytes.startIndex + SpoolRecord.headerSize)...], checksum: checksum)
     }
 
     /// Forgets the consumed front of `pending` now and then, so the array does not grow without end.

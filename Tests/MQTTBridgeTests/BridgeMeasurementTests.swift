@@ -58,7 +58,7 @@ import Testing
         let seconds =
             Double((clock.now - start).components.attoseconds) / 1e18 + Double((clock.now - start).components.seconds)
         print(
-            "publish, QoS 1 one PUBACK at a time, loopback mosquitto: \(Int(Double(records) / seconds)) records/s (\(records) records)"
+            "publish, QoS 1, a window of \(MQTTBridge.deliveryWindow) in flight, loopback mosquitto: \(Int(Double(records) / seconds)) records/s (\(records) records)"
         )
         #expect(bridge.statistics.delivered >= UInt64(records))
         await running.stop()

@@ -50,6 +50,27 @@ import Testing
         #expect(try pendingSequences(reopened) == Array(4..<11))
     }
 
+    @Test func aBatchIsReadAcrossSegmentsAndAcknowledgedWithOneMarkThatSurvivesACrash() throws {
+        let directory = try makeTemporaryDirectory(prefix: "spool-test")
+        defer { removeDirectory(directory) }
+        do {
+            // Segments of 512 bytes: a few records each, so a batch of 20 spans several.
+            let spool = try Spool(directory: directory, limit: 4_096, syncPolicy: .never)
+            for sequence in 0..<20 { try spool.append(record(UInt64(sequence))) }
+            #expect(try segmentFiles(directory).count > 2)
+            let batch = spool.entries(after: nil, count: 20)
+            #expect(try spool.read(batch).map { $0?.sequence } == (0..<20).map { UInt64($0) })
+            // Acknowledged through the 13th: the twelve before it with it, in one write; the older segments go.
+            try spool.acknowledge(through: batch[batch.startIndex + 12].id)
+            #expect(spool.pendingCount == 7 && spool.delivered == 13)
+            #expect(try spool.read(spool.entries(after: nil, count: 3)).map { $0?.sequence } == [13, 14, 15])
+            try spool.acknowledge(through: batch[batch.startIndex + 12].id)  // again: nothing left to do
+            #expect(spool.delivered == 13)
+        }
+        let reopened = try Spool(directory: directory, limit: 4_096, syncPolicy: .never)
+        #expect(try pendingSequences(reopened) == Array(13..<20))
+    }
+
     @Test func aTornTailIsDetectedSkippedAndCutSoTheRestReplays() throws {
         let directory = try makeTemporaryDirectory(prefix: "spool-test")
         defer { removeDirectory(directory) }

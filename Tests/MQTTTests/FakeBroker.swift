@@ -7,7 +7,8 @@ import Glibc
 #endif
 
 /// A scripted MQTT server for what a real mosquitto 2.0 will not do: refuse MQTT 5 as a 3.1.1-only broker
-/// does (a v3 CONNACK "unacceptable protocol version"), or refuse a subscription (SUBACK 0x80 / 0x87).
+/// does (a v3 CONNACK "unacceptable protocol version"), refuse a subscription (SUBACK 0x80 / 0x87), or drop
+/// the connection at an exact PUBLISH.
 /// One thread, blocking sockets, one connection at a time.
 final class FakeBroker: Sendable {
     struct Behaviour: Sendable {
@@ -15,12 +16,16 @@ final class FakeBroker: Sendable {
         var refusesMQTT5 = false
         /// Answer every SUBSCRIBE with a failure.
         var refusesSubscriptions = false
+        /// Acknowledge this many QoS 1 PUBLISHes on each connection, then close it when the next one comes.
+        var acknowledgedPublishes = Int.max
     }
 
     let port: Int
     private let listener: Int32
     /// The protocol level of each CONNECT received (4: 3.1.1, 5: MQTT 5).
     private let levels = Locked([UInt8]())
+    /// The payload of each PUBLISH received, in arrival order (the one that closed a connection included).
+    private let publishes = Locked([[UInt8]]())
 
     init(_ behaviour: Behaviour) throws {
         listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
@@ -38,25 +43,30 @@ final class FakeBroker: Sendable {
         }
         port = Int(UInt16(bigEndian: address.sin_port))
         let levels = self.levels
+        let publishes = self.publishes
         Thread {
             while true {
                 let connection = accept(listener, nil, nil)
                 guard connection >= 0 else { return }  // the listener was shut down
-                FakeBroker.serve(connection, behaviour, levels)
+                FakeBroker.serve(connection, behaviour, levels, publishes)
                 close(connection)
             }
         }.start()
     }
 
     var connectLevels: [UInt8] { levels.withLock { $0 } }
+    var publishedPayloads: [[UInt8]] { publishes.withLock { $0 } }
 
     func stop() {
         shutdown(listener, Int32(SHUT_RDWR))
         close(listener)
     }
 
-    private static func serve(_ connection: Int32, _ behaviour: Behaviour, _ levels: Locked<[UInt8]>) {
+    private static func serve(
+        _ connection: Int32, _ behaviour: Behaviour, _ levels: Locked<[UInt8]>, _ publishes: Locked<[[UInt8]]>
+    ) {
         var level: UInt8 = 4
+        var acknowledged = 0
         while let (type, body) = readPacket(connection) {
             switch type >> 4 {
             case 1:  // CONNECT: 00 04 'M' 'Q' 'T' 'T' level …
@@ -70,6 +80,29 @@ final class FakeBroker: Sendable {
             case 8:  // SUBSCRIBE: packet id …
                 let granted: UInt8 = behaviour.refusesSubscriptions ? (level == 5 ? 0x87 : 0x80) : 0x00
                 send(connection, level == 5 ? [0x90, 0x04, body[0], body[1], 0x00, granted] : [0x90, 0x03, body[0], body[1], granted])
+            case 3:  // PUBLISH: topic length, topic, packet id (QoS > 0), properties (MQTT 5), payload
+                let qos = (type >> 1) & 3
+                let topicLength = Int(body[0]) << 8 | Int(body[1])
+                var offset = 2 + topicLength
+                let id = qos > 0 ? [body[offset], body[offset + 1]] : []
+                offset += id.count
+                if level == 5 {
+                    var length = 0
+                    var shift = 0
+                    while true {
+                        let byte = body[offset]
+                        offset += 1
+                        length |= Int(byte & 0x7F) << shift
+                        shift += 7
+                        if byte & 0x80 == 0 { break }
+                    }
+                    offset += length
+                }
+                publishes.withLock { $0.append(Array(body[offset...])) }
+                guard qos == 1 else { break }
+                guard acknowledged < behaviour.acknowledgedPublishes else { return }
+                acknowledged += 1
+                send(connection, [0x40, 0x02] + id)
             case 12:  // PINGREQ
                 send(connection, [0xD0, 0x00])
             case 14:  // DISCONNECT
