@@ -5,9 +5,14 @@
 //
 // `keepalive run` (the binary next to this one) polls N sensors every second on a private bus. Each second,
 // each sensor gets a fault with probability P (connect abort, InProgress, read hang, ATT error, absent),
-// cleared 1-5 s later. The daemon's RSS is sampled every minute (every 10 s for runs under 5 minutes). At the
-// end: SIGTERM, then the checks — exit 0, `seq` contiguous, one record per device per tick, no window
-// force-ended or left open, no link up, RSS drift after warm-up ≤ 1 MiB. Exit 1 when a check fails.
+// cleared 1-5 s later. Adapter-level faults come on top, for the healing ladder (issue #15): the adapter wedged
+// (every connect aborts until it is powered off) at 1/6 of the run, powered off behind the daemon's back
+// (`adapter_power: on`) at 5/6; in runs of an hour or more, one of them every 30 minutes, alternating, which stays
+// inside the ladder's 3 power changes per hour. The daemon's RSS is sampled every minute (every 10 s for runs
+// under 5 minutes). At the end: SIGTERM, then the checks — exit 0, `seq` contiguous, one record per device per
+// tick, no window force-ended or left open, no link up, RSS drift after warm-up ≤ 1 MiB, every adapter fault
+// healed (the adapter powered and not wedged, the log saying so), at most 3 power changes in any hour. Exit 1
+// when a check fails.
 import BlueZSimulator
 import DBus
 import DBusTesting
@@ -35,7 +40,9 @@ try FileManager.default.createDirectory(atPath: directory, withIntermediateDirec
 let configPath = directory + "/keepalive.yaml"
 let outputPath = directory + "/records.jsonl"
 // 50 polls a second at ~250 ms each need more than BlueZ's usual handful of links: 16 (the most allowed).
-var yaml = "interval: 1s\nmax_connections: 16\nlow_power: {mode: off}\ndevices:\n"
+// The ladder climbs quicker than by default (2 failing rounds, 10 s cooldown), so that the 2-minute run sees it
+// through: a wedged adapter's devices back off to one poll in 16 s, which makes rounds long.
+var yaml = "interval: 1s\nmax_connections: 16\nlow_power: {mode: off}\nadapter_power: on\nhealing: {failing_rounds: 2, cooldown: 10s}\ndevices:\n"
 for number in 1...deviceCount {
     let address = String(format: "C0:FF:EE:00:%02X:%02X", (number >> 8) & 0xFF, number & 0xFF)
     yaml += "  - {name: sensor-\(number), address: \"\(address)\", read: [2a19, 4b410002-6b65-6570-616c-697665000000]}\n"
@@ -75,10 +82,28 @@ var nextSample = start + sampleEvery
 var samples: [(seconds: Int, kilobytes: Int)] = [(0, residentSetKilobytes(of: pid))]
 var pending: [(until: ContinuousClock.Instant, name: String, address: String)] = []
 var injected = 0
-print("soak: \(deviceCount) devices, 1 s interval, \(minutes) min, fault rate \(faultRate) per device-second")
+/// When each adapter-level fault comes: two in a short run, then one every 30 minutes, alternating.
+enum AdapterFault: String { case wedge, powerOff = "power-off" }
+var adapterFaults: [(at: Duration, fault: AdapterFault)] = [(.seconds(minutes * 10), .wedge), (.seconds(minutes * 50), .powerOff)]
+if minutes >= 60 {
+    adapterFaults = stride(from: 10, to: Int(minutes), by: 30).enumerated().map { index, minute in
+        (.seconds(minute * 60), index % 2 == 0 ? .wedge : .powerOff)
+    }
+}
+var adapterInjected: [(at: Duration, fault: AdapterFault)] = []
+print("soak: \(deviceCount) devices, 1 s interval, \(minutes) min, fault rate \(faultRate) per device-second, adapter faults \(adapterFaults.map { "\($0.fault.rawValue) at \($0.at.components.seconds) s" })")
 while clock.now < end {
     try await Task.sleep(for: .seconds(1))
     let now = clock.now
+    if let next = adapterFaults.first, now - start >= next.at {
+        adapterFaults.removeFirst()
+        switch next.fault {
+        case .wedge: try simulator.wedge()
+        case .powerOff: try await simulator.setPowered(false)
+        }
+        adapterInjected.append((now - start, next.fault))
+        print("  t=\((now - start).components.seconds) s  adapter fault: \(next.fault.rawValue)")
+    }
     for fault in pending where fault.until <= now {
         try? simulator.clearFault(fault.name, device: fault.address)
     }
@@ -125,11 +150,24 @@ let log = logs.value
 if !log.contains("openWindows=0") { failures.append("windows left open (or no final log line)") }
 try await Task.sleep(for: .seconds(1))  // BlueZ drops the link just after answering Disconnect
 if !simulator.connectedDevices.isEmpty { failures.append("links left up: \(simulator.connectedDevices)") }
+// Every adapter fault healed by the ladder, within its hourly bound.
+if simulator.isWedged() { failures.append("the adapter is still wedged at the end") }
+if !simulator.isPowered() { failures.append("the adapter is still powered off at the end") }
+let powerChanges = simulator.powerOns()
+let hours = max(1, Int((minutes + 59) / 60))
+if powerChanges > 3 * hours { failures.append("\(powerChanges) power changes in \(minutes) min (at most 3 per hour)") }
+for (at, fault) in adapterInjected {
+    let healed = fault == .wedge ? "healing: power-cycling the adapter" : "healing: powering the adapter on"
+    if !log.contains(healed) {
+        failures.append("the \(fault.rawValue) at \(at.components.seconds) s was not healed (no `\(healed)` in the log)")
+    }
+}
+if !adapterInjected.isEmpty && !log.contains("adapter healthy again") { failures.append("no `adapter healthy again` in the log") }
 let failed = lines.filter { $0.contains("\"result\":\"failed\"") }.count
 let warm = samples.dropFirst(min(2, samples.count - 1))
 let drift = (warm.last?.kilobytes ?? 0) - (warm.first?.kilobytes ?? 0)
 if drift > 1_024 { failures.append("RSS grew \(drift) KiB after warm-up (limit 1024)") }
-print("soak: \(lines.count) records (\(failed) failed, typed), \(injected) faults, \(forced) forced ends, RSS \(samples.map { "\($0.kilobytes)" }.joined(separator: " ")) KiB, drift after warm-up \(drift) KiB")
+print("soak: \(lines.count) records (\(failed) failed, typed), \(injected) faults, \(adapterInjected.count) adapter faults healed with \(powerChanges) power changes, \(forced) forced ends, RSS \(samples.map { "\($0.kilobytes)" }.joined(separator: " ")) KiB, drift after warm-up \(drift) KiB")
 await simulator.stop()
 bus.stop()
 try? FileManager.default.removeItem(atPath: directory)
