@@ -70,6 +70,12 @@ extension BlueZSimulator {
                         call.afterReply { _ in self.restartInBackground() }
                         return []
                     },
+                    // bluetoothd stopped for this many seconds (the reply comes first, then the shutdown).
+                    DBusMethod("StopFor", in: "u", inNames: ["seconds"]) { call in
+                        let seconds = try call.arguments.decode(UInt32.self)
+                        call.afterReply { _ in self.stopInBackground(for: .seconds(Int(seconds))) }
+                        return []
+                    },
                 ],
                 properties: [
                     DBusProperty("Running", signature: "b", get: { .boolean(self.isRunning) }),

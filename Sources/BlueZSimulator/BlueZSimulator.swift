@@ -101,6 +101,20 @@ public final class BlueZSimulator: Sendable {
         try await engine.start()
     }
 
+    /// bluetoothd stopped (`systemctl stop bluetooth`) for `duration`, then started again: a graceful shutdown now
+    /// (InterfacesRemoved, the name released), back after `duration` with a rebuilt tree. Returns when it is back.
+    public func stop(for duration: Duration) async throws {
+        if isRunning { await engine.shutDown() }
+        try await Task.sleep(for: duration)
+        try await engine.start()
+    }
+
+    /// Starts `stop(for:)` in the background (for the control interface, which replies first).
+    func stopInBackground(for duration: Duration) {
+        let task = Task { try await self.stop(for: duration) }
+        lifecycle.withLock { $0 = task }
+    }
+
     func setControl(_ connection: DBusConnection) {
         control.withLock { $0 = connection }
     }

@@ -27,5 +27,7 @@ export KEEPALIVE_HIL_PERIPHERAL="$peripheral"
 export KEEPALIVE_HIL_PERIPHERAL_OFF="$control InjectFault ssa{sv} $peripheral power-off 0"
 export KEEPALIVE_HIL_PERIPHERAL_ON="$control ClearFault ss $peripheral power-off"
 export KEEPALIVE_HIL_RESTART_BLUETOOTHD="$control Restart"
+export KEEPALIVE_HIL_STOP_BLUETOOTHD="$control StopFor u"
+export KEEPALIVE_HIL_ADAPTER_FAULTS=1
 echo "== HIL suite against the simulator on $address" >&2
 swift test --filter HILTests 2>&1 | grep -a -E "^hil:|Test |recorded an issue|error:|passed after|failed after"

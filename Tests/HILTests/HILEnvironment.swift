@@ -31,6 +31,12 @@ struct HILEnvironment: Sendable {
     var peripheralOff: String?
     var peripheralOn: String?
     var restartBluetoothd: String?
+    /// `KEEPALIVE_HIL_STOP_BLUETOOTHD`: a shell command that stops bluetoothd for the seconds appended to it, then
+    /// starts it again, returning once it has stopped.
+    var stopBluetoothd: String?
+    /// `KEEPALIVE_HIL_ADAPTER_FAULTS=1`: the suite may power the central adapter off behind the daemon's back
+    /// (the healing tests); not on a machine whose adapter others use.
+    var adapterFaults: Bool
     /// `KEEPALIVE_HIL_TICKS` (default 4): ticks of the daemon's end-to-end run.
     var ticks: Int
     /// `KEEPALIVE_HIL_CONNECT_TIMEOUT` (seconds, default 20): each connect's own deadline.
@@ -103,6 +109,8 @@ struct HILEnvironment: Sendable {
             peripheralOff: lookup("KEEPALIVE_HIL_PERIPHERAL_OFF"),
             peripheralOn: lookup("KEEPALIVE_HIL_PERIPHERAL_ON"),
             restartBluetoothd: lookup("KEEPALIVE_HIL_RESTART_BLUETOOTHD"),
+            stopBluetoothd: lookup("KEEPALIVE_HIL_STOP_BLUETOOTHD"),
+            adapterFaults: lookup("KEEPALIVE_HIL_ADAPTER_FAULTS") == "1",
             ticks: try positive("KEEPALIVE_HIL_TICKS", default: 4),
             connectTimeout: .seconds(try positive("KEEPALIVE_HIL_CONNECT_TIMEOUT", default: 20))
         )

@@ -215,6 +215,11 @@ struct HILSession: Sendable {
         let result: Result<Void, any Error>
         do {
             try await transport.waitUntilReady(timeout: .seconds(30))
+            // bluetoothd takes its name before it has probed its adapters (the simulator too, right after a
+            // restart): the adapter may come a moment after "ready". One run saw `adapters: none` here.
+            try await waitUntil("\(environment.adapter) present", timeout: .seconds(10)) {
+                (try? transport.checkAdapter(environment.adapter)) != nil
+            }
             _ = try transport.checkAdapter(environment.adapter)
             result = .success(try await body(session))
         } catch {

@@ -73,6 +73,7 @@ class Lab(dbus.service.Object):
         self.process = None
         self.starts = 0
         self.stopping = False          # an exit we caused: start again without complaint
+        self.hold_seconds = 0          # StopBluetoothd: how long the next expected exit stays stopped
         self.owner = None               # org.bluez's unique name
         self.adapters = {}              # path → {"Powered": bool, "Address": str, "Alias": str}
         self.peripheral_registered = False
@@ -117,6 +118,13 @@ class Lab(dbus.service.Object):
         self.stopping = False
         self.process = None
         log(f"bluetoothd (pid {pid}) exited with wait status {status}{'' if expected else ', unexpectedly'}")
+        # Stopped on purpose for a while (StopBluetoothd): started again when that is over.
+        if expected and self.hold_seconds:
+            seconds, self.hold_seconds = self.hold_seconds, 0
+            log(f"bluetoothd stays stopped for {seconds} s")
+            GLib.timeout_add_seconds(seconds, self.start_after_exit)
+            self.changed()
+            return
         # Unexpected exits are started again too, a little later, like systemd's Restart=on-failure.
         GLib.timeout_add(10 if expected else 1000, self.start_after_exit)
 
@@ -337,6 +345,14 @@ class Lab(dbus.service.Object):
     def RestartBluetoothd(self, reply, error):
         log("RestartBluetoothd()")
         self.restart(signal.SIGTERM, reply, error)
+
+    @dbus.service.method(INTERFACE, in_signature="u", async_callbacks=("reply", "error"))
+    def StopBluetoothd(self, seconds, reply, error):
+        """`systemctl stop bluetooth` for `seconds`, then started again; returns once org.bluez has left the bus."""
+        log(f"StopBluetoothd({seconds})")
+        self.hold_seconds = int(seconds)
+        self.stop_bluetoothd(signal.SIGTERM)
+        self.wait_until(lambda: self.process is None and not self.owner, "bluetoothd stopped", reply, error)
 
     @dbus.service.method(INTERFACE, async_callbacks=("reply", "error"))
     def CrashBluetoothd(self, reply, error):

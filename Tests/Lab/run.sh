@@ -232,6 +232,8 @@ export KEEPALIVE_HIL_SETTING_UUID="${KEEPALIVE_HIL_SETTING_UUID:-4b410003-6b65-6
 export KEEPALIVE_HIL_PERIPHERAL_OFF="$labctl power-peripheral off"
 export KEEPALIVE_HIL_PERIPHERAL_ON="$labctl power-peripheral on"
 export KEEPALIVE_HIL_RESTART_BLUETOOTHD="$labctl restart-bluetoothd"
+export KEEPALIVE_HIL_STOP_BLUETOOTHD="$labctl stop-bluetoothd"
+export KEEPALIVE_HIL_ADAPTER_FAULTS=1
 # libdbus clients (bluetoothctl, dbus-send) started by hand from COMMAND find the guest's bus this way.
 export DBUS_SYSTEM_BUS_ADDRESS="$bus"
 env | grep -E '^KEEPALIVE_(HIL|LAB)_' | sort | sed 's/^/lab:   /' >&2

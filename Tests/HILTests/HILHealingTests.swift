@@ -1,0 +1,117 @@
+import DBus
+import DBusTesting
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The healing ladder (README "Healing") against the environment's bluetoothd: the simulator (`make hil`) or the
+/// real one in the qemu lab (`make lab`). Each test runs `keepalive run` and breaks the adapter or bluetoothd
+/// behind its back. In the suite's own serialized order: a test that powers the adapter off must not run beside
+/// one that polls through it.
+extension HILTests {
+    static func healingConfiguration(_ environment: HILEnvironment, extra: String) -> String {
+        """
+        interval: 5s
+        jitter: 0s
+        window_budget: 4s
+        low_power: {mode: off}
+        adapter: \(environment.adapter)
+        \(extra)
+        devices:
+          - name: hil
+            address: \(environment.peripheral.address)
+            read: [\(environment.counter)]
+        """
+    }
+
+    /// The daemon's records so far: (tick, failed, error code).
+    static func records(_ daemon: CommandProcess) -> [(tick: Int, failed: Bool, code: String?)] {
+        daemon.standardOutput.split(separator: "\n").map { line in
+            let text = String(line)
+            func field(_ name: String) -> String? {
+                guard let range = text.range(of: "\"\(name)\":") else { return nil }
+                let rest = text[range.upperBound...]
+                return rest.first == "\"" ? String(rest.dropFirst().prefix { $0 != "\"" }) : String(rest.prefix { $0 != "," && $0 != "}" })
+            }
+            return (Int(field("tick") ?? "") ?? -1, text.contains("\"result\":\"failed\""), field("code"))
+        }
+    }
+
+    static func firstSuccess(_ daemon: CommandProcess, after index: Int) -> Int? {
+        records(daemon).enumerated().first { $0.offset >= index && !$0.element.failed }?.offset
+    }
+
+    @Test(.enabled(if: HILEnvironment.current.flatMap { try? $0.get() }.map { $0.adapterFaults } ?? true,
+                   "KEEPALIVE_HIL_ADAPTER_FAULTS is not 1"))
+    func anAdapterPoweredOffBehindTheDaemonsBackIsPoweredOnAndPollingResumesByTheNextTick() async throws {
+        let environment = try HILEnvironment.load()
+        let file = try TemporaryFile(name: "hil.yaml", contents: Self.healingConfiguration(environment, extra: "adapter_power: on"))
+        defer { file.remove() }
+        let daemon = try CommandProcess(["run", "--config", file.path, "--bus", environment.busName, "--output", "-"])
+        defer { daemon.terminate() }
+        try await waitUntil("a first successful poll", timeout: .seconds(90)) { Self.firstSuccess(daemon, after: 0) != nil }
+
+        let adapterPath = try ObjectPath("/org/bluez/\(environment.adapter)")
+        let connection = try await DBusConnection(bus: environment.bus, timeout: .seconds(10))
+        let before = Self.records(daemon).count
+        let started = ContinuousClock.now
+        try await connection.setProperty(
+            "Powered", interface: "org.bluez.Adapter1", value: .boolean(false), destination: "org.bluez", path: adapterPath)
+        try await waitUntil("the daemon powers the adapter on", timeout: .seconds(60)) {
+            daemon.standardError.contains("healing: powering the adapter on")
+        }
+        try await waitUntil("a successful poll after the power-off", timeout: .seconds(60)) {
+            Self.firstSuccess(daemon, after: before) != nil
+        }
+        let elapsed = HILReport.milliseconds(since: started)
+        let records = Self.records(daemon)
+        let success = try #require(Self.firstSuccess(daemon, after: before))
+        let firstFailure = records[before...].firstIndex { $0.failed } ?? success
+        // The tick that met the powered-off adapter failed (or the power-off fell between polls); the next one worked.
+        #expect(records[success].tick <= records[firstFailure].tick + 2, "polling resumed at tick \(records[success].tick), the adapter was found off at tick \(records[firstFailure].tick)")
+        let powered = try await connection.getProperty("Powered", interface: "org.bluez.Adapter1", destination: "org.bluez", path: adapterPath)
+        #expect(powered.unwrappingVariants.boolean == true, "the adapter is on again")
+        await connection.close()
+        daemon.signal(SIGTERM)
+        #expect(try await daemon.waitForExit(within: .seconds(30)) == 0, "\(daemon.standardError.suffix(2_000))")
+        HILReport.line("adapter powered off: powered on by the daemon, polling again after \(elapsed) (tick \(records[firstFailure].tick) → \(records[success].tick))")
+    }
+
+    @Test(.enabled(if: HILEnvironment.current.flatMap { try? $0.get() }.map { $0.stopBluetoothd != nil } ?? true,
+                   "KEEPALIVE_HIL_STOP_BLUETOOTHD is not set"))
+    func bluetoothdStoppedForAMinuteIsReportedUnhealthyWithTypedRecordsAndPollingRecovers() async throws {
+        let environment = try HILEnvironment.load()
+        guard let stop = environment.stopBluetoothd else { return }
+        // The ladder quicker than by default (2 failing rounds, a 5-s cooldown), so the minute shows it all;
+        // restarting bluetoothd is not allowed (the default): the ladder ends at "unhealthy".
+        let file = try TemporaryFile(
+            name: "hil.yaml", contents: Self.healingConfiguration(environment, extra: "healing: {failing_rounds: 2, cooldown: 5s}"))
+        defer { file.remove() }
+        let daemon = try CommandProcess(["run", "--config", file.path, "--bus", environment.busName, "--output", "-"])
+        defer { daemon.terminate() }
+        try await waitUntil("a first successful poll", timeout: .seconds(90)) { Self.firstSuccess(daemon, after: 0) != nil }
+
+        let before = Self.records(daemon).count
+        let started = ContinuousClock.now
+        try await HILShell.run("\(stop) 60")
+        try await waitUntil("reported unhealthy", timeout: .seconds(60)) { daemon.standardError.contains("adapter unhealthy") }
+        let unhealthy = HILReport.milliseconds(since: started)
+        try await waitUntil("a successful poll once bluetoothd is back", timeout: .seconds(180)) {
+            Self.firstSuccess(daemon, after: before) != nil
+        }
+        let recovered = HILReport.milliseconds(since: started)
+        try await waitUntil("the recovery logged", timeout: .seconds(30)) { daemon.standardError.contains("adapter healthy again") }
+        let records = Self.records(daemon)
+        let outage = records[before..<(Self.firstSuccess(daemon, after: before) ?? records.count)]
+        #expect(!outage.isEmpty, "the minute without bluetoothd left records")
+        // Typed: every failure says what kind it was (no catch-all).
+        let codes = Set(outage.compactMap(\.code))
+        #expect(outage.allSatisfy { $0.failed && $0.code != nil && $0.code != "failed" }, "codes \(codes)")
+        daemon.signal(SIGTERM)
+        #expect(try await daemon.waitForExit(within: .seconds(30)) == 0, "\(daemon.standardError.suffix(2_000))")
+        HILReport.line(
+            "bluetoothd stopped for 60 s: unhealthy after \(unhealthy), polling again after \(recovered); \(outage.count) records in between, codes \(codes.sorted())")
+    }
+}
