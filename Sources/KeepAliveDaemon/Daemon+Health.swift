@@ -18,6 +18,10 @@ final class AdapterHealer: Sendable {
     private let busy = Locked<Set<String>>([])
     /// Each configured adapter's address, learned while it works: how it is recognised under a new index.
     private let addresses = Locked<[String: String]>([:])
+    /// The configured device names by adapter, and the healing step each device's next record should carry (so the
+    /// records say when the ladder acted, and why, beside the failures that made it).
+    private let devicesByAdapter: [String: Set<String>]
+    private let notes = Locked<[String: HealingStep]>([:])
 
     init(
         specs: [PeripheralSpec], policy: HealingPolicy, transport: ReconnectingTransport, status: StatusBoard,
@@ -30,6 +34,7 @@ final class AdapterHealer: Sendable {
             peripherals[spec.peripheral.adapter, default: []].append(spec.peripheral)
         }
         ladder = Locked(HealingLadder(adapters: devices, policy: policy))
+        devicesByAdapter = devices
         self.transport = transport
         self.peripherals = peripherals
         self.status = status
@@ -72,8 +77,17 @@ final class AdapterHealer: Sendable {
             metadata: ["adapter": "\(configured)", "now": "\(found.name)", "address": "\(address)"])
     }
 
+    /// The healing step to write into `device`'s next record, once: the latest one taken on its adapter since
+    /// its last record.
+    func note(for device: String) -> HealingStep? {
+        notes.withLock { $0.removeValue(forKey: device) }
+    }
+
     private func take(_ step: HealingStep) {
         let metadata: Logger.Metadata = ["adapter": "\(step.adapter)", "why": "\(step.why)"]
+        notes.withLock { notes in
+            for device in devicesByAdapter[step.adapter] ?? [] { notes[device] = step }
+        }
         switch step.action {
         case .reportUnhealthy:
             logger.error("adapter unhealthy: the healing ladder stops here", metadata: metadata)

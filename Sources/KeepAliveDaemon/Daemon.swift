@@ -179,7 +179,7 @@ public final class Daemon: Service {
             logger: logger,
             admission: fleet,
             onRecord: { [writer, options, progress, fleet] record in
-                writer?.write(record)
+                writer?.write(record, healing: healer?.note(for: record.device))
                 fleet?.pollCompleted(record)
                 healer?.observe(record)
                 if record.result != .failed { options.repeatedWarnings?.flush(device: record.device) }

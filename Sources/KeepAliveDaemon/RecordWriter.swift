@@ -85,13 +85,14 @@ public final class RecordWriter: Sendable {
         state.withLock { $0.failure }
     }
 
-    /// Encodes and writes one record now. Safe from any thread; lines never interleave.
-    public func write(_ record: PollRecord) {
+    /// Encodes and writes one record now. Safe from any thread; lines never interleave. `healing`: a step of the
+    /// adapter healing ladder taken since the device's last record, written as `"healing": {"action", "why"}`.
+    public func write(_ record: PollRecord, healing: HealingStep? = nil) {
         let failed: OutputError? = state.withLock { state in
             guard state.failure == nil, state.descriptor >= 0 || output == .none else { return nil }
             // Read under the lock: `ts` never goes backwards while `seq` goes forwards.
             let now = WallClock.now()
-            let line = Self.encode(record, sequence: state.nextSequence, at: now)
+            let line = Self.encode(record, sequence: state.nextSequence, at: now, healing: healing)
             if output != .none, let error = Self.writeAll(line + "\n", to: state.descriptor, path: output.description) {
                 state.failure = error
                 return error
@@ -123,7 +124,7 @@ public final class RecordWriter: Sendable {
     }
 
     /// One record as a JSON object (no newline), in the README's key order.
-    static func encode(_ record: PollRecord, sequence: UInt64, at now: WallClock.Time) -> String {
+    static func encode(_ record: PollRecord, sequence: UInt64, at now: WallClock.Time, healing: HealingStep? = nil) -> String {
         // The record's monotonic instants are placed on the wall clock relative to now: the poll finished
         // about `fired + used`, which is this moment. Robust to a wall-clock step during the poll.
         let finished = record.fired + (record.window?.used ?? .zero)
@@ -144,6 +145,13 @@ public final class RecordWriter: Sendable {
                     if let from = handover.from { object.string("from", from) } else { object.null("from") }
                     object.string("reason", handover.reason)
                 }
+            }
+        }
+        if let healing {
+            // What the healing ladder did on this device's adapter since its last record (README: Healing).
+            line.object("healing") { object in
+                object.string("action", healing.action.rawValue)
+                object.string("why", healing.why)
             }
         }
         line.object("values") { values in

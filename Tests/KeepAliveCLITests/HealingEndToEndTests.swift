@@ -88,6 +88,14 @@ extension MonthsWithoutAPersonTests {
                     $0.line.contains("\"code\":\"connectionAborted\"")
                 }
                 #expect(failed.count >= 4)
+                // …and say what the ladder did, and why, in the next record of the adapter's devices.
+                try await waitUntil("the records carry the healing steps", timeout: .seconds(10)) {
+                    let lines = CLITests.records(process.standardOutput).map(\.line)
+                    return lines.contains { $0.contains("\"healing\":{\"action\":\"powerCycle\",\"why\":\"") }
+                        && lines.contains { $0.contains("\"healing\":{\"action\":\"reportRecovered\"") }
+                }
+                let cycle = try #require(CLITests.records(process.standardOutput).first { $0.line.contains("\"action\":\"powerCycle\"") })
+                #expect(cycle.line.contains("failing rounds"), "\(cycle.line)")
             }
         }
 
