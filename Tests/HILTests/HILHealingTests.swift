@@ -43,15 +43,27 @@ extension HILTests {
         records(daemon).enumerated().first { $0.offset >= index && !$0.element.failed }?.offset
     }
 
+    /// Waits for `condition`; on a timeout the daemon's records and log go into the failure.
+    static func wait(_ what: String, _ daemon: CommandProcess, within limit: Duration, _ condition: @escaping @Sendable () -> Bool) async throws {
+        do {
+            try await waitUntil(what, timeout: limit, condition)
+        } catch {
+            throw HILFailure("\(error)\nrecords:\n\(daemon.standardOutput.suffix(3_000))\nlog:\n\(daemon.standardError.suffix(5_000))")
+        }
+    }
+
     @Test(.enabled(if: HILEnvironment.current.flatMap { try? $0.get() }.map { $0.adapterFaults } ?? true,
                    "KEEPALIVE_HIL_ADAPTER_FAULTS is not 1"))
     func anAdapterPoweredOffBehindTheDaemonsBackIsPoweredOnAndPollingResumesByTheNextTick() async throws {
         let environment = try HILEnvironment.load()
+        // BlueZ knows the peripheral and a link works before the daemon starts (a lab just booted may need more
+        // than one 4-s window to discover it, and the daemon then backs off: one run waited 90 s in vain).
+        try await HILSession.with { session in _ = try await session.connect() }
         let file = try TemporaryFile(name: "hil.yaml", contents: Self.healingConfiguration(environment, extra: "adapter_power: on"))
         defer { file.remove() }
         let daemon = try CommandProcess(["run", "--config", file.path, "--bus", environment.busName, "--output", "-"])
         defer { daemon.terminate() }
-        try await waitUntil("a first successful poll", timeout: .seconds(90)) { Self.firstSuccess(daemon, after: 0) != nil }
+        try await Self.wait("a first successful poll", daemon, within: .seconds(90)) { Self.firstSuccess(daemon, after: 0) != nil }
 
         let adapterPath = try ObjectPath("/org/bluez/\(environment.adapter)")
         let connection = try await DBusConnection(bus: environment.bus, timeout: .seconds(10))
@@ -59,10 +71,10 @@ extension HILTests {
         let started = ContinuousClock.now
         try await connection.setProperty(
             "Powered", interface: "org.bluez.Adapter1", value: .boolean(false), destination: "org.bluez", path: adapterPath)
-        try await waitUntil("the daemon powers the adapter on", timeout: .seconds(60)) {
+        try await Self.wait("the daemon powers the adapter on", daemon, within: .seconds(60)) {
             daemon.standardError.contains("healing: powering the adapter on")
         }
-        try await waitUntil("a successful poll after the power-off", timeout: .seconds(60)) {
+        try await Self.wait("a successful poll after the power-off", daemon, within: .seconds(60)) {
             Self.firstSuccess(daemon, after: before) != nil
         }
         let elapsed = HILReport.milliseconds(since: started)
@@ -84,6 +96,7 @@ extension HILTests {
     func bluetoothdStoppedForAMinuteIsReportedUnhealthyWithTypedRecordsAndPollingRecovers() async throws {
         let environment = try HILEnvironment.load()
         guard let stop = environment.stopBluetoothd else { return }
+        try await HILSession.with { session in _ = try await session.connect() }
         // The ladder quicker than by default (2 failing rounds, a 5-s cooldown), so the minute shows it all;
         // restarting bluetoothd is not allowed (the default): the ladder ends at "unhealthy".
         let file = try TemporaryFile(
@@ -91,18 +104,18 @@ extension HILTests {
         defer { file.remove() }
         let daemon = try CommandProcess(["run", "--config", file.path, "--bus", environment.busName, "--output", "-"])
         defer { daemon.terminate() }
-        try await waitUntil("a first successful poll", timeout: .seconds(90)) { Self.firstSuccess(daemon, after: 0) != nil }
+        try await Self.wait("a first successful poll", daemon, within: .seconds(90)) { Self.firstSuccess(daemon, after: 0) != nil }
 
         let before = Self.records(daemon).count
         let started = ContinuousClock.now
         try await HILShell.run("\(stop) 60")
-        try await waitUntil("reported unhealthy", timeout: .seconds(60)) { daemon.standardError.contains("adapter unhealthy") }
+        try await Self.wait("reported unhealthy", daemon, within: .seconds(60)) { daemon.standardError.contains("adapter unhealthy") }
         let unhealthy = HILReport.milliseconds(since: started)
-        try await waitUntil("a successful poll once bluetoothd is back", timeout: .seconds(180)) {
+        try await Self.wait("a successful poll once bluetoothd is back", daemon, within: .seconds(180)) {
             Self.firstSuccess(daemon, after: before) != nil
         }
         let recovered = HILReport.milliseconds(since: started)
-        try await waitUntil("the recovery logged", timeout: .seconds(30)) { daemon.standardError.contains("adapter healthy again") }
+        try await Self.wait("the recovery logged", daemon, within: .seconds(30)) { daemon.standardError.contains("adapter healthy again") }
         let records = Self.records(daemon)
         let outage = records[before..<(Self.firstSuccess(daemon, after: before) ?? records.count)]
         #expect(!outage.isEmpty, "the minute without bluetoothd left records")
