@@ -115,7 +115,9 @@ import Glibc
         let clock = ContinuousClock()
         let start = clock.now
         let checks = await Doctor(options: fixtures.options(bus: "unix:path=/nonexistent/socket")).run()
-        #expect(clock.now - start < .seconds(5 * sanitizerSlowdown * sanitizerSlowdown))
+        // Well under libdbus's 25-s default timeout, which is what this guards against; not a speed test (the
+        // whole doctor took 5.6-6.2 s on two loaded cores, against well under a second alone).
+        #expect(clock.now - start < .seconds(15 * sanitizerSlowdown * sanitizerSlowdown))
         #expect(checks.map(\.name) == Self.names)
         let bus = check(DoctorCheck.Name.systemBus, in: checks)
         #expect(bus.status == .failed)
@@ -143,7 +145,9 @@ import Glibc
         let clock = ContinuousClock()
         let start = clock.now
         let checks = await Doctor(options: options).run()
-        #expect(clock.now - start < .seconds(5 * sanitizerSlowdown * sanitizerSlowdown))
+        // Well under libdbus's 25-s default timeout, which is what this guards against; not a speed test (the
+        // whole doctor took 5.6-6.2 s on two loaded cores, against well under a second alone).
+        #expect(clock.now - start < .seconds(15 * sanitizerSlowdown * sanitizerSlowdown))
         let bus = check(DoctorCheck.Name.systemBus, in: checks)
         #expect(bus.status == .failed)
         #expect(bus.detail.contains("no answer from the bus at unix:path=\(path) within 500ms"), "\(bus)")
@@ -172,7 +176,9 @@ import Glibc
             let clock = ContinuousClock()
             let start = clock.now
             let bluez = check(DoctorCheck.Name.bluez, in: await Doctor(options: options).run())
-            #expect(clock.now - start < .seconds(5 * sanitizerSlowdown * sanitizerSlowdown))
+            // Well under libdbus's 25-s default timeout, which is what this guards against; not a speed test (the
+        // whole doctor took 5.6-6.2 s on two loaded cores, against well under a second alone).
+        #expect(clock.now - start < .seconds(15 * sanitizerSlowdown * sanitizerSlowdown))
             #expect(bluez.status == .ok)
             #expect(bluez.detail.contains("BlueZ version unknown (`\(hanging) --version` did not answer within 300ms)"))
         }
@@ -386,7 +392,9 @@ import Glibc
         let clock = ContinuousClock()
         let start = clock.now
         let checks = await Doctor().run()
-        #expect(clock.now - start < .seconds(15 * sanitizerSlowdown))
+        // Under libdbus's 25-s default timeout (no check may fall back to it); 16.7 s was measured for 15 on two
+        // loaded cores, so the bound is that timeout, not a speed goal.
+        #expect(clock.now - start < .seconds(24 * sanitizerSlowdown))
         #expect(checks.map(\.name) == Self.names)
         for check in checks where check.status == .failed { #expect(check.fix != nil, "\(check)") }
         if ProcessInfo.processInfo.environment["DOCTOR_PRINT"] != nil {
