@@ -31,6 +31,9 @@ struct LivenessTests {
         let keepAlive = try makeKeepAlive()
         let events = Collector(keepAlive.events())
         let gate = Gate()
+        // A failed expectation below must not leave the handler blocked: the scheduler's stop would wait for it for
+        // ever (the manual clock never ends the window). A TSan run hung here for more than 10 minutes.
+        defer { gate.open() }
         let entered = Locked(false)
         try keepAlive.register(name: "sensor") { _ in
             entered.withLock { $0 = true }
@@ -39,6 +42,8 @@ struct LivenessTests {
         }
         try await withRunning(keepAlive) {
             try await waitFor { entered.withLock { $0 } }
+            // The window's timer is armed by the ledger's driver, which may come a moment after the handler starts.
+            try await waitFor { keepAlive.liveness.openWindows == 1 && keepAlive.liveness.earliestOwed != nil }
             let open = keepAlive.liveness
             #expect(open.isRunning)
             #expect(open.openWindows == 1)
