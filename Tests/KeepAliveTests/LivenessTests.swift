@@ -31,9 +31,6 @@ struct LivenessTests {
         let keepAlive = try makeKeepAlive()
         let events = Collector(keepAlive.events())
         let gate = Gate()
-        // A failed expectation below must not leave the handler blocked: the scheduler's stop would wait for it for
-        // ever (the manual clock never ends the window). A TSan run hung here for more than 10 minutes.
-        defer { gate.open() }
         let entered = Locked(false)
         try keepAlive.register(name: "sensor") { _ in
             entered.withLock { $0 = true }
@@ -41,6 +38,10 @@ struct LivenessTests {
             return .newData
         }
         try await withRunning(keepAlive) {
+            // Released on every path out of here, before `withRunning` stops the scheduler: a failure below must not
+            // leave the handler blocked, or the stop waits for it for ever (the manual clock never ends the window).
+            // Two TSan runs of the whole suite hung here for more than 10 minutes.
+            defer { gate.open() }
             try await waitFor { entered.withLock { $0 } }
             // The window's timer is armed by the ledger's driver, which may come a moment after the handler starts.
             try await waitFor { keepAlive.liveness.openWindows == 1 && keepAlive.liveness.earliestOwed != nil }
@@ -54,7 +55,8 @@ struct LivenessTests {
             #expect(open.lateness == .zero)
 
             gate.open()
-            _ = try await events.next { if case .report = $0 { true } else { false } }
+            // A give-up, not a bound: a whole suite under a sanitizer on two cores can starve this task for seconds.
+            _ = try await events.next(timeout: .seconds(60)) { if case .report = $0 { true } else { false } }
             let idle = keepAlive.liveness
             #expect(idle.openWindows == 0)
             #expect(idle.earliestOwed == .at(.seconds(30)))
@@ -62,13 +64,13 @@ struct LivenessTests {
         }
     }
 
-    /// Waits (a condition, polled every millisecond; gives up after 10 s) for the window's handler to start.
+    /// Waits (a condition, polled every millisecond; gives up after 60 s) for the window's handler to start.
     func waitFor(_ condition: @Sendable () -> Bool) async throws {
         let clock = ContinuousClock()
         let start = clock.now
         while !condition() {
-            guard clock.now - start < .seconds(10) else {
-                throw TestClock.WaitTimeout(description: "condition not met in 10 s")
+            guard clock.now - start < .seconds(60) else {
+                throw TestClock.WaitTimeout(description: "condition not met in 60 s")
             }
             try await Task.sleep(for: .milliseconds(1))
         }
