@@ -433,10 +433,14 @@ struct Fixtures: Sendable {
     /// a script answering 5.66.
     func options(bus address: String = "unix:path=/nonexistent/socket") -> Doctor.Options {
         let bluetoothd = (try? script("bluetoothd", "echo 5.66")) ?? "/nonexistent"
-        return Doctor.Options(
+        var options = Doctor.Options(
             bus: .address(address), rfkillDirectory: directory + "/rfkill",
             powerSupplyDirectory: directory + "/power_supply",
             bluetoothClassDirectory: directory + "/no-bluetooth-class", bluetoothdPaths: [bluetoothd])
+        // The doctor's give-up for each bus call (3 s): under a sanitizer, with the whole suite on two cores,
+        // connecting to a fresh private bus took longer (an ASan run failed the system-bus check here).
+        options.timeout = .seconds(3 * sanitizerSlowdown * sanitizerSlowdown)
+        return options
     }
 
     func file(_ relativePath: String, _ contents: String) throws {
