@@ -326,6 +326,13 @@ struct FleetEndToEndTests {
             let stoppedName = try #require(now.first { $0.value != victim && takeable($0.key, from: $0.value) }?.value)
             let stoppedDevices = now.filter { $0.value == stoppedName && takeable($0.key, from: stoppedName) }.map(\.key)
             let stopped = try #require(site.daemons[stoppedName])
+            // Stopped between polls, as docs/FLEET.md states the guarantee: right after its records of one tick came
+            // (a poll takes a fraction of the 2-s interval). A stop in the middle of a poll is the stall no lease
+            // covers: the resumed process would finish, or force-end, the operation it had begun.
+            let beforeStop = Self.now
+            try await waitUntil("\(stoppedName) between two polls", timeout: .seconds(Int64(4 * Self.interval * Double(sanitizerSlowdown)))) {
+                stoppedDevices.allSatisfy { number in records.of("sensor-\(number)", after: beforeStop).contains { $0.gateway == stoppedName } }
+            }
             let stoppedAt = Self.now
             stopped.signal(SIGSTOP)
             try await waitUntil("\(stoppedName)'s devices taken over", timeout: .seconds(Int64(bound * 3))) {
