@@ -218,6 +218,7 @@ class Context:
         self.work = tempfile.mkdtemp(prefix="keepalive-bench-")
         self.bin = None
         self.cfloor = None
+        self.mqtt_cfloor = None
         self.results = {}
         self.failures = []
         self.loads = {}
@@ -1645,6 +1646,7 @@ def main():
     if args.skip_build:
         ctx.bin = os.path.join(ctx.scratch, "release")
         ctx.cfloor = os.path.join(ctx.scratch, "bluez_poll")
+        ctx.mqtt_cfloor = os.path.join(ctx.scratch, "mqtt_publish")
     else:
         build_started = time.monotonic()
         build(ctx)
