@@ -100,6 +100,25 @@ public final class MQTTClient: Sendable {
         }
     }
 
+    /// Publishes `message` as ``publish(_:)`` does, without a task: `completion` runs on the client's thread once the
+    /// message has the acknowledgement its QoS has or has failed (at once, on the caller's thread, for an invalid
+    /// topic or a closed client). For a caller that finishes its work there — the bridge moves its spool's
+    /// acknowledged mark — so that no task is resumed per message. `completion` must be short and must not block.
+    public func publish(_ message: MQTTOutgoingMessage, completion: @escaping @Sendable (Result<Void, MQTTError>) -> Void) {
+        do {
+            try MQTTTopic.validatePublish(message.topic)
+        } catch {
+            completion(.failure(error))
+            return
+        }
+        let token = tokens.withLock { value -> UInt64 in
+            value += 1
+            return value
+        }
+        let core = self.core
+        if !thread.async({ core.publish(token, message, completion) }) { completion(.failure(.closed())) }
+    }
+
     /// Publishes `messages` in this order and returns one outcome per message, in the same order, once each has
     /// the acknowledgement its QoS has (as ``publish(_:)``) or has failed.
     ///

@@ -36,6 +36,11 @@ struct BridgeState {
     var deviceByLevel: [String: String] = [:]
     var outgoing: [Outgoing] = []
     var connected = false
+    /// The client while ``MQTTBridge/run()`` runs: `submit` hands a record straight to it when nothing else is
+    /// pending or queued.
+    var client: MQTTClient?
+    /// Records `submit` handed straight to the client so far (the rest went through the delivery task).
+    var handedDirectly: UInt64 = 0
     var announced = AnnouncedState()
     /// The dropped count last published (nil: never this run).
     var publishedDropped: UInt64?

@@ -14,6 +14,7 @@ extension MQTTBridge {
     public func run() async throws {
         defer { commandContinuation.finish() }
         let client = try MQTTClient(configuration: configuration.mqtt)
+        state.withLock { $0.client = client }
         await cancelWhenGracefulShutdown {
             await withTaskGroup(of: Void.self) { group in
                 group.addTask { await self.followEvents(of: client) }
@@ -23,7 +24,10 @@ extension MQTTBridge {
                 group.cancelAll()
             }
         }
-        state.withLock { $0.connected = false }
+        state.withLock { state in
+            state.connected = false
+            state.client = nil
+        }
         // Not in this task: it may be cancelled, and the close must still publish `offline`.
         let offline = retained(topics.status, "offline")
         await Task { await client.close(publishing: [offline]) }.value
@@ -124,10 +128,14 @@ extension MQTTBridge {
                 wakeupContinuation.yield()
                 return
             }
+            // Nothing while `submit`'s direct route has a record out: its PUBACK wakes this task when more waits.
             let next = spool.withLock { spool -> Result<[(entry: Spool.Entry, record: SpoolRecord?)], BridgeError> in
                 Result { () throws(BridgeError) in
+                    guard spool.outForDelivery == .none else { return [] }
                     let entries = spool.entries(after: nil, count: window)
-                    return Array(zip(entries, try spool.read(entries)))
+                    let batch = Array(zip(entries, try spool.read(entries)))
+                    if !batch.isEmpty { spool.outForDelivery = .batch }
+                    return batch
                 }
             }
             let batch: [(entry: Spool.Entry, record: SpoolRecord?)]
@@ -171,14 +179,13 @@ extension MQTTBridge {
                 }
                 done += 1
             }
-            if done > 0 {
-                let last = batch[done - 1].entry.id
-                let acknowledged = spool.withLock { spool in
-                    Result { () throws(BridgeError) in try spool.acknowledge(through: last) }
-                }
-                if case .failure(let error) = acknowledged {
-                    logger.error("cannot record an acknowledgement in the spool", metadata: ["error": "\(error)"])
-                }
+            let last = done > 0 ? batch[done - 1].entry.id : nil
+            let acknowledged = spool.withLock { spool in
+                spool.outForDelivery = .none
+                return Result { () throws(BridgeError) in if let last { try spool.acknowledge(through: last) } }
+            }
+            if case .failure(let error) = acknowledged {
+                logger.error("cannot record an acknowledgement in the spool", metadata: ["error": "\(error)"])
             }
             if interrupted { return }
         }

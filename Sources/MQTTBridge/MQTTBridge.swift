@@ -130,18 +130,35 @@ public final class MQTTBridge: Service, Sendable {
             throw BridgeError(code: .unknownDevice, message: "no device \"\(device)\" is configured for MQTT")
         }
         let record = SpoolRecord(sequence: sequence, succeeded: succeeded, device: device, payload: payload)
-        // The sync is made outside the spool's lock, after waking the delivery: the record is published while
-        // the disk flushes (1–3 ms here), and `submit` still returns only once it is durable.
+        // The record goes to the broker by one of two routes. When it is the only pending record, nothing is queued
+        // before it and the client is connected, it is handed straight to the client here, and the client's
+        // thread moves the acknowledged mark after the PUBACK (one hand-off per record, as records spread over a
+        // tick travel); otherwise the delivery task is woken and sends the backlog in order, in batches.
+        let client = state.withLock { $0.connected && $0.outgoing.isEmpty ? $0.client : nil }
+        // The sync is made outside the spool's lock, after the record was handed over or the delivery woken: the
+        // record is published while the disk flushes (1–3 ms here), and `submit` still returns only once it is
+        // durable.
         let appended = spool.withLock { spool in
-            Result { () throws(BridgeError) in (try spool.appendDeferringSync(record), spool.dropped) }
+            Result { () throws(BridgeError) in
+                let appended = try spool.appendDeferringSync(record)
+                var direct: Spool.Entry?
+                if client != nil, spool.outForDelivery == .none, spool.pendingCount == 1, let first = spool.first {
+                    spool.outForDelivery = .direct(first.id)
+                    direct = first
+                }
+                return (appended, spool.dropped, direct)
+            }
         }
-        let ((dropped, pendingSync), total) = try appended.get()
+        let ((dropped, pendingSync), total, direct) = try appended.get()
+        if let client, let direct { hand(record, entry: direct, to: client) }
         if dropped > 0 {
             logger.warning(
                 "spool full: dropped the oldest records", metadata: ["dropped": "\(dropped)", "total": "\(total)"])
         }
-        state.withLock { state in
-            guard var entry = state.devices[device] else { return }
+        let queued = state.withLock { state -> Bool in
+            if direct != nil { state.handedDirectly += 1 }
+            guard var entry = state.devices[device] else { return false }
+            let before = state.outgoing.count
             if let change = entry.availability.record(succeeded: succeeded) {
                 state.enqueue(.message(retained(topics.availability(device), change.rawValue)))
             }
@@ -152,9 +169,46 @@ public final class MQTTBridge: Service, Sendable {
             if learn(readings, into: &entry) { state.enqueue(.announce(device: device)) }
             state.devices[device] = entry
             if dropped > 0 { state.enqueue(.message(retained(topics.dropped, "\(total)"))) }
+            return state.outgoing.count != before
         }
-        wakeupContinuation.yield()
+        if direct == nil || queued { wakeupContinuation.yield() }
         try pendingSync?.perform()
+    }
+
+    /// The direct route: publishes `record` (the only pending entry) on the client's thread, and there, after
+    /// its PUBACK, moves the spool's acknowledged mark past it. A lost connection leaves it pending for the
+    /// delivery task to send again after the next CONNACK; a record the broker refuses for good is skipped and
+    /// logged, as the delivery task does.
+    private func hand(_ record: SpoolRecord, entry: Spool.Entry, to client: MQTTClient) {
+        let message = MQTTOutgoingMessage(
+            topic: topics.state(record.device), payload: record.payload, qos: configuration.qos, retain: false,
+            properties: MQTTProperties(contentType: "application/json"))
+        client.publish(message) { [self] outcome in
+            var refused: MQTTError?
+            if case .failure(let error) = outcome, error.code != .disconnected, error.code != .cancelled, error.code != .closed {
+                refused = error
+            }
+            let (more, acknowledged) = spool.withLock { spool in
+                spool.outForDelivery = .none
+                var acknowledged: Result<Void, BridgeError> = .success(())
+                if case .success = outcome {
+                    acknowledged = Result { () throws(BridgeError) in try spool.acknowledge(through: entry.id) }
+                } else if refused != nil {
+                    acknowledged = Result { () throws(BridgeError) in try spool.acknowledge(through: entry.id) }
+                }
+                return (spool.pendingCount > 0, acknowledged)
+            }
+            if let refused {
+                logger.error(
+                    "the broker refused a record; skipping it",
+                    metadata: ["device": "\(record.device)", "seq": "\(record.sequence)", "error": "\(refused)"])
+            }
+            if case .failure(let error) = acknowledged {
+                logger.error("cannot record an acknowledgement in the spool", metadata: ["error": "\(error)"])
+            }
+            // Records submitted meanwhile, or this one after a lost connection: the delivery task's.
+            if more { wakeupContinuation.yield() }
+        }
     }
 
     /// The daemon's health changed (a stalled scheduler, an adapter the healing ladder gave up on, or all well

@@ -37,6 +37,15 @@ final class Spool {
         var size: Int
     }
 
+    /// A route by which pending records go to the broker (``outForDelivery``).
+    enum Delivery: Sendable, Equatable {
+        case none
+        /// A batch read back by the bridge's delivery task.
+        case batch
+        /// The one pending record, handed straight to the client by `submit` (its entry id).
+        case direct(UInt64)
+    }
+
     let directory: String
     let limit: Int
     let segmentLimit: Int
@@ -49,6 +58,9 @@ final class Spool {
     private var acknowledgedDescriptor: Int32 = -1
     private(set) var dropped: UInt64 = 0
     private(set) var corrupt: UInt64 = 0
+    /// Which pending records are out with the MQTT client now. The bridge sends by one route at a time, so that
+    /// records reach the broker in order and the acknowledged mark moves over a prefix.
+    var outForDelivery = Delivery.none
     private(set) var appended: UInt64 = 0
     private(set) var delivered: UInt64 = 0
 

@@ -109,6 +109,65 @@ import Testing
         await running.stop()
     }
 
+    /// Catches: the direct route (`submit` handing the only pending record to the client, the client's thread moving
+    /// the mark) losing a record whose PUBACK never came, sending one out of order beside the delivery task, or
+    /// leaving the spool's route taken so that nothing is delivered any more.
+    @Test func aRecordSubmittedWhileIdleGoesStraightToTheClientAndOneWithoutItsPUBACKIsSentAgain() async throws {
+        var broker = try await MosquittoBroker.start()
+        let directory = try makeTemporaryDirectory(prefix: "bridge-test")
+        defer {
+            broker.remove()
+            removeDirectory(directory)
+        }
+        let subscriber = try await Collector(port: broker.port, filters: ["keepalive/gw/+/state"], qos: .atLeastOnce)
+        let bridge = try MQTTBridge(
+            configuration: bridgeConfiguration(
+                port: broker.port, directory: directory, reconnect: fastReconnect(.milliseconds(200), maximum: .milliseconds(400))),
+            devices: [kitchen], logger: testLogger())
+        let running = RunningBridge(bridge)
+        try await running.waitUntilConnected()
+        @Sendable func idle() -> Bool {
+            bridge.statistics.pending == 0 && bridge.state.withLock { $0.outgoing.isEmpty }
+        }
+        // Records spread out, as polls end over a tick: after the first (whose availability and failures topics
+        // go through the delivery task), each goes straight to the client.
+        for sequence in 0..<20 {
+            try await waitUntil("record \(sequence) may go straight") { idle() }
+            try bridge.submit(device: "kitchen", sequence: UInt64(sequence), succeeded: true, payload: recordPayload(UInt64(sequence)))
+        }
+        try await running.waitUntilDrained()
+        #expect(bridge.state.withLock { $0.handedDirectly } >= 19)
+        // Then a burst behind a direct one: in order, the rest by the delivery task.
+        for sequence in 20..<300 {
+            try bridge.submit(device: "kitchen", sequence: UInt64(sequence), succeeded: true, payload: recordPayload(UInt64(sequence)))
+        }
+        try await running.waitUntilDrained()
+        try await waitUntil("the subscriber has 300 records") { subscriber.sequences(on: "keepalive/gw/kitchen/state").count >= 300 }
+        #expect(subscriber.sequences(on: "keepalive/gw/kitchen/state") == Array(0..<300))
+        #expect(bridge.statistics.delivered == 300)
+
+        // A direct record whose PUBACK never comes (the broker stopped, then killed): still pending, sent again
+        // after the next connection.
+        try await waitUntil("idle") { idle() }
+        broker.signal(SIGSTOP)
+        let handedBefore = bridge.state.withLock { $0.handedDirectly }
+        try bridge.submit(device: "kitchen", sequence: 300, succeeded: true, payload: recordPayload(300))
+        #expect(bridge.state.withLock { $0.handedDirectly } == handedBefore + 1, "handed straight to the client")
+        broker.kill()  // SIGKILL ends a stopped process: the PUBLISH is never acknowledged
+        try await waitUntil("the connection is lost") { !bridge.statistics.connected }
+        #expect(bridge.statistics.pending == 1 && bridge.statistics.delivered == 300)
+        broker = try await broker.restart()
+        try await running.waitUntilDrained()
+        #expect(bridge.statistics.delivered == 301)
+        try await waitUntil("idle again") { idle() }
+        try bridge.submit(device: "kitchen", sequence: 301, succeeded: true, payload: recordPayload(301))
+        #expect(bridge.state.withLock { $0.handedDirectly } == handedBefore + 2, "the direct route is free again")
+        try await running.waitUntilDrained()
+        #expect(bridge.statistics.delivered == 302)
+        await subscriber.close()
+        await running.stop()
+    }
+
     @Test func aBurstOfAThousandRecordsIsDeliveredInSeqOrderAWindowAtATime() async throws {
         let broker = try await MosquittoBroker.start()
         let directory = try makeTemporaryDirectory(prefix: "bridge-test")
