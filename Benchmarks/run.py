@@ -228,6 +228,11 @@ class Context:
         return os.path.join(self.work, name)
 
 
+# How the shipped binary is built (the Makefile's RELEASE_FLAGS, used by `make install`): every product here is
+# built the same way, so that what is measured is what is installed.
+RELEASE_FLAGS = ["--static-swift-stdlib", "-Xswiftc", "-use-ld=lld", "-Xlinker", "-z", "-Xlinker", "pack-relative-relocs"]
+
+
 def build(ctx):
     products = ["keepalive", "bluez-sim", "KeepAliveBenchmarks", "BlueZBenchmark", "DBusBenchmark", "MQTTBenchmark"]
     for product in products:
@@ -235,13 +240,14 @@ def build(ctx):
         # One product per build (swift build takes only the last --product).
         result = subprocess.run(
             [ctx.swift, "build", "--package-path", ROOT, "--scratch-path", ctx.scratch, "-c", "release",
-             "--product", product],
+             *RELEASE_FLAGS, "--product", product],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         if result.returncode != 0:
             print(result.stdout[-4000:], file=sys.stderr)
             raise SystemExit(f"bench: building {product} failed")
     ctx.bin = subprocess.run(
-        [ctx.swift, "build", "--package-path", ROOT, "--scratch-path", ctx.scratch, "-c", "release", "--show-bin-path"],
+        [ctx.swift, "build", "--package-path", ROOT, "--scratch-path", ctx.scratch, "-c", "release", *RELEASE_FLAGS,
+         "--show-bin-path"],
         stdout=subprocess.PIPE, text=True, check=True).stdout.strip()
     flags = subprocess.run(["pkg-config", "--cflags", "--libs", "dbus-1"], stdout=subprocess.PIPE, text=True,
                            check=True).stdout.split()
