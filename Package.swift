@@ -245,6 +245,7 @@ let package = Package(
                 "DBus",
                 "HostPower",
                 "CBluetooth",
+                "CLinux",
                 "Locking",
                 .product(name: "Yams", package: "Yams"),
                 .product(name: "Logging", package: "swift-log"),
@@ -255,9 +256,14 @@ let package = Package(
         ),
         // The `keepalive` command: argument parsing and terminal rendering over KeepAliveDaemon; `simulate` and
         // `demo` bring the BlueZ simulator and a private dbus-daemon.
+        // The executors of Swift concurrency the daemon runs on (threads that wait without a timeout, so nothing
+        // wakes between ticks; libdispatch's own wake every second), installed before `main` by an ELF
+        // constructor in KeepAliveCLI. docs/EXECUTORS.md.
+        .target(name: "QuietExecutor"),
         .executableTarget(
             name: "KeepAliveCLI",
             dependencies: [
+                "QuietExecutor",
                 "KeepAliveDaemon",
                 "KeepAlive",
                 "BlueZ",

@@ -2,7 +2,12 @@
 #ifndef CLINUX_SHIM_H
 #define CLINUX_SHIM_H
 
+#include <errno.h>
+#include <fcntl.h>
 #include <malloc.h>
+#include <signal.h>
+#include <string.h>
+#include <unistd.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/prctl.h>
@@ -71,6 +76,45 @@ static const int clinux_epoll_ctl_add = EPOLL_CTL_ADD;
 static const int clinux_epoll_ctl_mod = EPOLL_CTL_MOD;
 static const int clinux_epoll_ctl_del = EPOLL_CTL_DEL;
 static const unsigned int clinux_epollin = EPOLLIN;
+// Signals through a pipe (the self-pipe trick), for ProcessIO.signals: the handler only write(2)s the signal's
+// number, which is async-signal-safe, and a thread of the daemon reads it. libdispatch's signal sources would do
+// the same, but they start its workqueue, whose monitor then wakes the process every second for good. One pipe per
+// process; only KeepAliveDaemon's ProcessIO calls these (the statics live in the module that uses them).
+static int clinux_signal_pipe_ends[2] = {-1, -1};
+
+static void clinux_signal_pipe_handler(int number) {
+    int saved = errno;
+    unsigned char byte = (unsigned char)number;
+    ssize_t written = write(clinux_signal_pipe_ends[1], &byte, 1);
+    (void)written;  // a full pipe already holds enough pending signals to act on
+    errno = saved;
+}
+
+// The pipe's read end (made at the first call; both ends close-on-exec, the write end non-blocking), or -1.
+static inline int clinux_signal_pipe(void) {
+    if (clinux_signal_pipe_ends[0] >= 0) return clinux_signal_pipe_ends[0];
+    int ends[2];
+    if (pipe(ends) != 0) return -1;
+    fcntl(ends[0], F_SETFD, FD_CLOEXEC);
+    fcntl(ends[1], F_SETFD, FD_CLOEXEC);
+    fcntl(ends[1], F_SETFL, fcntl(ends[1], F_GETFL) | O_NONBLOCK);
+    clinux_signal_pipe_ends[0] = ends[0];
+    clinux_signal_pipe_ends[1] = ends[1];
+    return ends[0];
+}
+
+// From now on, `number` is written to the pipe instead of taking its default action. SA_RESTART: the other
+// threads' system calls are resumed, not failed with EINTR. Returns 0, or -1 with errno.
+static inline int clinux_signal_to_pipe(int number) {
+    if (clinux_signal_pipe() < 0) return -1;
+    struct sigaction action;
+    memset(&action, 0, sizeof action);
+    action.sa_handler = clinux_signal_pipe_handler;
+    sigemptyset(&action.sa_mask);
+    action.sa_flags = SA_RESTART;
+    return sigaction(number, &action, NULL);
+}
+
 static const unsigned int clinux_epollout = EPOLLOUT;
 static const unsigned int clinux_epollhup = EPOLLHUP;
 static const unsigned int clinux_epollerr = EPOLLERR;

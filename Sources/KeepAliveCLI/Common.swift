@@ -1,9 +1,9 @@
 import ArgumentParser
 import CLinux
 import DBus
-import Dispatch
 import KeepAliveDaemon
 import Logging
+import ServiceLifecycle
 
 #if canImport(Glibc)
 import Glibc
@@ -94,6 +94,24 @@ func ignoreBrokenPipes() {
 /// soak's figures). Called first thing in `run`: arenas that exist already stay, no new ones are made.
 func limitMallocArenas() {
     _ = clinux_limit_malloc_arenas(2)
+}
+
+/// Runs `group` to its end; the first SIGTERM or SIGINT shuts it down gracefully (later ones are ignored, as
+/// ServiceLifecycle does). The signals come through `ProcessIO.signals`, not ServiceLifecycle's own handling:
+/// that uses libdispatch's signal sources, which start libdispatch's workqueue, and its monitor would wake the
+/// daemon every second between ticks.
+func runUntilSignalled(_ group: ServiceGroup, logger: Logger) async throws {
+    let (signals, stopSignals) = ProcessIO.signals([SIGINT, SIGTERM])
+    defer { stopSignals() }
+    let watcher = Task {
+        for await number in signals {
+            logger.info("received \(number == SIGINT ? "SIGINT" : "SIGTERM"): shutting down gracefully")
+            await group.triggerGracefulShutdown()
+            break
+        }
+    }
+    defer { watcher.cancel() }
+    try await group.run()
 }
 
 /// Runs `body` until it returns or SIGINT/SIGTERM arrives, which cancels it (so `read` and `scan` still

@@ -101,11 +101,9 @@ struct DemoCommand: AsyncParsableCommand {
         if let duration {
             services.append(.init(service: StopAfter(duration: duration.duration), successTerminationBehavior: .gracefullyShutdownGroup))
         }
-        let group = ServiceGroup(
-            configuration: .init(services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
-        )
+        let group = ServiceGroup(configuration: .init(services: services, logger: logger))
         do {
-            try await group.run()
+            try await runUntilSignalled(group, logger: logger)
         } catch {
             await simulator.stop()
             throw CommandFailure("demo failed: \(error)")

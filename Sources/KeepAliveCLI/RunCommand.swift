@@ -73,12 +73,11 @@ struct RunCommand: AsyncParsableCommand {
         let group = ServiceGroup(
             configuration: .init(
                 services: [.init(service: daemon, successTerminationBehavior: .gracefullyShutdownGroup)],
-                gracefulShutdownSignals: [.sigterm, .sigint],
                 logger: logger
             )
         )
         do {
-            try await group.run()
+            try await runUntilSignalled(group, logger: logger)
         } catch {
             logger.critical("\(error)")
             throw ExitCode.failure

@@ -1,4 +1,5 @@
-internal import Dispatch
+internal import CLinux
+internal import Locking
 
 #if canImport(Glibc)
 internal import Glibc
@@ -27,35 +28,95 @@ public enum ProcessIO {
         }
     }
 
-    /// The given signals as a stream (their default actions are switched off while it is in use). Call
-    /// `cancel` when done: it stops the sources and ends the stream.
+    /// The given signals as a stream (their default actions are switched off from the first call on). Call
+    /// `cancel` when done: it ends the stream; the signals stay caught and are dropped while no stream wants them.
+    ///
+    /// A signal handler writes the number to a pipe and one thread of the process reads it
+    /// (``SignalRelay``), blocked in `read` between signals: libdispatch's signal sources would start its
+    /// workqueue, whose monitor wakes an otherwise idle daemon every second.
     public static func signals(_ numbers: [Int32]) -> (stream: AsyncStream<Int32>, cancel: @Sendable () -> Void) {
         let (stream, continuation) = AsyncStream<Int32>.makeStream()
-        let sources = numbers.map { number in
-            signal(number, SIG_IGN)
-            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
-            source.setEventHandler { continuation.yield(number) }
-            source.resume()
-            return source
-        }
-        let box = SignalSources(sources)
+        let subscription = SignalRelay.shared.subscribe(numbers, continuation)
         return (stream, {
-            box.cancel()
+            SignalRelay.shared.unsubscribe(subscription)
             continuation.finish()
         })
     }
 }
 
-/// Keeps the dispatch sources alive until cancelled.
-private final class SignalSources: @unchecked Sendable {
-    // @unchecked Sendable: `sources` is set once in init; DispatchSource.cancel is thread-safe.
-    private let sources: [any DispatchSourceSignal]
+/// The process's one reader of the signal pipe (`clinux_signal_to_pipe`): a thread blocked in `read`, handing
+/// each signal to the streams that asked for it.
+final class SignalRelay: Sendable {
+    static let shared = SignalRelay()
 
-    init(_ sources: [any DispatchSourceSignal]) {
-        self.sources = sources
+    private struct Subscriber {
+        var numbers: Set<Int32>
+        var continuation: AsyncStream<Int32>.Continuation
     }
 
-    func cancel() {
-        for source in sources { source.cancel() }
+    private struct State {
+        var subscribers: [UInt64: Subscriber] = [:]
+        var next: UInt64 = 0
+        var caught: Set<Int32> = []
+        var reading = false
+    }
+
+    private let state = Locked(State())
+
+    func subscribe(_ numbers: [Int32], _ continuation: AsyncStream<Int32>.Continuation) -> UInt64 {
+        let (id, startReader, newlyCaught) = state.withLock { state -> (UInt64, Bool, [Int32]) in
+            state.next += 1
+            state.subscribers[state.next] = Subscriber(numbers: Set(numbers), continuation: continuation)
+            let newlyCaught = numbers.filter { state.caught.insert($0).inserted }
+            let startReader = !state.reading
+            state.reading = true
+            return (state.next, startReader, newlyCaught)
+        }
+        for number in newlyCaught where clinux_signal_to_pipe(number) != 0 {
+            // Without the pipe the signal keeps its default action (SIGTERM still ends the process, abruptly).
+            ProcessIO.write("keepalive: cannot catch signal \(number): errno \(errno)\n", to: STDERR_FILENO)
+        }
+        if startReader { startReading() }
+        return id
+    }
+
+    func unsubscribe(_ id: UInt64) {
+        state.withLock { _ = $0.subscribers.removeValue(forKey: id) }
+    }
+
+    private func startReading() {
+        let descriptor = clinux_signal_pipe()
+        guard descriptor >= 0 else { return }
+        let context = Unmanaged.passRetained(self).toOpaque()
+        var thread = pthread_t()
+        let created = pthread_create(
+            &thread, nil,
+            { context in
+                let relay = Unmanaged<SignalRelay>.fromOpaque(context!).takeRetainedValue()
+                clinux_set_thread_name("signals")
+                relay.readLoop(clinux_signal_pipe())
+                return nil
+            }, context)
+        if created == 0 {
+            pthread_detach(thread)
+        } else {
+            Unmanaged<SignalRelay>.fromOpaque(context).release()
+            ProcessIO.write("keepalive: cannot start the signal thread: error \(created)\n", to: STDERR_FILENO)
+        }
+    }
+
+    /// Forever: each signal number read from the pipe goes to the streams that want it.
+    private func readLoop(_ descriptor: Int32) {
+        var byte: UInt8 = 0
+        while true {
+            let count = read(descriptor, &byte, 1)
+            if count < 0 && errno == EINTR { continue }
+            guard count == 1 else { return }
+            let number = Int32(byte)
+            let continuations = state.withLock { state in
+                state.subscribers.values.filter { $0.numbers.contains(number) }.map(\.continuation)
+            }
+            for continuation in continuations { continuation.yield(number) }
+        }
     }
 }
