@@ -259,7 +259,7 @@ let package = Package(
         // The executors of Swift concurrency the daemon runs on (threads that wait without a timeout, so nothing
         // wakes between ticks; libdispatch's own wake every second), installed before `main` by an ELF
         // constructor in KeepAliveCLI. docs/EXECUTORS.md.
-        .target(name: "QuietExecutor"),
+        .target(name: "QuietExecutor", dependencies: ["CLinux"]),
         .executableTarget(
             name: "KeepAliveCLI",
             dependencies: [

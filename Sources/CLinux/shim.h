@@ -115,6 +115,13 @@ static inline int clinux_signal_to_pipe(int number) {
     return sigaction(number, &action, NULL);
 }
 
+// libdispatch's run-loop integration (what CoreFoundation's run loop calls): the main queue's eventfd, and draining
+// it. The main executor of Sources/QuietExecutor waits on that descriptor too, so that `DispatchQueue.main` keeps
+// working without dispatch_main(). Not in Dispatch's module; declared here so that the static binary links them
+// (dlsym does not find them there: they are not exported).
+extern int _dispatch_get_main_queue_handle_4CF(void);
+extern void _dispatch_main_queue_callback_4CF(void *message);
+
 static const unsigned int clinux_epollout = EPOLLOUT;
 static const unsigned int clinux_epollhup = EPOLLHUP;
 static const unsigned int clinux_epollerr = EPOLLERR;

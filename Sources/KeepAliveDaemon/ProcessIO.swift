@@ -63,30 +63,38 @@ final class SignalRelay: Sendable {
 
     private let state = Locked(State())
 
+    /// Everything is set up under the lock, in order: the pipe, its reader, then the handlers. A signal is routed
+    /// to the pipe only once a thread reads it; when the pipe or the thread cannot be made, the signals keep their
+    /// default actions (SIGTERM still ends the process, abruptly) and it is said on standard error.
     func subscribe(_ numbers: [Int32], _ continuation: AsyncStream<Int32>.Continuation) -> UInt64 {
-        let (id, startReader, newlyCaught) = state.withLock { state -> (UInt64, Bool, [Int32]) in
+        state.withLock { state in
             state.next += 1
             state.subscribers[state.next] = Subscriber(numbers: Set(numbers), continuation: continuation)
-            let newlyCaught = numbers.filter { state.caught.insert($0).inserted }
-            let startReader = !state.reading
-            state.reading = true
-            return (state.next, startReader, newlyCaught)
+            if !state.reading {
+                guard startReading() else { return state.next }
+                state.reading = true
+            }
+            for number in numbers where !state.caught.contains(number) {
+                if clinux_signal_to_pipe(number) == 0 {
+                    state.caught.insert(number)
+                } else {
+                    ProcessIO.write("keepalive: cannot catch signal \(number): errno \(errno)\n", to: STDERR_FILENO)
+                }
+            }
+            return state.next
         }
-        for number in newlyCaught where clinux_signal_to_pipe(number) != 0 {
-            // Without the pipe the signal keeps its default action (SIGTERM still ends the process, abruptly).
-            ProcessIO.write("keepalive: cannot catch signal \(number): errno \(errno)\n", to: STDERR_FILENO)
-        }
-        if startReader { startReading() }
-        return id
     }
 
     func unsubscribe(_ id: UInt64) {
         state.withLock { _ = $0.subscribers.removeValue(forKey: id) }
     }
 
-    private func startReading() {
-        let descriptor = clinux_signal_pipe()
-        guard descriptor >= 0 else { return }
+    /// Makes the pipe and starts its reader; false (said on standard error) when either cannot be made.
+    private func startReading() -> Bool {
+        guard clinux_signal_pipe() >= 0 else {
+            ProcessIO.write("keepalive: cannot make the signal pipe: errno \(errno)\n", to: STDERR_FILENO)
+            return false
+        }
         let context = Unmanaged.passRetained(self).toOpaque()
         var thread = pthread_t()
         let created = pthread_create(
@@ -97,12 +105,13 @@ final class SignalRelay: Sendable {
                 relay.readLoop(clinux_signal_pipe())
                 return nil
             }, context)
-        if created == 0 {
-            pthread_detach(thread)
-        } else {
+        guard created == 0 else {
             Unmanaged<SignalRelay>.fromOpaque(context).release()
             ProcessIO.write("keepalive: cannot start the signal thread: error \(created)\n", to: STDERR_FILENO)
+            return false
         }
+        pthread_detach(thread)
+        return true
     }
 
     /// Forever: each signal number read from the pipe goes to the streams that want it.

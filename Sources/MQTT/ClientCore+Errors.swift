@@ -58,7 +58,12 @@ extension ClientCore {
     func publishError(_ status: MosquittoStatus, topic: String) -> MQTTError {
         let code: MQTTError.Code =
             switch status.rawValue {
-            case Int32(MOSQ_ERR_NO_CONN.rawValue), Int32(MOSQ_ERR_CONN_LOST.rawValue): .disconnected
+            // A write that failed on the socket (ERRNO), a broken protocol state or no memory for the packet: not
+            // the message's fault, so reported as a lost connection (the caller keeps it and sends it again), never as
+            // a refusal for good (the bridge would skip the record).
+            case Int32(MOSQ_ERR_NO_CONN.rawValue), Int32(MOSQ_ERR_CONN_LOST.rawValue), Int32(MOSQ_ERR_ERRNO.rawValue),
+                Int32(MOSQ_ERR_PROTOCOL.rawValue), Int32(MOSQ_ERR_NOMEM.rawValue):
+                .disconnected
             case Int32(MOSQ_ERR_QOS_NOT_SUPPORTED.rawValue), Int32(MOSQ_ERR_RETAIN_NOT_SUPPORTED.rawValue): .publishRefused
             default: .invalidArgument
             }

@@ -41,6 +41,9 @@ struct BridgeState {
     var client: MQTTClient?
     /// Records `submit` handed straight to the client so far (the rest went through the delivery task).
     var handedDirectly: UInt64 = 0
+    /// The delivery task is publishing an item it took off ``outgoing`` (which may then look empty): records wait
+    /// for it rather than overtake it.
+    var flushing = false
     var announced = AnnouncedState()
     /// The dropped count last published (nil: never this run).
     var publishedDropped: UInt64?

@@ -87,7 +87,12 @@ extension MQTTBridge {
     /// Publishes what is queued, in order; false when the connection went (the rest stays queued, and the next
     /// CONNACK queues a full announcement anyway).
     private func flushOutgoing(_ client: MQTTClient) async -> Bool {
-        while let item = state.withLock({ state in state.outgoing.isEmpty ? nil : state.outgoing.removeFirst() }) {
+        defer { state.withLock { $0.flushing = false } }
+        while let item = state.withLock({ state -> BridgeState.Outgoing? in
+            guard !state.outgoing.isEmpty else { return nil }
+            state.flushing = true
+            return state.outgoing.removeFirst()
+        }) {
             do {
                 switch item {
                 case .message(let message):

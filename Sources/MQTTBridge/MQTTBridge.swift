@@ -130,48 +130,52 @@ public final class MQTTBridge: Service, Sendable {
             throw BridgeError(code: .unknownDevice, message: "no device \"\(device)\" is configured for MQTT")
         }
         let record = SpoolRecord(sequence: sequence, succeeded: succeeded, device: device, payload: payload)
-        // The record goes to the broker by one of two routes. When it is the only pending record, nothing is queued
-        // before it and the client is connected, it is handed straight to the client here, and the client's
-        // thread moves the acknowledged mark after the PUBACK (one hand-off per record, as records spread over a
-        // tick travel); otherwise the delivery task is woken and sends the backlog in order, in batches.
-        let client = state.withLock { $0.connected && $0.outgoing.isEmpty ? $0.client : nil }
         // The sync is made outside the spool's lock, after the record was handed over or the delivery woken: the
         // record is published while the disk flushes (1–3 ms here), and `submit` still returns only once it is
         // durable.
         let appended = spool.withLock { spool in
-            Result { () throws(BridgeError) in
-                let appended = try spool.appendDeferringSync(record)
-                var direct: Spool.Entry?
-                if client != nil, spool.outForDelivery == .none, spool.pendingCount == 1, let first = spool.first {
-                    spool.outForDelivery = .direct(first.id)
-                    direct = first
-                }
-                return (appended, spool.dropped, direct)
-            }
+            Result { () throws(BridgeError) in (try spool.appendDeferringSync(record), spool.dropped, spool.pending.last?.id) }
         }
-        let ((dropped, pendingSync), total, direct) = try appended.get()
-        if let client, let direct { hand(record, entry: direct, to: client) }
+        let ((dropped, pendingSync), total, entryID) = try appended.get()
         if dropped > 0 {
             logger.warning(
                 "spool full: dropped the oldest records", metadata: ["dropped": "\(dropped)", "total": "\(total)"])
         }
-        let queued = state.withLock { state -> Bool in
-            if direct != nil { state.handedDirectly += 1 }
-            guard var entry = state.devices[device] else { return false }
-            let before = state.outgoing.count
-            if let change = entry.availability.record(succeeded: succeeded) {
-                state.enqueue(.message(retained(topics.availability(device), change.rawValue)))
+        // The record goes to the broker by one of two routes. When nothing is queued before it (this record's own
+        // availability, failures or discovery messages included: Home Assistant must have a sensor's config before
+        // its first value), no control message is being sent, the client is connected and the record is the only
+        // pending one, it is handed straight to the client, whose thread moves the acknowledged mark after the
+        // PUBACK: one hand-off per record, as records spread over a tick travel. Otherwise the delivery task is
+        // woken, sends what is queued, then the spool in order, in batches.
+        let client = state.withLock { state -> MQTTClient? in
+            if var entry = state.devices[device] {
+                if let change = entry.availability.record(succeeded: succeeded) {
+                    state.enqueue(.message(retained(topics.availability(device), change.rawValue)))
+                }
+                if entry.publishedFailures != entry.availability.consecutiveFailures {
+                    entry.publishedFailures = entry.availability.consecutiveFailures
+                    state.enqueue(.message(retained(topics.failures(device), "\(entry.availability.consecutiveFailures)")))
+                }
+                if learn(readings, into: &entry) { state.enqueue(.announce(device: device)) }
+                state.devices[device] = entry
             }
-            if entry.publishedFailures != entry.availability.consecutiveFailures {
-                entry.publishedFailures = entry.availability.consecutiveFailures
-                state.enqueue(.message(retained(topics.failures(device), "\(entry.availability.consecutiveFailures)")))
-            }
-            if learn(readings, into: &entry) { state.enqueue(.announce(device: device)) }
-            state.devices[device] = entry
             if dropped > 0 { state.enqueue(.message(retained(topics.dropped, "\(total)"))) }
-            return state.outgoing.count != before
+            return state.connected && state.outgoing.isEmpty && !state.flushing ? state.client : nil
         }
-        if direct == nil || queued { wakeupContinuation.yield() }
+        var direct: Spool.Entry?
+        if let client, let entryID {
+            direct = spool.withLock { spool -> Spool.Entry? in
+                guard spool.outForDelivery == .none, spool.pendingCount == 1, let first = spool.first, first.id == entryID
+                else { return nil }
+                spool.outForDelivery = .direct(first.id)
+                return first
+            }
+            if let direct {
+                hand(record, entry: direct, to: client)
+                state.withLock { $0.handedDirectly += 1 }
+            }
+        }
+        if direct == nil { wakeupContinuation.yield() }
         try pendingSync?.perform()
     }
 

@@ -14,6 +14,7 @@ final class QuietGlobalExecutor: TaskExecutor, SchedulingExecutor, @unchecked Se
     public let maxThreads: Int
     let starvationCheckNs: Int64 = 20_000_000  // 20 ms
     let surplusLingerNs: Int64 = 2_000_000_000  // 2 s
+    static let bootWaitLimit: Int64 = 60_000_000_000  // 60 s
 
     private let mu = ExecutorMutex()
     private let workCond = ExecutorCondition()  // workers wait here
@@ -47,11 +48,11 @@ final class QuietGlobalExecutor: TaskExecutor, SchedulingExecutor, @unchecked Se
     private var spawnedTotal = 0
     private var busyTIDs: [Int32: Bool] = [:]  // worker tid -> currently running a job
 
+    /// A thread that could not be made is not counted (else base workers would take themselves for surplus ones
+    /// and leave); the supervisor tries again at its next look while work waits.
     private func spawnWorkerLocked() {
-        threads += 1
         spawnedTotal += 1
-        let n = spawnedTotal
-        spawnExecutorThread(name: "ka-worker-\(n)") { [self] in workerLoop() }
+        if spawnExecutorThread(name: "ka-worker-\(spawnedTotal)", { [self] in workerLoop() }) { threads += 1 }
     }
 
     /// Number of workers that are running a job AND are runnable (state R in /proc), i.e. not
@@ -71,9 +72,10 @@ final class QuietGlobalExecutor: TaskExecutor, SchedulingExecutor, @unchecked Se
         mu.lock()
         startIfNeededLocked()
         queue.push(j)
-        if idle > 0 {
-            workCond.signal()
-        } else if !supervisorWatching && threads < maxThreads {
+        if idle > 0 { workCond.signal() }
+        // More jobs than idle workers (an idle worker that was signalled still counts until it runs, so `idle > 0`
+        // alone would leave a second job unwatched behind a first that blocks): the supervisor watches.
+        if queue.count > idle && !supervisorWatching && threads < maxThreads {
             supervisorWatching = true
             timerCond.signal()
         }
@@ -191,10 +193,12 @@ final class QuietGlobalExecutor: TaskExecutor, SchedulingExecutor, @unchecked Se
 
             var target: Int64 = .max
             if let d = monoHeap.minDeadline { target = d }
-            if let d = bootHeap.minDeadline { target = min(target, nowMono + (d - nowBoot)) }
+            // A CLOCK_BOOTTIME deadline is waited for on CLOCK_MONOTONIC, which stops while the system is suspended:
+            // at most 60 s at a time, so a sleep that ended during a suspend fires within a minute of the resume.
+            if let d = bootHeap.minDeadline { target = min(target, nowMono + min(d - nowBoot, Self.bootWaitLimit)) }
 
-            // Starvation supervision: only while work is pending and nobody is idle.
-            if queue.count > 0 && idle == 0 && threads < maxThreads {
+            // Starvation supervision: only while more jobs wait than idle workers can take.
+            if queue.count > idle && threads < maxThreads {
                 supervisorWatching = true
                 if checkAt == .max || dequeued != lastDequeued {
                     lastDequeued = dequeued

@@ -1,4 +1,6 @@
 @_spi(ExperimentalCustomExecutors) @_spi(ExperimentalScheduling) import _Concurrency
+import CLinux
+import Dispatch  // linked for the main queue's run-loop functions (CLinux declares them); no queue is used
 #if canImport(Glibc)
     import Glibc
 #elseif canImport(Musl)
@@ -6,25 +8,6 @@
 #endif
 
 // MARK: - the main executor
-
-/// libdispatch's CoreFoundation run-loop integration (exported on Linux), used so that
-/// `DispatchQueue.main.async` still runs when nobody calls dispatch_main(). Looked up with dlsym
-/// to get the C calling convention without a C target.
-private struct DispatchMainQueueBridge {
-    typealias GetHandle = @convention(c) () -> Int32
-    typealias Callback = @convention(c) (UnsafeMutableRawPointer?) -> Void
-    let getHandle: GetHandle
-    let callback: Callback
-    static func load() -> DispatchMainQueueBridge? {
-        guard let h = dlopen(nil, RTLD_NOW),
-            let g = dlsym(h, "_dispatch_get_main_queue_handle_4CF"),
-            let c = dlsym(h, "_dispatch_main_queue_callback_4CF")
-        else { return nil }
-        return DispatchMainQueueBridge(
-            getHandle: unsafeBitCast(g, to: GetHandle.self),
-            callback: unsafeBitCast(c, to: Callback.self))
-    }
-}
 
 /// The main executor: jobs run on the thread that calls `run()` (the real main thread under an async main).
 // @unchecked Sendable: every mutable field is read and written under `mu`; the descriptors are set once in init.
@@ -59,8 +42,13 @@ final class QuietMainExecutor: MainExecutor, @unchecked Sendable {
 
     public func enqueue(_ job: consuming ExecutorJob) {
         let j = UnownedJob(job)
+        changeAndWake { queue.push(j) }
+    }
+
+    /// Makes `change` under the lock, then wakes the main thread if it is (about to be) blocked in `poll`.
+    private func changeAndWake(_ change: () -> Void) {
         mu.lock()
-        queue.push(j)
+        change()
         let wake = sleeping
         sleeping = false
         mu.unlock()
@@ -78,8 +66,7 @@ final class QuietMainExecutor: MainExecutor, @unchecked Sendable {
         ownerThread = pthread_self()
         mu.unlock()
 
-        let bridge = drainDispatchMain ? DispatchMainQueueBridge.load() : nil
-        let dispatchFD: Int32 = bridge.map { $0.getHandle() } ?? -1
+        let dispatchFD: Int32 = drainDispatchMain ? _dispatch_get_main_queue_handle_4CF() : -1
         var fds = [
             pollfd(fd: wakeFD, events: Int16(POLLIN), revents: 0),
             pollfd(fd: dispatchFD, events: Int16(POLLIN), revents: 0),
@@ -87,12 +74,12 @@ final class QuietMainExecutor: MainExecutor, @unchecked Sendable {
         var sinceDispatchCheck = 0
 
         func serviceDispatch(timeout: Int32) {
-            guard let bridge, dispatchFD >= 0 else { return }
+            guard dispatchFD >= 0 else { return }
             var p = pollfd(fd: dispatchFD, events: Int16(POLLIN), revents: 0)
             if timeout < 0 || poll(&p, 1, timeout) > 0 {
                 var v: UInt64 = 0
                 _ = read(dispatchFD, &v, 8)
-                bridge.callback(nil)
+                _dispatch_main_queue_callback_4CF(nil)
             }
         }
 
@@ -131,15 +118,7 @@ final class QuietMainExecutor: MainExecutor, @unchecked Sendable {
     }
 
     public func stop() {
-        mu.lock()
-        stopped = true
-        let wake = sleeping
-        sleeping = false
-        mu.unlock()
-        if wake {
-            var one: UInt8 = 1
-            _ = write(wakeWriteFD, &one, 1)
-        }
+        changeAndWake { stopped = true }
     }
 
     public var isMainExecutor: Bool { true }

@@ -60,7 +60,9 @@ func saturatingNanoseconds(_ d: Duration) -> Int64 {
     return s * 1_000_000_000 + a / 1_000_000_000
 }
 
-func spawnExecutorThread(name: String, _ body: @escaping () -> Void) {
+/// Starts a detached thread running `body`; false when `pthread_create` failed.
+@discardableResult
+func spawnExecutorThread(name: String, _ body: @escaping () -> Void) -> Bool {
     final class Box {
         let body: () -> Void
         let name: String
@@ -74,11 +76,14 @@ func spawnExecutorThread(name: String, _ body: @escaping () -> Void) {
     pthread_attr_init(&attr)
     pthread_attr_setdetachstate(&attr, Int32(PTHREAD_CREATE_DETACHED))
     pthread_attr_setstacksize(&attr, 1 << 20)  // 1 MiB, like libdispatch workers (512K) / main
-    // Executor threads start with all (blockable) signals blocked, like libdispatch workers, so
-    // process-directed signals (SIGTERM, SIGINT, ...) go to the main thread or a sigwait thread.
+    // Executor threads start with the process's signals blocked, as libdispatch's workers do, so that
+    // process-directed signals (SIGTERM, SIGINT, …) go to the main thread. Not the signals of a fault: blocked,
+    // the kernel would kill the process at a trap without Swift's backtrace (the list libdispatch leaves
+    // unblocked). Threads started from jobs (D-Bus, MQTT, the timerfd thread) inherit this mask.
     var all = sigset_t()
     var old = sigset_t()
     sigfillset(&all)
+    for fault in [SIGILL, SIGTRAP, SIGABRT, SIGBUS, SIGFPE, SIGSEGV, SIGSYS, SIGPIPE, SIGPROF] { sigdelset(&all, fault) }
     pthread_sigmask(SIG_SETMASK, &all, &old)
     defer { pthread_sigmask(SIG_SETMASK, &old, nil) }
     var tid = pthread_t()
@@ -93,8 +98,9 @@ func spawnExecutorThread(name: String, _ body: @escaping () -> Void) {
     pthread_attr_destroy(&attr)
     if rc != 0 {
         Unmanaged<Box>.fromOpaque(box).release()
-        return
+        return false
     }
+    return true
 }
 
 /// pthread_setname_np is not imported without _GNU_SOURCE; write /proc/thread-self/comm.

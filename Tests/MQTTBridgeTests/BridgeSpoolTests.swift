@@ -2,6 +2,7 @@ import DBusTesting
 import Foundation
 import MQTT
 @testable import MQTTBridge
+import Readings
 import Testing
 
 #if canImport(Glibc)
@@ -165,6 +166,42 @@ import Testing
         try await running.waitUntilDrained()
         #expect(bridge.statistics.delivered == 302)
         await subscriber.close()
+        await running.stop()
+    }
+
+    /// Catches: a record taking the direct route ahead of the discovery config its own new reading queued (Home
+    /// Assistant drops a value for a sensor it does not know yet, and the state is not retained).
+    @Test func aRecordWithANewReadingArrivesAfterThatSensorsConfigEvenWhenTheDirectRouteIsFree() async throws {
+        let broker = try await MosquittoBroker.start()
+        let directory = try makeTemporaryDirectory(prefix: "bridge-test")
+        defer {
+            broker.remove()
+            removeDirectory(directory)
+        }
+        let seen = try await Collector(port: broker.port, filters: ["homeassistant/sensor/gw/+/config", "keepalive/gw/+/state"])
+        let bridge = try MQTTBridge(
+            configuration: bridgeConfiguration(port: broker.port, directory: directory), devices: [kitchen], logger: testLogger())
+        let running = RunningBridge(bridge)
+        try await running.waitUntilConnected()
+        try bridge.submit(device: "kitchen", sequence: 0, succeeded: true, payload: recordPayload(0))
+        try await waitUntil("idle, the direct route free") {
+            bridge.statistics.pending == 0 && bridge.state.withLock { $0.outgoing.isEmpty && !$0.flushing }
+        }
+        for (sequence, name) in [(1, "pressure"), (2, "illuminance")] {
+            try bridge.submit(
+                device: "kitchen", sequence: UInt64(sequence), succeeded: true,
+                readings: [Reading(name: name, value: .number(3), unit: name == "pressure" ? "Pa" : "lx")],
+                payload: recordPayload(UInt64(sequence)))
+            try await running.waitUntilDrained()
+            try await seen.wait(for: "homeassistant/sensor/gw/aabbccddee01_\(name)/config")
+            try await waitUntil("record \(sequence) arrived") { seen.sequences(on: "keepalive/gw/kitchen/state").contains(UInt64(sequence)) }
+            let order = seen.messages.map(\.topic)
+            let config = try #require(order.firstIndex(of: "homeassistant/sensor/gw/aabbccddee01_\(name)/config"))
+            let state = try #require(
+                seen.messages.firstIndex { $0.topic == "keepalive/gw/kitchen/state" && (jsonObject($0.payload)?["seq"] as? NSNumber)?.intValue == sequence })
+            #expect(config < state, "\(name): the config came after the value: \(order)")
+        }
+        await seen.close()
         await running.stop()
     }
 
