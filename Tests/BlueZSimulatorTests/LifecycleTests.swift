@@ -176,7 +176,7 @@ extension BlueZSimulatorTests {
                 let elapsed = clock.now - started
                 print("GetManagedObjects of 10,000 devices: \(objects.count) objects in \(elapsed)")
                 #expect(objects.count == 10_000 + 2)
-                #expect(elapsed < .seconds(10))
+                #expect(elapsed < .seconds(10 * sanitizerSlowdown), "a give-up bound (the whole suite runs beside it), not a measurement")
             }
         }
     }

@@ -67,8 +67,11 @@ struct CLITests {
 
     @Test func runForNTicksWritesExactlyNRecordsPerDeviceWithContiguousSeq() async throws {
         try await Self.withSimulator { bus, simulator in
-            // 2-s ticks: a 1.33-s window leaves room for a slow machine (or ThreadSanitizer) to finish each poll.
-            let file = try TemporaryFile(name: "keepalive.yaml", contents: Self.configuration(devices: 3, interval: "2s"))
+            // 2-s ticks: a 1.33-s window leaves room for a slow machine to finish each poll; under a sanitizer, with
+            // the whole suite beside it on two cores, the first tick's polls (first connections) took 1.34 s, so the
+            // ticks are longer there.
+            let seconds = 2 * Int(sanitizerSlowdown)
+            let file = try TemporaryFile(name: "keepalive.yaml", contents: Self.configuration(devices: 3, interval: "\(seconds)s"))
             defer { file.remove() }
             let result = try await CommandProcess.run(["run", "--config", file.path, "--bus", bus.address, "--ticks", "4"])
             #expect(result.status == 0, "stderr: \(result.stderr)")
@@ -80,8 +83,8 @@ struct CLITests {
             }
             for record in records {
                 for key in ["\"ts\":\"", "\"address\":\"C0:FF:EE:00:00:0", "\"adapter\":\"hci0\"", "\"result\":\"newData\"",
-                    "\"values\":{\"2a19\":", "\"window\":{\"id\":", "\"budget_ms\":1333", "\"outcome\":\"completed\"",
-                    "\"attempts\":1", "\"interval_ms\":2000", "\"power\":\"normal\"", "\"error\":null", "\"notifications\":[]"]
+                    "\"values\":{\"2a19\":", "\"window\":{\"id\":", "\"budget_ms\":\(seconds * 2_000 / 3)", "\"outcome\":\"completed\"",
+                    "\"attempts\":1", "\"interval_ms\":\(seconds * 1_000)", "\"power\":\"normal\"", "\"error\":null", "\"notifications\":[]"]
                 {
                     #expect(record.line.contains(key), "\(key) missing in \(record.line)")
                 }
