@@ -93,11 +93,14 @@ public final class RecordWriter: Sendable {
             // Read under the lock: `ts` never goes backwards while `seq` goes forwards.
             let now = WallClock.now()
             let line = Self.encode(record, sequence: state.nextSequence, at: now, healing: healing)
+            // The sink (the MQTT bridge's spool) first: a record in the output is then always in the spool too, even
+            // when the process is killed between the two (a CI run caught a line on stdout that the next start never
+            // delivered). A failed output write stops all later records, so its `seq` is never reused.
+            sink?(record, state.nextSequence, line)
             if output != .none, let error = Self.writeAll(line + "\n", to: state.descriptor, path: output.description) {
                 state.failure = error
                 return error
             }
-            sink?(record, state.nextSequence, line)
             state.nextSequence += 1
             return nil
         }
