@@ -100,8 +100,14 @@ func limitMallocArenas() {
 /// ServiceLifecycle does). The signals come through `ProcessIO.signals`, not ServiceLifecycle's own handling:
 /// that uses libdispatch's signal sources, which start libdispatch's workqueue, and its monitor would wake the
 /// daemon every second between ticks.
-func runUntilSignalled(_ group: ServiceGroup, logger: Logger) async throws {
-    let (signals, stopSignals) = ProcessIO.signals([SIGINT, SIGTERM])
+///
+/// `signals`: from `shutdownSignals()`, taken before the command says it is starting, so that a SIGTERM sent as
+/// soon as it has said so is caught (a ThreadSanitizer run sent it between the two and the default action killed
+/// the daemon); one that comes before `run` is remembered by ServiceGroup.
+func runUntilSignalled(
+    _ group: ServiceGroup, signals: (stream: AsyncStream<Int32>, cancel: @Sendable () -> Void), logger: Logger
+) async throws {
+    let (signals, stopSignals) = signals
     defer { stopSignals() }
     let watcher = Task {
         for await number in signals {
@@ -112,6 +118,11 @@ func runUntilSignalled(_ group: ServiceGroup, logger: Logger) async throws {
     }
     defer { watcher.cancel() }
     try await group.run()
+}
+
+/// SIGTERM and SIGINT as a stream, caught from now on: for `runUntilSignalled`.
+func shutdownSignals() -> (stream: AsyncStream<Int32>, cancel: @Sendable () -> Void) {
+    ProcessIO.signals([SIGINT, SIGTERM])
 }
 
 /// Runs `body` until it returns or SIGINT/SIGTERM arrives, which cancels it (so `read` and `scan` still

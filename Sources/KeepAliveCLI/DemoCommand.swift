@@ -101,9 +101,10 @@ struct DemoCommand: AsyncParsableCommand {
         if let duration {
             services.append(.init(service: StopAfter(duration: duration.duration), successTerminationBehavior: .gracefullyShutdownGroup))
         }
+        let signals = shutdownSignals()
         let group = ServiceGroup(configuration: .init(services: services, logger: logger))
         do {
-            try await runUntilSignalled(group, logger: logger)
+            try await runUntilSignalled(group, signals: signals, logger: logger)
         } catch {
             await simulator.stop()
             throw CommandFailure("demo failed: \(error)")

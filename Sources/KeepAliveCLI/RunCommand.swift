@@ -63,6 +63,7 @@ struct RunCommand: AsyncParsableCommand {
             logger.critical("\(error)")
             throw ExitCode.failure
         }
+        let signals = shutdownSignals()
         logger.info(
             "starting",
             metadata: [
@@ -77,7 +78,7 @@ struct RunCommand: AsyncParsableCommand {
             )
         )
         do {
-            try await runUntilSignalled(group, logger: logger)
+            try await runUntilSignalled(group, signals: signals, logger: logger)
         } catch {
             logger.critical("\(error)")
             throw ExitCode.failure
