@@ -192,14 +192,11 @@ public final class MQTTBridge: Service, Sendable {
             if case .failure(let error) = outcome, error.code != .disconnected, error.code != .cancelled, error.code != .closed {
                 refused = error
             }
+            // Done with it when acknowledged or refused for good; kept pending after a lost connection.
+            let done = refused != nil || (try? outcome.get()) != nil
             let (more, acknowledged) = spool.withLock { spool in
                 spool.outForDelivery = .none
-                var acknowledged: Result<Void, BridgeError> = .success(())
-                if case .success = outcome {
-                    acknowledged = Result { () throws(BridgeError) in try spool.acknowledge(through: entry.id) }
-                } else if refused != nil {
-                    acknowledged = Result { () throws(BridgeError) in try spool.acknowledge(through: entry.id) }
-                }
+                let acknowledged = Result { () throws(BridgeError) in if done { try spool.acknowledge(through: entry.id) } }
                 return (spool.pendingCount > 0, acknowledged)
             }
             if let refused {
