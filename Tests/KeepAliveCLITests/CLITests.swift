@@ -198,7 +198,10 @@ struct CLITests {
             process.signal(SIGTERM)
             let status = try await process.waitForExit(within: .seconds(15))
             #expect(status == 0, "\(process.standardError)")
-            #expect(clock.now - signalled < .seconds(3))
+            // The wait for org.bluez did not run out (it lasts 10 s); the bound is a give-up, not a measurement
+            // (under a sanitizer, with the whole suite beside it, the exit alone took 3.08 s once).
+            #expect(!process.standardError.contains("is not on"), "\(process.standardError)")
+            #expect(clock.now - signalled < .seconds(3 * sanitizerSlowdown))
         }
     }
 
