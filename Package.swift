@@ -29,7 +29,6 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
-        .package(url: "https://github.com/jpsim/Yams", from: "6.2.2"),
         // `swift package generate-documentation` (make docs): the DocC catalogs of KeepAlive and BlueZ.
         .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
     ],
@@ -56,6 +55,12 @@ let package = Package(
         .target(name: "Fleet", dependencies: ["JSONWriter"]),
         .target(name: "FleetSimulation", dependencies: ["Fleet", "Locking"]),
         .testTarget(name: "FleetTests", dependencies: ["Fleet", "FleetSimulation"]),
+        // libyaml 0.2 (the YAML 1.1 parser), as a system library: a module map and a shim header.
+        .systemLibrary(name: "CYAML", pkgConfig: "yaml-0.1", providers: [.apt(["libyaml-dev"])]),
+        // The configuration's YAML reader: libyaml's events composed into nodes with positions and YAML 1.1 tags,
+        // matched by hand (no regular expressions, so no Foundation or ICU in the daemon). docs/ARCHITECTURE.md.
+        .target(name: "YAML", dependencies: ["CYAML"]),
+        .testTarget(name: "YAMLTests", dependencies: ["YAML"]),
         // The one JSON writer: records' lines, discovery payloads, JSON logs (keys in order, no Foundation).
         .target(name: "JSONWriter"),
         // The one lock every module uses: a pthread mutex, which ThreadSanitizer sees (Synchronization.Mutex it
@@ -247,7 +252,7 @@ let package = Package(
                 "CBluetooth",
                 "CLinux",
                 "Locking",
-                .product(name: "Yams", package: "Yams"),
+                "YAML",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],

@@ -1,5 +1,5 @@
 import Fleet
-import Yams
+internal import YAML
 
 // `fleet:` and each device's `shared:`: several gateways placing shared devices through the broker, each value
 // checked where it is written (README "Several gateways").
@@ -7,7 +7,7 @@ import Yams
 extension ConfigurationLoader {
     static let fleetKeys = ["lease", "topic_prefix", "adapters", "scan", "capacity"]
 
-    static func fleet(_ node: Node, in document: Document) throws(ConfigurationError) -> DaemonConfiguration.Fleet {
+    static func fleet(_ node: YAMLNode, in document: Document) throws(ConfigurationError) -> DaemonConfiguration.Fleet {
         let fields = try Fields(node, path: "fleet", allowed: fleetKeys, in: document, expected: "a mapping like {lease: 30s}")
         var fleet = DaemonConfiguration.Fleet(location: document.location(node))
         for pair in fields.pairs {
@@ -58,7 +58,7 @@ extension ConfigurationLoader {
     /// `mqtt:` and a shared device; a shared device is listed once (the fleet picks the adapter); the lease leaves
     /// time to poll between renewals.
     static func checkFleet(
-        _ configuration: DaemonConfiguration, fleetNode: Node?, sharedNodes: [Node?], in document: Document
+        _ configuration: DaemonConfiguration, fleetNode: YAMLNode?, sharedNodes: [YAMLNode?], in document: Document
     ) throws(ConfigurationError) {
         guard let fleetNode else {
             if let index = configuration.devices.firstIndex(where: \.shared), let node = sharedNodes[index] {

@@ -1,4 +1,4 @@
-import Yams
+internal import YAML
 
 // `adapter_power:` and `healing:` (issue #15): what the daemon may do to an adapter that stops working; each value
 // checked where it is written.
@@ -11,7 +11,7 @@ extension ConfigurationLoader {
     ]
 
     /// `on`: power on an adapter found powered off; `unmanaged` (the default): leave its power to the operator.
-    static func adapterPower(_ node: Node, in document: Document) throws(ConfigurationError) -> Bool {
+    static func adapterPower(_ node: YAMLNode, in document: Document) throws(ConfigurationError) -> Bool {
         // YAML 1.1 reads a bare `on` as a boolean: its text is still `on`.
         let word = try document.text(node, "adapter_power", expected: "`on` or `unmanaged`")
         switch word {
@@ -25,7 +25,7 @@ extension ConfigurationLoader {
         }
     }
 
-    static func healing(_ node: Node, into policy: inout HealingPolicy, in document: Document)
+    static func healing(_ node: YAMLNode, into policy: inout HealingPolicy, in document: Document)
         throws(ConfigurationError)
     {
         let fields = try Fields(
@@ -54,7 +54,7 @@ extension ConfigurationLoader {
     /// `devices[].notify[].expect_every`: the longest silence allowed on a stream while the link is up (a zombie
     /// link past it); shorter than the listening, or it could never be noticed.
     static func expectEvery(
-        _ node: Node, field: String, listening: Duration, in document: Document
+        _ node: YAMLNode, field: String, listening: Duration, in document: Document
     ) throws(ConfigurationError) -> Duration {
         let bound = try document.duration(node, field)
         guard bound < listening else {

@@ -1,6 +1,6 @@
 import KeepAlive
 import Readings
-import Yams
+internal import YAML
 
 // `fields:` of a vendor characteristic, and a device's `fields:` overrides of its profile's: each value checked
 // where it is written, so a mistake is reported at its own line and column.
@@ -11,7 +11,7 @@ extension ConfigurationLoader {
 
     /// A payload layout: one reading per field, with where each field was written.
     static func layout(
-        _ node: Node, size: Int?, path: String, in document: Document
+        _ node: YAMLNode, size: Int?, path: String, in document: Document
     ) throws(ConfigurationError) -> (Layout, [String: SourceLocation]) {
         let items = try document.sequence(node, path, expected: "a sequence of fields like [{name: temperature, at: 0, format: sint16le}]")
         guard !items.isEmpty else {
@@ -74,7 +74,7 @@ extension ConfigurationLoader {
             }
             switch key {
             case "scale":
-                guard case .scalar(let scalar) = node, [Tag.Name.int.rawValue, Tag.Name.float.rawValue].contains(node.tag.rawValue) else {
+                guard case .scalar(let scalar) = node, [YAMLTag.int, YAMLTag.float].contains(node.tag) else {
                     throw document.wrongType(node, fieldPath, expected: "a number like 0.01")
                 }
                 do {
@@ -106,7 +106,7 @@ extension ConfigurationLoader {
     /// A device's `fields:` mapping, reading name → `{scale, offset, unit, valid}`, applied to the layouts of
     /// its profile (and its own).
     static func applyOverrides(
-        _ node: Node, path: String, to operations: inout Operations, in document: Document
+        _ node: YAMLNode, path: String, to operations: inout Operations, in document: Document
     ) throws(ConfigurationError) {
         guard case .mapping(let mapping) = node else {
             throw document.wrongType(node, path, expected: "a mapping of reading names to settings, like {temperature: {offset: -0.5}}")

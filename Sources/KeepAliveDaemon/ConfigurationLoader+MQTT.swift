@@ -1,4 +1,4 @@
-import Yams
+internal import YAML
 
 // `mqtt:`: the broker's URL, credentials from a file, TLS files, topics, discovery and the spool; each value
 // checked where it is written.
@@ -9,7 +9,7 @@ extension ConfigurationLoader {
         "discovery_prefix", "spool", "offline_after",
     ]
 
-    static func mqtt(_ node: Node, in document: Document) throws(ConfigurationError) -> DaemonConfiguration.MQTT {
+    static func mqtt(_ node: YAMLNode, in document: Document) throws(ConfigurationError) -> DaemonConfiguration.MQTT {
         let fields = try Fields(node, path: "mqtt", allowed: mqttKeys, in: document, expected: "a mapping like {broker: mqtt://localhost:1883}")
         let brokerNode = try fields.required("broker")
         let (scheme, host, port) = try broker(brokerNode, in: document)
@@ -49,12 +49,12 @@ extension ConfigurationLoader {
     }
 
     /// `mqtt://host[:port]`, `mqtts://host[:port]` or `host[:port]` (plain); IPv6 in brackets.
-    private static func broker(_ node: Node, in document: Document) throws(ConfigurationError) -> (DaemonConfiguration.MQTT.Scheme, String, Int?) {
+    private static func broker(_ node: YAMLNode, in document: Document) throws(ConfigurationError) -> (DaemonConfiguration.MQTT.Scheme, String, Int?) {
         let field = "mqtt.broker"
         let written = try document.nonEmptyText(node, field, expected: "a broker like mqtt://localhost:1883")
         var rest = Substring(written)
         var scheme = DaemonConfiguration.MQTT.Scheme.plain
-        if let separator = rest.range(of: "://") {
+        if let separator = rest.firstRange(of: "://") {
             let name = rest[..<separator.lowerBound]
             guard let known = DaemonConfiguration.MQTT.Scheme(rawValue: String(name)) else {
                 throw document.error(.invalidValue, at: node, field, "unknown scheme `\(shown(name))://`: use mqtt:// or mqtts://")
@@ -100,7 +100,7 @@ extension ConfigurationLoader {
 
 extension ConfigurationLoader.Document {
     /// One MQTT topic level: no `/`, `+`, `#`, NUL or spaces, at most 64 bytes.
-    func topicLevel(_ node: Node, _ field: String, expected: String) throws(ConfigurationError) -> String {
+    func topicLevel(_ node: YAMLNode, _ field: String, expected: String) throws(ConfigurationError) -> String {
         let written = try nonEmptyText(node, field, expected: expected)
         guard written.utf8.count <= 64, !written.utf8.contains(where: { $0 <= 0x20 || $0 == UInt8(ascii: "/") || $0 == UInt8(ascii: "+") || $0 == UInt8(ascii: "#") }) else {
             throw error(.invalidValue, at: node, field, "`\(ConfigurationLoader.shown(written))` is not one topic level: no /, +, #, spaces; at most 64 bytes")
@@ -109,7 +109,7 @@ extension ConfigurationLoader.Document {
     }
 
     /// An absolute path.
-    func path(_ node: Node, _ field: String) throws(ConfigurationError) -> String {
+    func path(_ node: YAMLNode, _ field: String) throws(ConfigurationError) -> String {
         let written = try nonEmptyText(node, field, expected: "an absolute path like /etc/keepalive/file")
         guard written.hasPrefix("/"), !written.utf8.contains(0) else {
             throw error(.invalidValue, at: node, field, "`\(ConfigurationLoader.shown(written))` is not an absolute path")
@@ -117,15 +117,15 @@ extension ConfigurationLoader.Document {
         return written
     }
 
-    func boolean(_ node: Node, _ field: String) throws(ConfigurationError) -> Bool {
-        guard case .scalar(let scalar) = node, node.tag.rawValue == Tag.Name.bool.rawValue else {
+    func boolean(_ node: YAMLNode, _ field: String) throws(ConfigurationError) -> Bool {
+        guard case .scalar(let scalar) = node, node.tag == YAMLTag.bool else {
             throw wrongType(node, field, expected: "true or false")
         }
         return ["true", "True", "TRUE", "yes", "on"].contains(scalar.string)
     }
 
     /// A size with a unit: `512KiB`, `16MiB`, `1GiB` (or bytes with `B`); from 64 KiB to 64 GiB.
-    func byteSize(_ node: Node, _ field: String) throws(ConfigurationError) -> Int {
+    func byteSize(_ node: YAMLNode, _ field: String) throws(ConfigurationError) -> Int {
         let written = try text(node, field, expected: "a size like 16MiB")
         let units: [(String, Int)] = [("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10), ("B", 1)]
         for (suffix, factor) in units where written.hasSuffix(suffix) {

@@ -1,6 +1,6 @@
 import KeepAlive
 import Readings
-import Yams
+internal import YAML
 
 // The parts of a device entry (and of a profile) that say what to do and how to decode it: `write:`, `read:`,
 // `notify:`, each read or listened characteristic with an optional `name`, `size` and `fields` layout.
@@ -53,7 +53,7 @@ extension ConfigurationLoader {
 
     /// Reads `write:`, `read:` or `notify:` of a device or profile mapping into `operations`.
     static func operation(
-        _ key: String, _ value: Node, field: String, into operations: inout Operations, in document: Document
+        _ key: String, _ value: YAMLNode, field: String, into operations: inout Operations, in document: Document
     ) throws(ConfigurationError) {
         switch key {
         case "write":
@@ -109,8 +109,8 @@ extension ConfigurationLoader {
 
     /// A read or notify entry: a bare UUID, or `{uuid, name?, size?, fields?}` (+ `extraKeys`).
     private static func characteristic(
-        _ item: Node, path: String, extraKeys: [String], in document: Document
-    ) throws(ConfigurationError) -> (BluetoothUUID, Node, PeripheralSpec.Decoding?, Operations.Origin, extras: [String: Node]) {
+        _ item: YAMLNode, path: String, extraKeys: [String], in document: Document
+    ) throws(ConfigurationError) -> (BluetoothUUID, YAMLNode, PeripheralSpec.Decoding?, Operations.Origin, extras: [String: YAMLNode]) {
         guard case .mapping = item else {
             guard extraKeys.isEmpty else {
                 throw document.wrongType(item, path, expected: "a mapping like {uuid: 2a6e, for: 1s}")
@@ -146,7 +146,7 @@ extension ConfigurationLoader {
         } else if let sizeNode = fields["size"] {
             throw document.error(.invalidValue, at: sizeNode, fields.field("size"), "`size` describes a payload with `fields:`; there are none")
         }
-        var extras: [String: Node] = [:]
+        var extras: [String: YAMLNode] = [:]
         for key in extraKeys { extras[key] = fields[key] }
         return (uuid, uuidNode, decoding.layout == nil && decoding.name == nil ? nil : decoding, origin, extras)
     }
@@ -154,7 +154,7 @@ extension ConfigurationLoader {
 
 extension ConfigurationLoader.Document {
     /// A reading name as records and Home Assistant use it: lower-case snake_case, from a letter.
-    func readingName(_ node: Node, _ field: String) throws(ConfigurationError) -> String {
+    func readingName(_ node: YAMLNode, _ field: String) throws(ConfigurationError) -> String {
         let written = try text(node, field, expected: "a name like soil_moisture")
         guard let first = written.utf8.first, first >= UInt8(ascii: "a"), first <= UInt8(ascii: "z"), written.utf8.count <= 64,
             written.utf8.allSatisfy({ ($0 >= UInt8(ascii: "a") && $0 <= UInt8(ascii: "z")) || ($0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9")) || $0 == UInt8(ascii: "_") })

@@ -1,5 +1,5 @@
 internal import KeepAlive
-internal import Yams
+internal import YAML
 
 extension ConfigurationLoader {
     /// The longest duration the file accepts anywhere: a keep-alive that ticks less than daily keeps nothing
@@ -197,20 +197,16 @@ extension ConfigurationLoader {
         var start: SourceLocation { SourceLocation(file: file, line: 1, column: 1) }
 
         /// The YAML document's root node (nil for an empty text), a syntax error at libyaml's position.
-        func root(_ text: String) throws(ConfigurationError) -> Node? {
+        func root(_ text: String) throws(ConfigurationError) -> YAMLNode? {
             do {
-                // `.utf8` explicitly: `Parser.Encoding.default` consults an environment variable and prints to
-                // standard output, which may be the daemon's JSON Lines stream.
-                return try Parser(yaml: text, resolver: .default, constructor: .default, encoding: .utf8).singleRoot()
-            } catch let yamlError as YamlError {
-                throw syntaxError(yamlError)
+                return try YAMLDocument.root(of: text)
             } catch {
-                throw ConfigurationError(.syntax, at: start, field: "", "\(error)")
+                throw syntaxError(error)
             }
         }
 
-        /// A 1-based position (Yams' marks already are, see `Parser.swift`'s `startMark`), moved back inside the
-        /// text: libyaml reports "unexpected end of stream" one line past a final newline.
+        /// A 1-based position (`YAMLMark`s already are), moved back inside the text: libyaml reports "unexpected
+        /// end of stream" one line past a final newline.
         func location(line: Int, column: Int) -> SourceLocation {
             guard let lastLength = lineLengths.last, line >= 1 else { return start }
             if line > lineLengths.count {
@@ -219,66 +215,41 @@ extension ConfigurationLoader {
             return SourceLocation(file: file, line: line, column: Swift.max(1, column))
         }
 
-        func location(_ node: Node) -> SourceLocation {
-            // Parsed nodes always carry a mark; only hand-built ones do not.
-            node.mark.map { location(line: $0.line, column: $0.column) } ?? start
+        func location(_ node: YAMLNode) -> SourceLocation {
+            location(line: node.mark.line, column: node.mark.column)
         }
 
         func error(
-            _ kind: ConfigurationError.Kind, at node: Node, _ field: String, _ message: String
+            _ kind: ConfigurationError.Kind, at node: YAMLNode, _ field: String, _ message: String
         ) -> ConfigurationError {
             ConfigurationError(kind, at: location(node), field: field, message)
         }
 
-        /// A Yams error as a `.syntax` error at libyaml's position, with libyaml's words.
-        func syntaxError(_ error: YamlError) -> ConfigurationError {
-            switch error {
-            case .scanner(let context, let problem, let mark, _),
-                .parser(let context, let problem, let mark, _),
-                .composer(let context, let problem, let mark, _):
-                let during = context.map { " (\($0.text) at line \($0.mark.line), column \($0.mark.column))" } ?? ""
+        /// A YAML error as a `.syntax` error at libyaml's position, with libyaml's words.
+        func syntaxError(_ error: YAMLError) -> ConfigurationError {
+            let at = location(line: error.mark.line, column: error.mark.column)
+            if error.stage == .duplicateKeys {
+                let keys = error.duplicateKeys.map { "`\(shown($0))`" }.joined(separator: ", ")
                 return ConfigurationError(
-                    .syntax, at: location(line: mark.line, column: mark.column), field: "", "YAML: \(problem)\(during)"
-                )
-            case .reader(let problem, let offset, _, let yaml):
-                // `offset` counts Characters from the start of the text.
-                var line = 1
-                var column = 1
-                for character in yaml.prefix(offset ?? 0) {
-                    if character.isNewline {
-                        line += 1
-                        column = 1
-                    } else {
-                        column += character.unicodeScalars.count
-                    }
-                }
-                return ConfigurationError(
-                    .syntax, at: location(line: line, column: column), field: "", "YAML: \(problem)"
-                )
-            case .duplicatedKeysInMapping(let duplicates, let context):
-                // Yams gives the position of the key's first use only.
-                let keys = duplicates.map { "`\($0)`" }.joined(separator: ", ")
-                return ConfigurationError(
-                    .syntax, at: location(line: context.mark.line, column: context.mark.column), field: "",
+                    .syntax, at: at, field: "",
                     "duplicate key \(keys) in one mapping (first used here): a key may appear only once"
                 )
-            default:
-                return ConfigurationError(.syntax, at: start, field: "", "YAML: \(error)")
             }
+            return ConfigurationError(.syntax, at: at, field: "", "YAML: \(error)")
         }
     }
 
     /// The pairs of one mapping, in file order, every key checked against the format's.
     struct Fields {
         /// The mapping, where missing keys are reported.
-        let node: Node
+        let node: YAMLNode
         /// The mapping's own field path: `""` at the top, `devices[1]`, `low_power`.
         let path: String
-        let pairs: [(key: String, value: Node)]
+        let pairs: [(key: String, value: YAMLNode)]
         private let document: Document
 
         init(
-            _ node: Node, path: String, allowed: [String], in document: Document, expected: String
+            _ node: YAMLNode, path: String, allowed: [String], in document: Document, expected: String
         ) throws(ConfigurationError) {
             guard case .mapping(let mapping) = node else {
                 throw document.wrongType(node, path, expected: expected)
@@ -286,10 +257,10 @@ extension ConfigurationLoader {
             self.node = node
             self.path = path
             self.document = document
-            var pairs: [(key: String, value: Node)] = []
+            var pairs: [(key: String, value: YAMLNode)] = []
             for (keyNode, value) in mapping {
                 let key = try Self.name(of: keyNode, path: path, allowed: allowed, in: document)
-                // Yams refuses duplicate keys already, unless they differ only in tag (`1` and `"1"`).
+                // The YAML reader refuses duplicate keys already, unless they differ only in tag (`1` and `"1"`).
                 guard !pairs.contains(where: { $0.key == key }) else {
                     throw document.error(
                         .syntax, at: keyNode, Self.join(path, key),
@@ -303,17 +274,17 @@ extension ConfigurationLoader {
 
         /// A key's name, when the format knows it.
         private static func name(
-            of keyNode: Node, path: String, allowed: [String], in document: Document
+            of keyNode: YAMLNode, path: String, allowed: [String], in document: Document
         ) throws(ConfigurationError) -> String {
             let place = path.isEmpty ? "at the top level" : "in `\(path)`"
-            if keyNode.tag.rawValue == Tag.Name.merge.rawValue {
+            if keyNode.tag == YAMLTag.merge {
                 throw document.error(
                     .unknownKey, at: keyNode, Self.join(path, "<<"),
                     "merge keys (`<<`) are not supported: repeat the settings, or share a whole list with an anchor "
                         + "(`read: &reads [2a19]`, then `read: *reads`)"
                 )
             }
-            guard case .scalar(let scalar) = keyNode, keyNode.tag.rawValue != Tag.Name.null.rawValue else {
+            guard case .scalar(let scalar) = keyNode, keyNode.tag != YAMLTag.null else {
                 throw document.error(
                     .unknownKey, at: keyNode, path,
                     "a key \(place) must be a name like `\(allowed[0])`, found \(document.describe(keyNode))"
@@ -342,11 +313,11 @@ extension ConfigurationLoader {
         /// The field path of one of this mapping's keys.
         func field(_ key: String) -> String { Self.join(path, key) }
 
-        subscript(key: String) -> Node? {
+        subscript(key: String) -> YAMLNode? {
             pairs.first { $0.key == key }?.value
         }
 
-        func required(_ key: String) throws(ConfigurationError) -> Node {
+        func required(_ key: String) throws(ConfigurationError) -> YAMLNode {
             guard let value = self[key] else {
                 let place = path.isEmpty ? "the file" : "`\(path)`"
                 throw document.error(.missingKey, at: node, field(key), "\(place) needs `\(key):`")
@@ -360,46 +331,44 @@ extension ConfigurationLoader {
 
 extension ConfigurationLoader.Document {
     /// What a node is, for "found …" in messages: "a sequence", "the number 30", "an empty value".
-    func describe(_ node: Node) -> String {
+    func describe(_ node: YAMLNode) -> String {
         switch node {
         case .mapping: return "a mapping"
         case .sequence: return "a sequence"
-        case .alias: return "an alias"
         case .scalar(let scalar):
             let text = shown(scalar.string)
-            switch node.tag.rawValue {
-            case Tag.Name.null.rawValue: return scalar.string.isEmpty ? "an empty value" : "null (`\(text)`)"
-            case Tag.Name.bool.rawValue: return "the boolean `\(text)`"
-            case Tag.Name.int.rawValue, Tag.Name.float.rawValue: return "the number `\(text)`"
-            case Tag.Name.str.rawValue: return "the string \"\(text)\""
-            case Tag.Name.timestamp.rawValue: return "the date `\(text)`"
+            switch node.tag {
+            case YAMLTag.null: return scalar.string.isEmpty ? "an empty value" : "null (`\(text)`)"
+            case YAMLTag.bool: return "the boolean `\(text)`"
+            case YAMLTag.int, YAMLTag.float: return "the number `\(text)`"
+            case YAMLTag.str: return "the string \"\(text)\""
+            case YAMLTag.timestamp: return "the date `\(text)`"
             case let tag:
                 // `!!binary` rather than `tag:yaml.org,2002:binary`, as the file spells it.
-                let yamlPrefix = "tag:yaml.org,2002:"
-                let spelled = tag.hasPrefix(yamlPrefix) ? "!!" + tag.dropFirst(yamlPrefix.count) : tag
+                let spelled = tag.description
                 return "a value tagged `\(shown(spelled))`"
             }
         }
     }
 
-    func wrongType(_ node: Node, _ field: String, expected: String) -> ConfigurationError {
+    func wrongType(_ node: YAMLNode, _ field: String, expected: String) -> ConfigurationError {
         error(.wrongType, at: node, field, "expected \(expected), found \(describe(node))")
     }
 
     /// A scalar's text, as written. Plain numbers, booleans and dates are taken as their text (a UUID `2902` or a
     /// value `01` is read by YAML as a number), so only empty values, collections and unknown tags are refused.
-    func text(_ node: Node, _ field: String, expected: String) throws(ConfigurationError) -> String {
+    func text(_ node: YAMLNode, _ field: String, expected: String) throws(ConfigurationError) -> String {
         guard case .scalar(let scalar) = node else { throw wrongType(node, field, expected: expected) }
-        let textTags: Set<String> = [
-            Tag.Name.str.rawValue, Tag.Name.int.rawValue, Tag.Name.float.rawValue, Tag.Name.bool.rawValue,
-            Tag.Name.timestamp.rawValue,
+        let textTags: Set<YAMLTag> = [
+            YAMLTag.str, YAMLTag.int, YAMLTag.float, YAMLTag.bool,
+            YAMLTag.timestamp,
         ]
-        guard textTags.contains(node.tag.rawValue) else { throw wrongType(node, field, expected: expected) }
+        guard textTags.contains(node.tag) else { throw wrongType(node, field, expected: expected) }
         return scalar.string
     }
 
     /// A non-empty scalar text.
-    func nonEmptyText(_ node: Node, _ field: String, expected: String) throws(ConfigurationError) -> String {
+    func nonEmptyText(_ node: YAMLNode, _ field: String, expected: String) throws(ConfigurationError) -> String {
         let value = try text(node, field, expected: expected)
         guard !value.isEmpty else {
             throw error(.invalidValue, at: node, field, "must not be empty: expected \(expected)")
@@ -407,13 +376,13 @@ extension ConfigurationLoader.Document {
         return value
     }
 
-    func sequence(_ node: Node, _ field: String, expected: String) throws(ConfigurationError) -> [Node] {
+    func sequence(_ node: YAMLNode, _ field: String, expected: String) throws(ConfigurationError) -> [YAMLNode] {
         guard case .sequence(let sequence) = node else { throw wrongType(node, field, expected: expected) }
         return Array(sequence)
     }
 
     /// A duration in `0...longestDuration`, or in `>0...` unless `allowZero`.
-    func duration(_ node: Node, _ field: String, allowZero: Bool = false) throws(ConfigurationError) -> Duration {
+    func duration(_ node: YAMLNode, _ field: String, allowZero: Bool = false) throws(ConfigurationError) -> Duration {
         let written = try text(node, field, expected: "a duration like 30s")
         guard let value = ConfigurationLoader.parseDuration(written) else {
             throw error(.badDuration, at: node, field, ConfigurationLoader.durationAdvice(written))
@@ -429,10 +398,10 @@ extension ConfigurationLoader.Document {
     }
 
     /// A YAML number (not a quoted string) between `range`'s bounds.
-    func number(_ node: Node, _ field: String, in range: ClosedRange<Double>) throws(ConfigurationError) -> Double {
+    func number(_ node: YAMLNode, _ field: String, in range: ClosedRange<Double>) throws(ConfigurationError) -> Double {
         let expected = "a number from \(Self.formatBound(range.lowerBound)) to \(Self.formatBound(range.upperBound))"
         guard case .scalar(let scalar) = node,
-            [Tag.Name.int.rawValue, Tag.Name.float.rawValue].contains(node.tag.rawValue)
+            [YAMLTag.int, YAMLTag.float].contains(node.tag)
         else { throw wrongType(node, field, expected: expected) }
         // YAML allows `1_000`; `Double` does not. `.inf` and `.nan` fail here or at `isFinite`.
         guard let value = Double(scalar.string.filter { $0 != "_" }), value.isFinite else {
@@ -445,10 +414,10 @@ extension ConfigurationLoader.Document {
     }
 
     /// A YAML whole number between `range`'s bounds.
-    func integer(_ node: Node, _ field: String, in range: ClosedRange<Int>) throws(ConfigurationError) -> Int {
+    func integer(_ node: YAMLNode, _ field: String, in range: ClosedRange<Int>) throws(ConfigurationError) -> Int {
         let expected = "a whole number from \(range.lowerBound) to \(range.upperBound)"
         guard case .scalar(let scalar) = node,
-            [Tag.Name.int.rawValue, Tag.Name.float.rawValue].contains(node.tag.rawValue)
+            [YAMLTag.int, YAMLTag.float].contains(node.tag)
         else { throw wrongType(node, field, expected: expected) }
         // `Int(_:)` returns nil on overflow, so a 40-digit number is merely out of range.
         guard let value = Int(scalar.string), range.contains(value) else {
@@ -457,7 +426,7 @@ extension ConfigurationLoader.Document {
         return value
     }
 
-    func uuid(_ node: Node, _ field: String) throws(ConfigurationError) -> BluetoothUUID {
+    func uuid(_ node: YAMLNode, _ field: String) throws(ConfigurationError) -> BluetoothUUID {
         let expected = "a UUID like 2a19 or 4b410002-6b65-6570-616c-697665000000"
         let written = try text(node, field, expected: expected)
         do {
@@ -471,7 +440,7 @@ extension ConfigurationLoader.Document {
     }
 
     /// An address checked by libbluetooth's `bachk`, upper-cased.
-    func address(_ node: Node, _ field: String) throws(ConfigurationError) -> String {
+    func address(_ node: YAMLNode, _ field: String) throws(ConfigurationError) -> String {
         let written = try text(node, field, expected: "an address like C0:FF:EE:00:00:01")
         guard HostBluetooth.isValidAddress(written) else {
             let octets = written.split(separator: ":", omittingEmptySubsequences: false).count
@@ -486,7 +455,7 @@ extension ConfigurationLoader.Document {
     }
 
     /// An adapter name `hciN`, as BlueZ names them under `/org/bluez`.
-    func adapter(_ node: Node, _ field: String) throws(ConfigurationError) -> String {
+    func adapter(_ node: YAMLNode, _ field: String) throws(ConfigurationError) -> String {
         let written = try text(node, field, expected: "an adapter name like hci0")
         guard HostBluetooth.isValidAdapter(written) else {
             throw error(.invalidValue, at: node, field, "\"\(shown(written))\" is not an adapter name like hci0")
@@ -494,7 +463,7 @@ extension ConfigurationLoader.Document {
         return written
     }
 
-    func hexBytes(_ node: Node, _ field: String) throws(ConfigurationError) -> [UInt8] {
+    func hexBytes(_ node: YAMLNode, _ field: String) throws(ConfigurationError) -> [UInt8] {
         let written = try text(node, field, expected: "hex bytes like \"01ff\"")
         switch ConfigurationLoader.parseHexBytes(written) {
         case .success(let bytes): return bytes

@@ -1,5 +1,5 @@
 internal import KeepAlive
-internal import Yams
+internal import YAML
 
 #if canImport(Glibc)
 internal import Glibc
@@ -49,7 +49,7 @@ public enum ConfigurationLoader {
     /// Parses YAML text; `file` is only the name used in error locations.
     public static func parse(_ text: String, file: String) throws(ConfigurationError) -> DaemonConfiguration {
         let document = Document(file: file, text: text)
-        guard let root = try document.root(text), root.tag.rawValue != Tag.Name.null.rawValue else {
+        guard let root = try document.root(text), root.tag != YAMLTag.null else {
             throw ConfigurationError(
                 .missingKey, at: document.start, field: "devices",
                 "the file is empty: it needs at least a `devices:` list (see Examples/keepalive.yaml)"
@@ -61,7 +61,7 @@ public enum ConfigurationLoader {
     // MARK: - The top level
 
     private static func configuration(
-        _ root: Node, in document: Document
+        _ root: YAMLNode, in document: Document
     ) throws(ConfigurationError) -> DaemonConfiguration {
         let fields = try Fields(
             root, path: "", allowed: topLevelKeys, in: document,
@@ -122,7 +122,7 @@ public enum ConfigurationLoader {
     }
 
     private static func lowPower(
-        _ node: Node, in document: Document
+        _ node: YAMLNode, in document: Document
     ) throws(ConfigurationError) -> (LowPowerPolicy, DaemonConfiguration.PowerMode, Int) {
         let fields = try Fields(
             node, path: "low_power", allowed: ["mode", "multiplier", "critical", "critical_below"], in: document,
@@ -158,7 +158,7 @@ public enum ConfigurationLoader {
 
     /// `critical: pause` or `critical: {stretch: 4}`: one key per choice, so a factor cannot be given to `pause`.
     private static func criticalPolicy(
-        _ node: Node, in document: Document
+        _ node: YAMLNode, in document: Document
     ) throws(ConfigurationError) -> LowPowerPolicy.Critical {
         let field = "low_power.critical"
         let expected = "`pause` or a mapping like {stretch: 4}"
@@ -188,15 +188,15 @@ public enum ConfigurationLoader {
     private struct DeviceEntry {
         var device: DaemonConfiguration.Device
         var path: String
-        var nameNode: Node
-        var addressNode: Node
-        var intervalNode: Node?
-        var budgetNode: Node?
-        var sharedNode: Node?
+        var nameNode: YAMLNode
+        var addressNode: YAMLNode
+        var intervalNode: YAMLNode?
+        var budgetNode: YAMLNode?
+        var sharedNode: YAMLNode?
         var listenings: [Operations.Listening] = []
     }
 
-    private static func devices(_ node: Node, in document: Document) throws(ConfigurationError) -> [DeviceEntry] {
+    private static func devices(_ node: YAMLNode, in document: Document) throws(ConfigurationError) -> [DeviceEntry] {
         let items = try document.sequence(node, "devices", expected: "a sequence of devices (`- name: …`)")
         guard !items.isEmpty else {
             throw document.error(
@@ -204,6 +204,7 @@ public enum ConfigurationLoader {
             )
         }
         var entries: [DeviceEntry] = []
+        entries.reserveCapacity(items.count)
         for (index, item) in items.enumerated() {
             entries.append(try device(item, path: "devices[\(index)]", in: document))
         }
@@ -211,7 +212,7 @@ public enum ConfigurationLoader {
     }
 
     private static func device(
-        _ node: Node, path: String, in document: Document
+        _ node: YAMLNode, path: String, in document: Document
     ) throws(ConfigurationError) -> DeviceEntry {
         let fields = try Fields(
             node, path: path, allowed: deviceKeys, in: document,
@@ -304,7 +305,7 @@ public enum ConfigurationLoader {
     }
 
     /// The shipped profile named by `node`, or an error listing the ones there are.
-    private static func profile(named node: Node, field: String, in document: Document) throws(ConfigurationError) -> (name: String, manufacturer: String?, model: String?, operations: Operations) {
+    private static func profile(named node: YAMLNode, field: String, in document: Document) throws(ConfigurationError) -> (name: String, manufacturer: String?, model: String?, operations: Operations) {
         let name = try document.nonEmptyText(node, field, expected: "a profile name like mi-flora (see `keepalive profiles`)")
         for (file, bytes) in EmbeddedProfiles.files {
             let parsed = try parseProfile(String(decoding: bytes, as: UTF8.self), file: file)
@@ -348,7 +349,7 @@ public enum ConfigurationLoader {
     }
 
     static func write(
-        _ node: Node, path: String, in document: Document
+        _ node: YAMLNode, path: String, in document: Document
     ) throws(ConfigurationError) -> PeripheralSpec.Write {
         let fields = try Fields(
             node, path: path, allowed: ["uuid", "value", "type"], in: document,
@@ -375,29 +376,33 @@ public enum ConfigurationLoader {
     private static func check(
         _ entries: [DeviceEntry], against configuration: DaemonConfiguration, in document: Document
     ) throws(ConfigurationError) {
-        var names: [String: DeviceEntry] = [:]
-        var addresses: [String: DeviceEntry] = [:]
+        // Indices, not entries: an entry is a whole device's configuration and its nodes (≈ 900 bytes), and a
+        // dictionary of 10,000 of them cost 13 MiB at start-up.
+        var names: [String: Int] = [:]
+        var addresses: [String: Int] = [:]
+        names.reserveCapacity(entries.count)
+        addresses.reserveCapacity(entries.count)
         let scheduler = configuration.keepAliveConfiguration
-        for entry in entries {
+        for (index, entry) in entries.enumerated() {
             let device = entry.device
-            if let first = names[device.name] {
+            if let first = names[device.name].map({ entries[$0] }) {
                 throw document.error(
                     .invalidValue, at: entry.nameNode, "\(entry.path).name",
                     "the name `\(shown(device.name))` is already used by \(first.path) "
                         + "(line \(document.location(first.nameNode).line)): names must be unique"
                 )
             }
-            names[device.name] = entry
+            names[device.name] = index
             let adapter = device.adapter ?? configuration.adapter
             let key = "\(device.address)@\(adapter)"
-            if let first = addresses[key] {
+            if let first = addresses[key].map({ entries[$0] }) {
                 throw document.error(
                     .invalidValue, at: entry.addressNode, "\(entry.path).address",
                     "\(device.address) on \(adapter) is already \(first.path) (`\(shown(first.device.name))`): "
                         + "one entry per device and adapter"
                 )
             }
-            addresses[key] = entry
+            addresses[key] = index
 
             let interval = device.interval ?? configuration.interval
             if let intervalNode = entry.intervalNode, configuration.jitter >= interval {
