@@ -1,4 +1,3 @@
-import Foundation
 import Locking
 
 #if canImport(Glibc)
@@ -39,15 +38,14 @@ public final class CommandProcess: Sendable {
         let output = self.output
         Self.drain(stdout, { text in output.withLock { $0.standardOutput += text } }, closed: { output.withLock { $0.closedPipes += 1 } })
         Self.drain(stderr, { text in output.withLock { $0.standardError += text } }, closed: { output.withLock { $0.closedPipes += 1 } })
-        let thread = Thread {
+        startThread {
             let status = Subprocess.waitForExit(pid)
             output.withLock { $0.exited = status }
         }
-        thread.start()
     }
 
     private static func drain(_ descriptor: Int32, _ append: @escaping @Sendable (String) -> Void, closed: @escaping @Sendable () -> Void) {
-        let thread = Thread {
+        startThread {
             var buffer = [UInt8](repeating: 0, count: 65_536)
             while true {
                 let count = buffer.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
@@ -58,7 +56,6 @@ public final class CommandProcess: Sendable {
             close(descriptor)
             closed()
         }
-        thread.start()
     }
 
     public var standardOutput: String { output.withLock { $0.standardOutput } }

@@ -1,4 +1,3 @@
-import Foundation
 import Locking
 
 #if canImport(Glibc)
@@ -67,7 +66,7 @@ public final class MosquittoBroker: Sendable {
         self.port = port
         self.directory = directory
         self.configuration = configuration
-        try configuration.write(toFile: directory + "/mosquitto.conf", atomically: true, encoding: .utf8)
+        try TextFile.write(configuration, to: directory + "/mosquitto.conf")
         process = try WatchedProcess(["mosquitto", "-c", directory + "/mosquitto.conf"])
         let process = self.process
         try await waitUntil("mosquitto listens on \(port)", timeout: .seconds(10)) {
@@ -105,7 +104,7 @@ public final class MosquittoBroker: Sendable {
     public var log: String { MosquittoBroker.log(directory) }
 
     private static func log(_ directory: String) -> String {
-        (try? String(contentsOfFile: directory + "/broker.log", encoding: .utf8)) ?? ""
+        TextFile.read(directory + "/broker.log") ?? ""
     }
 
     /// Kills it and removes its directory.
@@ -137,7 +136,7 @@ public final class WatchedProcess: Sendable {
         self.pid = pid
         let state = self.state
         for descriptor in [stdout, stderr] {
-            Thread {
+            startThread {
                 var buffer = [UInt8](repeating: 0, count: 65_536)
                 while true {
                     let count = buffer.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
@@ -148,12 +147,12 @@ public final class WatchedProcess: Sendable {
                 }
                 close(descriptor)
                 state.withLock { $0.closedPipes += 1 }
-            }.start()
+            }
         }
-        Thread {
+        startThread {
             let status = Subprocess.waitForExit(pid)
             state.withLock { $0.exited = status }
-        }.start()
+        }
     }
 
     /// Standard output and standard error, interleaved as they came.

@@ -1,5 +1,4 @@
 public import DBus
-import Foundation
 import Locking
 
 #if canImport(Glibc)
@@ -77,7 +76,7 @@ public final class PrivateBus: Sendable {
                 address: "unix:path=" + socketPath, tcpAddress: tcpAddress, directory: directory,
                 configurationPath: configurationPath, pid: pid)
         } catch {
-            try? FileManager.default.removeItem(atPath: directory)
+            removeTree(directory)
             throw error
         }
     }
@@ -85,7 +84,7 @@ public final class PrivateBus: Sendable {
     /// Kills the daemon (idempotent) and removes its directory. Connections are not closed: `with` does that.
     public func stop() {
         kill(pid, SIGKILL)
-        try? FileManager.default.removeItem(atPath: directory)
+        removeTree(directory)
     }
 
     /// Kills the daemon with SIGKILL and waits until the process is gone (it is not our child: poll with
@@ -148,7 +147,7 @@ public final class PrivateBus: Sendable {
     // MARK: Launching
 
     private static func write(_ text: String, to path: String) throws {
-        try text.write(toFile: path, atomically: true, encoding: .utf8)
+        try TextFile.write(text, to: path)
     }
 
     /// Runs the forking daemon; returns the addresses it printed and its pid.
@@ -162,7 +161,7 @@ public final class PrivateBus: Sendable {
         let errors = Subprocess.readAll(stderr)
         _ = Subprocess.waitForExit(launcher)
         let lines = output.split(separator: "\n").map(String.init)
-        guard lines.count >= 2, let pid = pid_t(lines[1].trimmingCharacters(in: .whitespaces)) else {
+        guard lines.count >= 2, let pid = pid_t(lines[1].filter { $0 != " " && $0 != "\t" && $0 != "\r" }) else {
             throw PrivateBusError.setup("dbus-daemon printed '\(output)', stderr '\(errors)'")
         }
         return (lines[0].split(separator: ";").map(String.init), pid)

@@ -1,4 +1,3 @@
-import Foundation
 import Locking
 
 #if canImport(Glibc)
@@ -27,10 +26,9 @@ public enum Subprocess {
     /// Runs `arguments` (the first is looked up in `PATH`) to its end.
     public static func run(_ arguments: [String]) async throws -> Output {
         try await withCheckedThrowingContinuation { continuation in
-            let thread = Thread {
+            startThread {
                 continuation.resume(with: Result { try runBlocking(arguments) })
             }
-            thread.start()
         }
     }
 

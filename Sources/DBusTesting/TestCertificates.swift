@@ -1,4 +1,3 @@
-import Foundation
 
 /// A throwaway PKI for TLS tests, made with `openssl`: a CA, a server certificate it signs for `serverNames`,
 /// and an unrelated second CA (`other-ca.crt`) for the refusal cases. Files: `ca.crt`, `ca.key`, `server.crt`,
@@ -20,8 +19,7 @@ public enum TestCertificates {
         try await run(["openssl", "req"] + key + [
             "-keyout", directory + "/server.key", "-out", directory + "/server.csr", "-subj", "/CN=test broker",
         ])
-        try "subjectAltName=\(serverNames)\nbasicConstraints=CA:FALSE\n"
-            .write(toFile: directory + "/server.ext", atomically: true, encoding: .utf8)
+        try TextFile.write("subjectAltName=\(serverNames)\nbasicConstraints=CA:FALSE\n", to: directory + "/server.ext")
         try await run([
             "openssl", "x509", "-req", "-in", directory + "/server.csr", "-CA", directory + "/ca.crt",
             "-CAkey", directory + "/ca.key", "-CAcreateserial", "-out", directory + "/server.crt", "-days", "2",

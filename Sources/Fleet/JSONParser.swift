@@ -18,18 +18,27 @@ struct JSONParser {
 
     private let bytes: [UInt8]
     private var position = 0
+    /// Numbers with a fraction or an exponent (and integers beyond Int64) as `.number` rather than refused.
+    private let anyNumber: Bool
 
+    /// The fleet's own messages: integers only, at most `maximumBytes`.
     static func parse(_ bytes: [UInt8]) throws(JSONSyntaxError) -> JSONValue {
+        try parse(bytes, anyNumber: false, maximumBytes: maximumBytes)
+    }
+
+    /// Any JSON (poll records, whose readings are decimals), up to `maximumBytes` and `maximumDepth`.
+    static func parse(_ bytes: [UInt8], anyNumber: Bool, maximumBytes: Int) throws(JSONSyntaxError) -> JSONValue {
         guard bytes.count <= maximumBytes else { throw .tooLong(bytes.count) }
-        var parser = JSONParser(bytes: bytes)
+        var parser = JSONParser(bytes: bytes, anyNumber: anyNumber)
         let value = try parser.parseValue(depth: 0)
         parser.skipWhitespace()
         guard parser.position == bytes.count else { throw .trailingBytes(at: parser.position) }
         return value
     }
 
-    private init(bytes: [UInt8]) {
+    private init(bytes: [UInt8], anyNumber: Bool) {
         self.bytes = bytes
+        self.anyNumber = anyNumber
     }
 
     private mutating func skipWhitespace() {
@@ -69,7 +78,8 @@ struct JSONParser {
             try expect("false")
             return .bool(false)
         case UInt8(ascii: "\""): return .string(try parseString())
-        case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): return .integer(try parseInteger())
+        case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"):
+            return anyNumber ? try parseNumber() : .integer(try parseInteger())
         case UInt8(ascii: "["): return try parseArray(depth: depth)
         case UInt8(ascii: "{"): return try parseObject(depth: depth)
         case let byte: throw .unexpectedByte(byte, at: position)
@@ -101,6 +111,42 @@ struct JSONParser {
             throw .unexpectedByte(bytes[position], at: position)
         }
         return negative ? -magnitude : magnitude
+    }
+
+    /// RFC 8259's number grammar: `-? (0 | [1-9][0-9]*) (. [0-9]+)? ([eE] [-+]? [0-9]+)?`; an integer within
+    /// Int64 as `.integer`, anything else as `.number` with its text.
+    private mutating func parseNumber() throws(JSONSyntaxError) -> JSONValue {
+        let start = position
+        func digits() throws(JSONSyntaxError) {
+            let first = position
+            while position < bytes.count, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(bytes[position]) { position += 1 }
+            guard position > first else {
+                throw position < bytes.count ? .unexpectedByte(bytes[position], at: position) : .unexpectedEnd
+            }
+        }
+        if bytes[position] == UInt8(ascii: "-") { position += 1 }
+        if position < bytes.count, bytes[position] == UInt8(ascii: "0") {
+            position += 1
+        } else {
+            try digits()
+        }
+        var integral = true
+        if position < bytes.count, bytes[position] == UInt8(ascii: ".") {
+            integral = false
+            position += 1
+            try digits()
+        }
+        if position < bytes.count, bytes[position] == UInt8(ascii: "e") || bytes[position] == UInt8(ascii: "E") {
+            integral = false
+            position += 1
+            if position < bytes.count, bytes[position] == UInt8(ascii: "+") || bytes[position] == UInt8(ascii: "-") {
+                position += 1
+            }
+            try digits()
+        }
+        let text = String(decoding: bytes[start..<position], as: UTF8.self)
+        if integral, let value = Int64(text) { return .integer(value) }
+        return .number(text)
     }
 
     private mutating func parseString() throws(JSONSyntaxError) -> String {

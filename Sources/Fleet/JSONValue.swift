@@ -8,6 +8,9 @@ enum JSONValue: Equatable, Sendable {
     case null
     case bool(Bool)
     case integer(Int64)
+    /// A number that is not an integer within Int64 (`21.5`, `1e3`), as written; only from
+    /// `JSONParser.parse(_:anyNumber:maximumBytes:)`, which reads records rather than fleet messages.
+    case number(String)
     case string(String)
     case array([JSONValue])
     /// Keys in the order written: the encoder's output is stable byte for byte, which keeps retained messages
@@ -19,6 +22,7 @@ enum JSONValue: Equatable, Sendable {
         case (.null, .null): return true
         case (.bool(let a), .bool(let b)): return a == b
         case (.integer(let a), .integer(let b)): return a == b
+        case (.number(let a), .number(let b)): return a == b
         case (.string(let a), .string(let b)): return a == b
         case (.array(let a), .array(let b)): return a == b
         case (.object(let a), .object(let b)):
@@ -56,6 +60,7 @@ enum JSONValue: Equatable, Sendable {
         case .null: output.append(contentsOf: Array("null".utf8))
         case .bool(let value): output.append(contentsOf: Array((value ? "true" : "false").utf8))
         case .integer(let value): output.append(contentsOf: Array(String(value).utf8))
+        case .number(let text): output.append(contentsOf: Array(text.utf8))
         case .string(let value): Self.appendString(value, to: &output)
         case .array(let elements):
             output.append(UInt8(ascii: "["))

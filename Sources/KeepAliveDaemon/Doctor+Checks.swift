@@ -1,5 +1,4 @@
 import DBus
-import Foundation
 import Locking
 
 #if canImport(Glibc)
@@ -215,7 +214,7 @@ extension Doctor {
             return .unknown("`\(path) --version` could not be started: \(String(cString: strerror(code)))")
         case .exited(let output):
             guard let version = BlueZVersion(parsing: output) else {
-                let text = output.trimmingCharacters(in: .whitespacesAndNewlines).prefix(80)
+                let text = trimmed(output).prefix(80)
                 return .unknown("`\(path) --version` printed \"\(text)\"")
             }
             return .found(path: path, version)
@@ -303,8 +302,29 @@ enum BoundedProcess {
 
     static func output(of path: String, arguments: [String], timeout: Duration) async -> Outcome {
         await withCheckedContinuation { continuation in
-            Thread { continuation.resume(returning: run(path, arguments, timeout)) }.start()
+            let work: @Sendable () -> Void = { continuation.resume(returning: run(path, arguments, timeout)) }
+            let context = Unmanaged.passRetained(Work(work)).toOpaque()
+            var thread = pthread_t()
+            var attributes = pthread_attr_t()
+            pthread_attr_init(&attributes)
+            pthread_attr_setdetachstate(&attributes, Int32(PTHREAD_CREATE_DETACHED))
+            let created = pthread_create(
+                &thread, &attributes,
+                { context in
+                    Unmanaged<Work>.fromOpaque(context!).takeRetainedValue().body()
+                    return nil
+                }, context)
+            pthread_attr_destroy(&attributes)
+            if created != 0 {
+                // No thread to spare: wait here instead (bounded by `timeout`).
+                Unmanaged<Work>.fromOpaque(context).takeRetainedValue().body()
+            }
         }
+    }
+
+    private final class Work: Sendable {
+        let body: @Sendable () -> Void
+        init(_ body: @escaping @Sendable () -> Void) { self.body = body }
     }
 
     /// `posix_spawn` with stdout and stderr on one pipe and stdin from /dev/null; reads up to 4 KiB until end of
@@ -387,10 +407,17 @@ enum SysfsDirectory {
         var buffer = [UInt8](repeating: 0, count: 256)
         let count = buffer.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
         guard count >= 0 else { return nil }
-        return String(decoding: buffer[0..<count], as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        return trimmed(String(decoding: buffer[0..<count], as: UTF8.self))
     }
 
     static func exists(_ path: String) -> Bool {
         access(path, F_OK) == 0
     }
+}
+
+/// `text` without the white space (blanks and newlines) at either end.
+func trimmed(_ text: String) -> String {
+    guard let first = text.firstIndex(where: { !$0.isWhitespace }), let last = text.lastIndex(where: { !$0.isWhitespace })
+    else { return "" }
+    return String(text[first...last])
 }

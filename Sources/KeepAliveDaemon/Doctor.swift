@@ -373,7 +373,7 @@ public struct Doctor: Sendable {
     static func connectFailure(_ error: any Error) -> String {
         guard let error = error as? DBusError, error.code == .connectFailed else { return message(error) }
         for prefix in ["cannot connect to ", "cannot register on the bus at "] where error.message.hasPrefix(prefix) {
-            if let end = error.message.range(of: ": ") { return String(error.message[end.upperBound...]) }
+            if let end = error.message.firstRange(of: ": ") { return String(error.message[end.upperBound...]) }
         }
         return error.message
     }

@@ -1,5 +1,4 @@
 import Fleet
-import Foundation
 import JSONWriter
 
 /// What `keepalive fleet` shows: every gateway and every shared device, from the broker's retained fleet topics
@@ -63,11 +62,11 @@ package struct FleetView: Sendable {
         }
         let levels = topic.split(separator: "/", omittingEmptySubsequences: false)
         guard topic.hasPrefix(statePrefix + "/"), levels.last == "state", levels.count >= 4,
-            let record = try? JSONSerialization.jsonObject(with: Data(payload)) as? [String: Any],
-            let address = (record["address"] as? String)?.uppercased(), let holder = record["holder"] as? String
+            let record = RecordStrings.of(payload), let address = record["address"]?.uppercased(),
+            let holder = record["holder"]
         else { return }
         devices[address, default: Device()].lastPoll = (
-            record["ts"] as? String ?? "?", holder, record["device"] as? String ?? "?", record["result"] as? String ?? "?"
+            record["ts"] ?? "?", holder, record["device"] ?? "?", record["result"] ?? "?"
         )
     }
 

@@ -31,7 +31,7 @@ extension HILTests {
         daemon.standardOutput.split(separator: "\n").map { line in
             let text = String(line)
             func field(_ name: String) -> String? {
-                guard let range = text.range(of: "\"\(name)\":") else { return nil }
+                guard let range = text.firstRange(of: "\"\(name)\":") else { return nil }
                 let rest = text[range.upperBound...]
                 return rest.first == "\"" ? String(rest.dropFirst().prefix { $0 != "\"" }) : String(rest.prefix { $0 != "," && $0 != "}" })
             }
