@@ -79,6 +79,21 @@ enum Descriptors {
     }
 
     /// How many descriptors this process has open: the entries of /proc/self/fd, less the one reading it.
+    /// How many open descriptors refer to the same open file as `descriptor` (both ends of a pipe link to the
+    /// same `pipe:[inode]`), itself included: a count no other suite's descriptors can change.
+    static func count(sharingFileWith descriptor: Int32) -> Int {
+        let target = link(descriptor)
+        var count = 0
+        forEachOpen { if link($0) == target { count += 1 } }
+        return count
+    }
+
+    private static func link(_ descriptor: Int32) -> String {
+        var buffer = [CChar](repeating: 0, count: 256)
+        let length = readlink("/proc/self/fd/\(descriptor)", &buffer, buffer.count - 1)
+        return length > 0 ? String(decoding: buffer[0..<length].map { UInt8(bitPattern: $0) }, as: UTF8.self) : ""
+    }
+
     static func openCount() -> Int {
         var count = 0
         forEachOpen { _ in count += 1 }
