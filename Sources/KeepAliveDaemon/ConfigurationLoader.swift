@@ -307,8 +307,8 @@ public enum ConfigurationLoader {
     /// The shipped profile named by `node`, or an error listing the ones there are.
     private static func profile(named node: YAMLNode, field: String, in document: Document) throws(ConfigurationError) -> (name: String, manufacturer: String?, model: String?, operations: Operations) {
         let name = try document.nonEmptyText(node, field, expected: "a profile name like mi-flora (see `keepalive profiles`)")
-        for (file, bytes) in EmbeddedProfiles.files {
-            let parsed = try parseProfile(String(decoding: bytes, as: UTF8.self), file: file)
+        for (_, result) in embeddedProfiles {
+            let parsed = try result.get()
             if parsed.profile.name == name { return (name, parsed.profile.manufacturer, parsed.profile.model, parsed.operations) }
         }
         let known = EmbeddedProfiles.files.map { String($0.name.dropFirst("Profiles/".count).dropLast(".yaml".count)) }
@@ -316,6 +316,13 @@ public enum ConfigurationLoader {
         let hint = closest.flatMap { $0.1 <= 3 ? "did you mean `\($0.0)`? " : nil } ?? ""
         throw document.error(.invalidValue, at: node, field, "unknown profile `\(shown(name))`: \(hint)known profiles: \(known.joined(separator: ", ")) (`keepalive profiles`)")
     }
+
+    /// The profiles in the binary, parsed once per process: a file of 10,000 devices naming profiles parsed
+    /// every profile file for each of them.
+    private static let embeddedProfiles: [(file: String, Result<(profile: DeviceProfile, operations: Operations), ConfigurationError>)] =
+        EmbeddedProfiles.files.map { file, bytes in
+            (file, Result { () throws(ConfigurationError) in try parseProfile(String(decoding: bytes, as: UTF8.self), file: file) })
+        }
 
     /// Parses one profile file.
     public static func profile(_ text: String, file: String) throws(ConfigurationError) -> DeviceProfile {

@@ -28,6 +28,10 @@ package struct YAMLTag: Sendable, Hashable, CustomStringConvertible {
     /// value whose YAML 1.1 pattern (yaml.org/type) matches the whole text, else str. So `yes` is a bool, `0x1f`
     /// and `1_000` are ints, `1.5e3` and `.inf` floats, `~` and the empty text null, `2024-05-01` a timestamp.
     package static func resolve(plain text: String) -> YAMLTag {
+        // Most plain scalars of a configuration are names, addresses, UUIDs and durations: a first character no
+        // pattern starts with settles them at once.
+        guard let first = text.utf8.first else { return .null }
+        if !PlainScalarRules.mayStartATag(first) { return .str }
         var text = text
         return text.withUTF8 { text in
             if PlainScalarRules.isBool(text) { return .bool }
@@ -47,13 +51,32 @@ package struct YAMLTag: Sendable, Hashable, CustomStringConvertible {
 enum PlainScalarRules {
     typealias Text = UnsafeBufferPointer<UInt8>
 
+    /// Whether any pattern can match a text beginning with `byte`: the bools' and nulls' first letters, `~`,
+    /// digits, signs, `.` (floats), `<` (merge) and `=` (value).
+    static func mayStartATag(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "+"), UInt8(ascii: "."),
+            UInt8(ascii: "~"), UInt8(ascii: "<"), UInt8(ascii: "="),
+            UInt8(ascii: "y"), UInt8(ascii: "Y"), UInt8(ascii: "n"), UInt8(ascii: "N"), UInt8(ascii: "t"),
+            UInt8(ascii: "T"), UInt8(ascii: "f"), UInt8(ascii: "F"), UInt8(ascii: "o"), UInt8(ascii: "O"):
+            return true
+        default:
+            return false
+        }
+    }
+
+    private static let boolWords: Set<String> = [
+        "yes", "Yes", "YES", "no", "No", "NO", "true", "True", "TRUE", "false", "False", "FALSE", "on", "On", "ON",
+        "off", "Off", "OFF",
+    ]
+    private static let nullWords: Set<String> = ["", "~", "null", "Null", "NULL"]
+
     static func isBool(_ text: Text) -> Bool {
-        oneOf(text, ["yes", "Yes", "YES", "no", "No", "NO", "true", "True", "TRUE", "false", "False", "FALSE",
-                     "on", "On", "ON", "off", "Off", "OFF"])
+        text.count <= 5 && boolWords.contains(String(decoding: text, as: UTF8.self))
     }
 
     static func isNull(_ text: Text) -> Bool {
-        oneOf(text, ["", "~", "null", "Null", "NULL"])
+        text.count <= 4 && nullWords.contains(String(decoding: text, as: UTF8.self))
     }
 
     /// `[-+]?` then one of: `0b[01_]+`, `0o?[0-7_]+`, `0`, `[1-9][0-9_]*`, `0x[0-9a-fA-F_]+`, or the
@@ -85,7 +108,7 @@ enum PlainScalarRules {
     /// `[-+]?[0-9][0-9_]*(:[0-5]?[0-9])+\.[0-9_]*`, `[-+]?\.(inf|Inf|INF)`, `\.(nan|NaN|NAN)`.
     static func isFloat(_ text: Text) -> Bool {
         var cursor = Cursor(text)
-        if cursor.take("."), oneOf(cursor.rest, ["nan", "NaN", "NAN"]) { return true }
+        if cursor.take("."), ["nan", "NaN", "NAN"].contains(cursor.restText) { return true }
         cursor = Cursor(text)
         if cursor.take("."), cursor.takeOneOrMore(where: isDigitOrUnderscore) {
             if cursor.atEnd { return true }
@@ -94,7 +117,7 @@ enum PlainScalarRules {
         cursor = Cursor(text)
         cursor.skipSign()
         let body = cursor
-        if cursor.take("."), oneOf(cursor.rest, ["inf", "Inf", "INF"]) { return true }
+        if cursor.take("."), ["inf", "Inf", "INF"].contains(cursor.restText) { return true }
         cursor = body
         guard cursor.takeOne(where: isDigit) else { return false }
         cursor.takeZeroOrMore(where: isDigitOrUnderscore)
@@ -138,12 +161,6 @@ enum PlainScalarRules {
         return cursor.atEnd
     }
 
-    private static func oneOf(_ text: some Collection<UInt8>, _ words: [StaticString]) -> Bool {
-        words.contains { word in
-            text.elementsEqual(UnsafeBufferPointer(start: word.utf8Start, count: word.utf8CodeUnitCount))
-        }
-    }
-
     static func ascii(_ character: Unicode.Scalar) -> UInt8 { UInt8(character.value) }
     static func isDigit(_ byte: UInt8) -> Bool { (ascii("0")...ascii("9")).contains(byte) }
     static func isDigitOrUnderscore(_ byte: UInt8) -> Bool { isDigit(byte) || byte == ascii("_") }
@@ -160,7 +177,7 @@ enum PlainScalarRules {
         init(_ text: Text) { self.text = text }
 
         var atEnd: Bool { index == text.count }
-        var rest: Slice<Text> { text[index...] }
+        var restText: String { String(decoding: text[index...], as: UTF8.self) }
 
         mutating func take(_ character: Unicode.Scalar) -> Bool {
             takeOne { $0 == ascii(character) }
