@@ -11,23 +11,7 @@ import Locking
 /// Runs `body` on a detached thread of its own (a blocking read or wait that must not hold a task's thread).
 /// A process out of threads stops here with the reason: these helpers cannot work without one.
 func startThread(_ body: @escaping @Sendable () -> Void) {
-    final class Work: Sendable {
-        let body: @Sendable () -> Void
-        init(_ body: @escaping @Sendable () -> Void) { self.body = body }
-    }
-    let context = Unmanaged.passRetained(Work(body)).toOpaque()
-    var attributes = pthread_attr_t()
-    pthread_attr_init(&attributes)
-    defer { pthread_attr_destroy(&attributes) }
-    pthread_attr_setdetachstate(&attributes, Int32(PTHREAD_CREATE_DETACHED))
-    var thread = pthread_t()
-    let created = pthread_create(
-        &thread, &attributes,
-        { context in
-            Unmanaged<Work>.fromOpaque(context!).takeRetainedValue().body()
-            return nil
-        }, context)
-    precondition(created == 0, "pthread_create failed: \(String(cString: strerror(created)))")
+    precondition(startDetachedThread(body), "pthread_create failed: \(String(cString: strerror(errno)))")
 }
 
 enum TextFile {

@@ -303,28 +303,9 @@ enum BoundedProcess {
     static func output(of path: String, arguments: [String], timeout: Duration) async -> Outcome {
         await withCheckedContinuation { continuation in
             let work: @Sendable () -> Void = { continuation.resume(returning: run(path, arguments, timeout)) }
-            let context = Unmanaged.passRetained(Work(work)).toOpaque()
-            var thread = pthread_t()
-            var attributes = pthread_attr_t()
-            pthread_attr_init(&attributes)
-            pthread_attr_setdetachstate(&attributes, Int32(PTHREAD_CREATE_DETACHED))
-            let created = pthread_create(
-                &thread, &attributes,
-                { context in
-                    Unmanaged<Work>.fromOpaque(context!).takeRetainedValue().body()
-                    return nil
-                }, context)
-            pthread_attr_destroy(&attributes)
-            if created != 0 {
-                // No thread to spare: wait here instead (bounded by `timeout`).
-                Unmanaged<Work>.fromOpaque(context).takeRetainedValue().body()
-            }
+            // No thread to spare: wait here instead (bounded by `timeout`).
+            if !startDetachedThread(work) { work() }
         }
-    }
-
-    private final class Work: Sendable {
-        let body: @Sendable () -> Void
-        init(_ body: @escaping @Sendable () -> Void) { self.body = body }
     }
 
     /// `posix_spawn` with stdout and stderr on one pipe and stdin from /dev/null; reads up to 4 KiB until end of

@@ -14,14 +14,10 @@ package enum YAMLDocument {
     /// yet defined, a second document, the same key twice in one mapping, nesting deeper than `depthLimit`.
     package static func root(of text: String) throws(YAMLError) -> YAMLNode? {
         let bytes = Array(text.utf8)
-        do {
-            return try bytes.withUnsafeBufferPointer { buffer throws(YAMLError) -> YAMLNode? in
-                let composer = Composer(buffer)
-                defer { composer.close() }
-                return try composer.singleRoot()
-            }
-        } catch {
-            throw error
+        return try bytes.withUnsafeBufferPointer { buffer throws(YAMLError) -> YAMLNode? in
+            let composer = Composer(buffer)
+            defer { composer.close() }
+            return try composer.singleRoot()
         }
     }
 }
