@@ -309,6 +309,11 @@ struct FleetEndToEndTests {
                 #expect(entry?["holder"] as? String == steadyHolders[number], "sensor-\(number): \(String(describing: entry))")
                 let reach = entry?["reach"] as? [String: Any]
                 #expect(reach?.count == Self.gateways.filter { $0.devices[number] != nil }.count, "every gateway that has it reports its reach")
+                // A record seen during the wait (records are not retained, so there may be none) is the holder's.
+                if let poll = entry?["last_poll"] as? [String: Any] {
+                    #expect(poll["gateway"] as? String == steadyHolders[number], "sensor-\(number): \(poll)")
+                    #expect(poll["result"] as? String != nil && poll["ts"] as? String != nil, "sensor-\(number): \(poll)")
+                }
             }
 
             // kill -9 of the gateway holding sensor-3: its devices go on elsewhere within lease + one interval.
