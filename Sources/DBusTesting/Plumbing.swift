@@ -9,9 +9,10 @@ import Locking
 // (Benchmarks/NOTES.md, "RSS").
 
 /// Runs `body` on a detached thread of its own (a blocking read or wait that must not hold a task's thread).
-/// A process out of threads stops here with the reason: these helpers cannot work without one.
+/// A process out of threads stops here with the reason, as Foundation's `Thread.start()` did: these helpers
+/// cannot work without one.
 func startThread(_ body: @escaping @Sendable () -> Void) {
-    precondition(startDetachedThread(body), "pthread_create failed: \(String(cString: strerror(errno)))")
+    precondition(startDetachedThread(body), "pthread_create failed: the process has no thread to spare")
 }
 
 enum TextFile {
