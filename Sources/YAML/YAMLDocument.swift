@@ -27,11 +27,13 @@ private final class Composer {
     private var parser = yaml_parser_t()
     private let input: UnsafeBufferPointer<UInt8>
     private var anchors: [String: YAMLNode] = [:]
+    /// False when libyaml could not allocate its parser (out of memory): nothing is parsed then.
+    private let initialized: Bool
 
     init(_ input: UnsafeBufferPointer<UInt8>) {
         self.input = input
-        // Fails only when out of memory; the first parse then reports it.
-        _ = yaml_parser_initialize(&parser)
+        initialized = yaml_parser_initialize(&parser) == 1
+        guard initialized else { return }
         yaml_parser_set_encoding(&parser, YAML_UTF8_ENCODING)
         // An empty buffer may have no base address; libyaml wants one.
         let empty: StaticString = ""
@@ -39,10 +41,11 @@ private final class Composer {
     }
 
     func close() {
-        yaml_parser_delete(&parser)
+        if initialized { yaml_parser_delete(&parser) }
     }
 
     func singleRoot() throws(YAMLError) -> YAMLNode? {
+        guard initialized else { throw YAMLError(.memory, "out of memory", at: YAMLMark(line: 1, column: 1)) }
         try expect(YAML_STREAM_START_EVENT)
         var event = try next()
         if event.type == YAML_STREAM_END_EVENT {

@@ -65,9 +65,11 @@ struct MQTTBridgeEndToEndTests {
         """
     }
 
-    static func withSetup<T: Sendable>(_ body: @Sendable (PrivateBus, MosquittoBroker, String) async throws -> T) async throws -> T {
+    static func withSetup<T: Sendable>(
+        persistentBroker: Bool = false, _ body: @Sendable (PrivateBus, MosquittoBroker, String) async throws -> T
+    ) async throws -> T {
         try await CLITests.withSimulator(devices: 2) { bus, _ in
-            let broker = try await MosquittoBroker.start()
+            let broker = try await MosquittoBroker.start(persistent: persistentBroker)
             let spool = try makeTemporaryDirectory(prefix: "keepalive-spool")
             defer {
                 broker.remove()
@@ -145,8 +147,13 @@ struct MQTTBridgeEndToEndTests {
     /// The broker SIGKILLed mid-run and back 30 s later: the daemon's reconnection has backed off (1 s doubling,
     /// jittered) by then, and the 60-odd records written meanwhile wait in the spool. Once it is back every record
     /// arrives, replayed in `seq` order; duplicates (QoS 1 redelivery) only of what was in flight at the kill.
+    ///
+    /// The broker keeps its sessions on disk (saved on SIGUSR1 before the kill), as a gateway's broker would: the
+    /// subscriber's session and subscription are there when it comes back. Without them, a daemon reconnecting in
+    /// the instant between the broker's return and the subscriber's new SUBSCRIBE delivered records to nobody
+    /// (a CI run waited 120 s for them), which is the subscriber's loss, not the bridge's.
     @Test func aBrokerKilledMidRunAndBack30SecondsLaterGetsEveryRecordInOrder() async throws {
-        try await Self.withSetup { bus, broker, spool in
+        try await Self.withSetup(persistentBroker: true) { bus, broker, spool in
             let file = try TemporaryFile(name: "keepalive.yaml", contents: Self.configuration(port: broker.port, spool: spool, interval: "1s"))
             defer { file.remove() }
             // One subscriber throughout: it reconnects within 200 ms of the broker's return, long before the daemon.
@@ -154,6 +161,10 @@ struct MQTTBridgeEndToEndTests {
             let daemon = try CommandProcess(["run", "--config", file.path, "--bus", bus.address])
             defer { daemon.terminate() }
             try await waitUntil("first states", timeout: .seconds(20)) { !subscriber.stateSequences(prefix: "keepalive/gw/").isEmpty }
+            // mosquitto writes its database on SIGUSR1; the subscriber's session is in it once the file exists.
+            let database = broker.directory + "/mosquitto.db"
+            broker.signal(SIGUSR1)
+            try await waitUntil("the broker's sessions saved", timeout: .seconds(10)) { access(database, F_OK) == 0 }
             broker.kill()
             let killedAt = ContinuousClock.now
             let deliveredBefore = subscriber.stateSequences(prefix: "keepalive/gw/").count
@@ -161,9 +172,16 @@ struct MQTTBridgeEndToEndTests {
             let writtenDuringOutage = CLITests.records(daemon.standardOutput).count
             let restarted = try await broker.restart()
             let backAt = ContinuousClock.now
-            try await waitUntil("every record written is delivered", timeout: .seconds(120)) {
-                let written = Set(CLITests.records(daemon.standardOutput).map(\.seq))
-                return written.isSubset(of: Set(subscriber.stateSequences(prefix: "keepalive/gw/")))
+            do {
+                try await waitUntil("every record written is delivered", timeout: .seconds(120)) {
+                    let written = Set(CLITests.records(daemon.standardOutput).map(\.seq))
+                    return written.isSubset(of: Set(subscriber.stateSequences(prefix: "keepalive/gw/")))
+                }
+            } catch {
+                let missing = Set(CLITests.records(daemon.standardOutput).map(\.seq))
+                    .subtracting(subscriber.stateSequences(prefix: "keepalive/gw/")).sorted()
+                Issue.record("\(error): missing \(missing); the daemon's log: \(daemon.standardError.suffix(3_000))")
+                throw error
             }
             let caughtUp = ContinuousClock.now - backAt
             daemon.signal(SIGTERM)
