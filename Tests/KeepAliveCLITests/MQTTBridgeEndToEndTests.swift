@@ -97,7 +97,14 @@ struct MQTTBridgeEndToEndTests {
             try await waitUntil("the health line", timeout: .seconds(10)) {
                 subscriber.last("keepalive/gw/health") == "polling 2 devices every 2s"
             }
-            let state = try #require(subscriber.messages("keepalive/gw/sensor-1/state").first)
+            // The first complete poll (under ThreadSanitizer a window once expired after the battery read).
+            @Sendable func newData() -> MQTTMessage? {
+                subscriber.messages("keepalive/gw/sensor-1/state").first {
+                    String(decoding: $0.payload, as: UTF8.self).contains("\"result\":\"newData\"")
+                }
+            }
+            try await waitUntil("a complete poll of sensor-1", timeout: .seconds(20)) { newData() != nil }
+            let state = try #require(newData())
             let record = try #require(try JSONSerialization.jsonObject(with: Data(state.payload)) as? [String: Any])
             #expect(record["device"] as? String == "sensor-1" && record["trigger"] as? String == "schedule")
             let readings = try #require(record["readings"] as? [String: [String: Any]])
