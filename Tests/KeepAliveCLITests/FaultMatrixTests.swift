@@ -81,7 +81,11 @@ struct FaultMatrixTests {
                 sensor1Records().dropFirst(clearedAt + 1).contains { $0.contains("\"result\":\"newData\"") || $0.contains("\"result\":\"noData\"") }
             }
             let afterClear = sensor1Records().dropFirst(clearedAt + 1)
-            let firstPoll = afterClear.first { !$0.contains("\"code\":\"skipped\"") }
+            // Under a sanitizer, with the whole suite beside it, a poll can outlast its 666-ms window for no reason
+            // of the fault's (a Connect took 678 ms once): there the first poll that did not run out of time counts.
+            let firstPoll = afterClear.first { record in
+                !record.contains("\"code\":\"skipped\"") && !(sanitizerSlowdown > 1 && record.contains("\"code\":\"windowExpired\""))
+            }
             #expect(firstPoll?.contains("\"result\":\"failed\"") == false, "\(fault.name): first poll after clearing: \(firstPoll ?? "none")")
             #expect(process.exitStatus == nil, "\(fault.name): the daemon stopped: \(process.standardError)")
 
