@@ -70,7 +70,7 @@ public final class Collector<Element: Sendable>: Sendable {
                 }
             }
             group.addTask {
-                try? await Task.sleep(for: timeout)  // safety net only
+                try? await Task.sleep(for: timeout * safetyNetScale)  // safety net only
                 return nil
             }
             let first = await group.next() ?? nil

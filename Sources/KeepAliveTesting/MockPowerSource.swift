@@ -38,12 +38,15 @@ public final class MockPowerSource: PowerSource {
     /// Waits until somebody subscribed (the scheduler subscribes when it starts running), so a test's flip is
     /// not lost. Bounded by a real-time `timeout`, after which it throws.
     public func waitForSubscriber(timeout: Duration = .seconds(10)) async throws {
-        let deadline = ContinuousClock.now + timeout
+        let deadline = ContinuousClock.now + timeout * safetyNetScale
         while !broadcast.hasSubscribers {
             guard ContinuousClock.now < deadline else {
-                throw TestClock.WaitTimeout(description: "MockPowerSource: nobody subscribed within \(timeout)")
+                throw TestClock.WaitTimeout(
+                    description: "MockPowerSource: nobody subscribed within \(timeout * safetyNetScale)")
             }
-            await Task.yield()
+            // A short sleep, not `Task.yield()`: spinning kept a thread of a loaded pool from the very task that
+            // was about to subscribe.
+            try await Task.sleep(for: .milliseconds(1))
         }
     }
 }

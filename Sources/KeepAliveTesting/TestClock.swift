@@ -172,7 +172,7 @@ public final class TestClock: Clock, Sendable {
             }
             group.addTask {
                 // A real-time safety net, not a synchronisation: the test fails instead of hanging.
-                try? await Task.sleep(for: timeout)
+                try? await Task.sleep(for: timeout * safetyNetScale)
                 return false
             }
             let satisfied = try await group.next() ?? false
@@ -181,7 +181,7 @@ public final class TestClock: Clock, Sendable {
                 watcher?.continuation.resume()
                 let pending = pendingDeadlines.map(\.description).joined(separator: ", ")
                 group.cancelAll()
-                throw WaitTimeout(description: "TestClock: no \(what) within \(timeout) (now \(now); sleeping until: [\(pending)])")
+                throw WaitTimeout(description: "TestClock: no \(what) within \(timeout * safetyNetScale) (now \(now); sleeping until: [\(pending)])")
             }
             group.cancelAll()
         }
