@@ -1,5 +1,6 @@
 import DBus
 import Locking
+import MQTTBridge
 
 #if canImport(Glibc)
 import Glibc
@@ -214,7 +215,7 @@ extension Doctor {
             return .unknown("`\(path) --version` could not be started: \(String(cString: strerror(code)))")
         case .exited(let output):
             guard let version = BlueZVersion(parsing: output) else {
-                let text = trimmed(output).prefix(80)
+                let text = output.trimmingWhiteSpace().prefix(80)
                 return .unknown("`\(path) --version` printed \"\(text)\"")
             }
             return .found(path: path, version)
@@ -388,17 +389,10 @@ enum SysfsDirectory {
         var buffer = [UInt8](repeating: 0, count: 256)
         let count = buffer.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
         guard count >= 0 else { return nil }
-        return trimmed(String(decoding: buffer[0..<count], as: UTF8.self))
+        return String(String(decoding: buffer[0..<count], as: UTF8.self).trimmingWhiteSpace())
     }
 
     static func exists(_ path: String) -> Bool {
         access(path, F_OK) == 0
     }
-}
-
-/// `text` without the white space (blanks and newlines) at either end.
-func trimmed(_ text: String) -> String {
-    guard let first = text.firstIndex(where: { !$0.isWhitespace }), let last = text.lastIndex(where: { !$0.isWhitespace })
-    else { return "" }
-    return String(text[first...last])
 }

@@ -34,7 +34,8 @@ enum DurationText {
 }
 
 extension StringProtocol {
-    func trimmingWhiteSpace() -> Substring {
+    /// Without the white space (blanks, newlines) at either end; the doctor's probes use it too.
+    package func trimmingWhiteSpace() -> Substring {
         let text = Substring(self)
         guard let first = text.firstIndex(where: { !$0.isWhitespace }),
             let last = text.lastIndex(where: { !$0.isWhitespace })
