@@ -13,6 +13,21 @@ public enum BlueZ {
     static let propertiesInterface = "org.freedesktop.DBus.Properties"
     static let objectManagerInterface = "org.freedesktop.DBus.ObjectManager"
 
+    /// The name the object cache files `interface` under: one of the constants above when it is one (a name
+    /// decoded from a message is a heap string of its own on every object, a constant is stored once, in the
+    /// binary), `nil` for the D-Bus standard interfaces BlueZ lists on every object, which carry no properties.
+    static func cachedInterface(_ interface: String) -> String? {
+        switch interface {
+        case deviceInterface: deviceInterface
+        case gattCharacteristicInterface: gattCharacteristicInterface
+        case gattServiceInterface: gattServiceInterface
+        case gattDescriptorInterface: gattDescriptorInterface
+        case adapterInterface: adapterInterface
+        case batteryInterface: batteryInterface
+        default: interface.hasPrefix("org.freedesktop.DBus.") ? nil : interface
+        }
+    }
+
     /// `/org/bluez/hci0`.
     public static func adapterPath(_ adapter: String) throws -> ObjectPath {
         try ObjectPath("/org/bluez/" + adapter)
@@ -46,14 +61,33 @@ public enum BlueZ {
 /// The properties of one interface of one object, with typed getters that never trap: a property of the wrong
 /// type reads as `nil`, exactly like a missing one.
 public struct BlueZProperties: Sendable, Hashable {
-    public var values: [String: DBusValue]
+    /// Each property's value with its `v` wrappers taken off (a variant is one more heap box per property).
+    public private(set) var values: [String: DBusValue]
 
     public init(_ values: [String: DBusValue]) {
-        self.values = values
+        var kept: [String: DBusValue] = [:]
+        kept.reserveCapacity(values.count)
+        for (name, value) in values { kept[Self.storedName(name)] = value.unwrappingVariants }
+        self.values = kept
+    }
+
+    /// The names of 16 bytes or more BlueZ sends on every device, as constants (a shorter string is stored inline).
+    private static func storedName(_ name: String) -> String {
+        switch name {
+        case "ServicesResolved": "ServicesResolved"
+        case "ManufacturerData": "ManufacturerData"
+        case "AdvertisingFlags": "AdvertisingFlags"
+        default: name
+        }
     }
 
     public subscript(_ name: String) -> DBusValue? {
-        values[name]?.unwrappingVariants
+        values[name]
+    }
+
+    /// Sets `name` to `value` (its variant wrappers taken off), or removes it (`nil`: invalidated).
+    public mutating func set(_ name: String, to value: DBusValue?) {
+        values[Self.storedName(name)] = value?.unwrappingVariants
     }
 
     func string(_ name: String) -> String? { self[name]?.string }

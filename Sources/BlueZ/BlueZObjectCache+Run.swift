@@ -61,7 +61,11 @@ extension BlueZObjectCache {
         var objects: Objects = [:]
         objects.reserveCapacity(tree.count)
         for (path, interfaces) in tree where path.isInNamespace("/org/bluez") {
-            objects[path] = interfaces.mapValues { BlueZProperties($0) }
+            var kept: [String: BlueZProperties] = [:]
+            for (interface, properties) in interfaces {
+                if let name = BlueZ.cachedInterface(interface) { kept[name] = BlueZProperties(properties) }
+            }
+            if !kept.isEmpty { objects[path] = kept }
         }
         let (effects, readyWaiters) = state.withLock { state in
             var effects = Effects()
@@ -113,6 +117,7 @@ extension BlueZObjectCache {
                 let interfaces = try? signal.arguments.dropFirst().first?.decode([String: [String: DBusValue]].self)
             else { return effects.malformed.append(signal) }
             for (interface, properties) in interfaces {
+                guard let interface = BlueZ.cachedInterface(interface) else { continue }
                 let properties = BlueZProperties(properties)
                 state.objects[path, default: [:]][interface] = properties
                 if interface == BlueZ.gattCharacteristicInterface, let uuid = properties.uuid("UUID"), let device = BlueZ.deviceOwning(path) {
@@ -147,8 +152,8 @@ extension BlueZObjectCache {
             let path = signal.path
             // Only objects we know: a PropertiesChanged racing an InterfacesRemoved must not resurrect it.
             guard state.objects[path]?[interface] != nil else { return }
-            for (name, value) in changed { state.objects[path]![interface]!.values[name] = value }
-            for name in invalidated { state.objects[path]![interface]!.values[name] = nil }
+            for (name, value) in changed { state.objects[path]![interface]!.set(name, to: value) }
+            for name in invalidated { state.objects[path]![interface]!.set(name, to: nil) }
             if interface == BlueZ.gattCharacteristicInterface, let raw = changed["Value"]?.unwrappingVariants {
                 guard let value = raw.bytes else {
                     // BlueZ's Value is always `ay`: anything else ends the notifications with a typed error

@@ -166,7 +166,7 @@ public final class BlueZObjectCache: Sendable {
         let effects = state.withLock { state in
             var effects = Effects()
             guard state.objects[path]?[interface] != nil else { return effects }
-            for (name, value) in values { state.objects[path]![interface]!.values[name] = value }
+            for (name, value) in values { state.objects[path]![interface]!.set(name, to: value) }
             Self.evaluate(&state, effects: &effects, devices: [BlueZ.deviceOwning(path) ?? path])
             return effects
         }
