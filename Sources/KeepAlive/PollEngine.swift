@@ -210,7 +210,15 @@ public final class PollEngine: Sendable {
             return .failed(failure)
         }
         defer { releaseSlot(adapter: peripheral.adapter, device: spec.name) }
+        return await attempts(spec, in: window, scratch: scratch)
+    }
 
+    /// The attempts of one window, once it holds a connection slot. Kept out of line: an async function's frame
+    /// holds everything its inlined callees keep across a suspension, and ``poll(_:in:scratch:)``'s frame is
+    /// allocated while the poll waits for its slot, which at 10,000 devices is most of them at once.
+    @inline(never)
+    private func attempts(_ spec: PeripheralSpec, in window: PollWindow, scratch: PollScratch) async -> PollResult {
+        let peripheral = spec.peripheral
         var attempt = 0
         while true {
             attempt += 1
