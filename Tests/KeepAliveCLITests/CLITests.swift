@@ -166,7 +166,9 @@ struct CLITests {
                 Self.records(process.standardOutput).dropFirst(failedAt).contains { $0.line.contains("\"result\":\"newData\"") }
             }
             #expect(process.exitStatus == nil, "the daemon must keep running: \(process.standardError)")
-            #expect(process.standardError.contains("reconnected"), "\(process.standardError)")
+            try await waitUntil("the reconnection logged", timeout: .seconds(10)) {
+                process.standardError.contains("reconnected")
+            }
 
             process.signal(SIGTERM)
             #expect(try await process.waitForExit(within: .seconds(10)) == 0)

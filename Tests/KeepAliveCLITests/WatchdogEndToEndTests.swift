@@ -104,7 +104,8 @@ extension MonthsWithoutAPersonTests {
                 #expect(!process.standardError.contains("stalled"), "\(process.standardError)")
                 process.signal(SIGTERM)
                 #expect(try await process.waitForExit(within: .seconds(10)) == 0)
-                #expect(notify.firstIndex(containing: "STOPPING=1") != nil)
+                // The exit drains the pipes, not the notify socket's reader.
+                try await waitUntil("STOPPING=1", timeout: .seconds(10)) { notify.firstIndex(containing: "STOPPING=1") != nil }
             }
         }
 

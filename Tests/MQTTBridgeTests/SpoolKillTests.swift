@@ -33,7 +33,8 @@ import Testing
             printed().count >= 300 || child.exitStatus != nil
         }
         child.kill(SIGKILL)
-        child.waitForExit()
+        // Its output read to the end, not only its exit seen: a line still in the pipe would look unacknowledged.
+        _ = try await child.waitForExit(within: .seconds(10))
         let acknowledged = printed()
         #expect(acknowledged.count >= 300, "the child ended early: \(child.output.suffix(2_000))")
 
