@@ -7,6 +7,7 @@ package final class ConnectionLimiter: Sendable {
     private struct Waiter: Comparable {
         var lastServed: UInt64
         var arrival: UInt64
+        var key: String
 
         static func < (lhs: Waiter, rhs: Waiter) -> Bool {
             (lhs.lastServed, lhs.arrival) < (rhs.lastServed, rhs.arrival)
@@ -17,7 +18,8 @@ package final class ConnectionLimiter: Sendable {
         var inUse = 0
         var highWater = 0
         var queue = Heap<Waiter>()
-        var continuations: [UInt64: CheckedContinuation<Void, any Error>] = [:]
+        /// Arrival → what to call when the slot is theirs (a continuation to resume, or a launch to start).
+        var grants: [UInt64: @Sendable () -> Void] = [:]
     }
 
     private struct State {
@@ -28,6 +30,12 @@ package final class ConnectionLimiter: Sendable {
         var arrivals: UInt64 = 0
     }
 
+    /// A place in an adapter's queue, to take back with ``withdraw(_:)``.
+    package struct Ticket: Sendable {
+        let adapter: String
+        let arrival: UInt64
+    }
+
     package let maxPerAdapter: Int
     private let state = Locked(State())
 
@@ -36,63 +44,76 @@ package final class ConnectionLimiter: Sendable {
         self.maxPerAdapter = maxPerAdapter
     }
 
-    /// Waits for a slot on `adapter` for `key`; throws `CancellationError` if cancelled while waiting.
-    package func acquire(adapter: String, key: String) async throws {
-        let arrival: UInt64? = state.withLock { state in
+    /// Takes a slot on `adapter` for `key` now if one is free (`nil`: granted, `granted` is not called), or
+    /// queues `granted` to be called, from the releasing thread, when the slot is handed over.
+    package func request(adapter: String, key: String, granted: @escaping @Sendable () -> Void) -> Ticket? {
+        state.withLock { state in
             if state.adapters[adapter, default: AdapterState()].inUse < maxPerAdapter {
                 Self.grant(&state, adapter: adapter, key: key)
                 return nil
             }
             state.arrivals += 1
-            return state.arrivals
+            let arrival = state.arrivals
+            state.adapters[adapter]!.queue.insert(Waiter(lastServed: state.lastServed[key] ?? 0, arrival: arrival, key: key))
+            state.adapters[adapter]!.grants[arrival] = granted
+            return Ticket(adapter: adapter, arrival: arrival)
         }
-        guard let arrival else { return }
+    }
+
+    /// Leaves the queue: `true` if the ticket was still waiting (its `granted` will never be called), `false` if
+    /// the slot was handed over already (its `granted` was or is being called, and the slot must be released).
+    package func withdraw(_ ticket: Ticket) -> Bool {
+        state.withLock { state in
+            guard state.adapters[ticket.adapter]?.grants.removeValue(forKey: ticket.arrival) != nil else { return false }
+            // Withdrawn waiters leave the heap lazily, when a release pops them; with nobody left, at once.
+            if state.adapters[ticket.adapter]!.grants.isEmpty { state.adapters[ticket.adapter]!.queue = Heap() }
+            return true
+        }
+    }
+
+    /// Waits for a slot on `adapter` for `key`; throws `CancellationError` if cancelled while waiting.
+    package func acquire(adapter: String, key: String) async throws {
+        typealias Box = (ticket: Ticket?, continuation: CheckedContinuation<Void, any Error>?, cancelled: Bool)
+        let box = Locked<Box>((nil, nil, false))
         try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-                enum Decision { case cancelled, granted, queued }
-                let decision: Decision = state.withLock { state in
-                    if Task.isCancelled { return .cancelled }
-                    // A slot may have been released between the fast path and here.
-                    if state.adapters[adapter, default: AdapterState()].inUse < maxPerAdapter {
-                        Self.grant(&state, adapter: adapter, key: key)
-                        return .granted
-                    }
-                    let waiter = Waiter(lastServed: state.lastServed[key] ?? 0, arrival: arrival)
-                    state.adapters[adapter]!.queue.insert(waiter)
-                    state.adapters[adapter]!.continuations[arrival] = continuation
-                    return .queued
+                guard let queued = request(adapter: adapter, key: key, granted: { continuation.resume() }) else {
+                    return continuation.resume()
                 }
-                switch decision {
-                case .cancelled: continuation.resume(throwing: CancellationError())
-                case .granted: continuation.resume()
-                case .queued: break  // release() or the cancellation handler resumes it
+                // A cancellation that came before the ticket was stored found nothing to withdraw: seen here.
+                let cancelled = box.withLock { box in
+                    box.ticket = queued
+                    box.continuation = continuation
+                    return box.cancelled
                 }
+                if cancelled, withdraw(queued) { continuation.resume(throwing: CancellationError()) }
             }
         } onCancel: {
-            let continuation = state.withLock { $0.adapters[adapter]?.continuations.removeValue(forKey: arrival) }
-            continuation?.resume(throwing: CancellationError())
-        }
-        // Record the serve for fairness (a handed-over slot was granted in release()).
-        state.withLock { state in
-            state.serveCounter += 1
-            state.lastServed[key] = state.serveCounter
+            let (queued, continuation) = box.withLock { box in
+                box.cancelled = true
+                return (box.ticket, box.continuation)
+            }
+            // Still queued: out of the queue, and the wait ends. Handed the slot already: the grant resumed it.
+            if let queued, let continuation, withdraw(queued) { continuation.resume(throwing: CancellationError()) }
         }
     }
 
     /// Returns a slot; hands it straight to the fairest waiter if there is one.
     package func release(adapter: String) {
-        let next: CheckedContinuation<Void, any Error>? = state.withLock { state in
+        let next: (@Sendable () -> Void)? = state.withLock { state in
             guard state.adapters[adapter] != nil else { return nil }
             // Mutated in place through the dictionary: a local copy would copy the whole queue on write.
             while let waiter = state.adapters[adapter]!.queue.popMin() {
-                if let continuation = state.adapters[adapter]!.continuations.removeValue(forKey: waiter.arrival) {
-                    return continuation  // the slot passes on; inUse unchanged
+                if let grant = state.adapters[adapter]!.grants.removeValue(forKey: waiter.arrival) {
+                    state.serveCounter += 1
+                    state.lastServed[waiter.key] = state.serveCounter
+                    return grant  // the slot passes on; inUse unchanged
                 }
             }
             state.adapters[adapter]!.inUse -= 1
             return nil
         }
-        next?.resume()
+        next?()
     }
 
     /// The most slots ever in use at once on `adapter`.

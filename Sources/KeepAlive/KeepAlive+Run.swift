@@ -212,7 +212,8 @@ extension KeepAlive {
                 power: state.power,
                 budget: registration.budget,
                 handler: registration.handler,
-                onReport: registration.onReport
+                onReport: registration.onReport,
+                gate: registration.gate
             )
             broadcast.publish(.fired(name: registration.name, tick: tick, scheduled: scheduled, at: now))
             if registration.inFlight {
@@ -234,18 +235,23 @@ extension KeepAlive {
     // MARK: One window
 
     private func launch(_ launch: Launch) {
-        let taskBox = Locked<(task: Task<Void, Never>?, cancelled: Bool)>((nil, false))
+        let taskBox = Locked(LaunchBox())
         let id = ledger.begin(
             name: launch.name,
             budget: launch.budget,
             expirationHandler: nil,
             hooks: BackgroundTaskLedger.Hooks(
                 cancel: {
-                    let task = taskBox.withLock { box in
+                    let (task, request) = taskBox.withLock { box in
                         box.cancelled = true
-                        return box.task
+                        return (box.task, box.request)
                     }
-                    task?.cancel()
+                    if let task {
+                        task.cancel()
+                    } else if let request {
+                        self.withdraw(request, launch, taskBox)
+                    }
+                    // Neither yet: the launch is still asking its gate, and sees `cancelled` when it is done.
                 },
                 forcedEnd: { record in
                     let error = KeepAliveError(
@@ -265,19 +271,41 @@ extension KeepAlive {
             return
         }
         state.withLock { $0.unreportedLaunches += 1 }
+        taskBox.withLock { $0.id = id }
         let window = PollWindow(entry: entry, tick: launch.tick, ledger: ledger)
-        let task = Task {
-            let result = await launch.handler(window)
-            if let record = self.ledger.end(id) {
-                self.complete(launch, result: result, window: record, finished: true)
-            } else {
-                // Force-ended earlier and already reported: only the overlap guard is left to clear.
-                self.state.withLock { $0.registrations[launch.token]?.inFlight = false }
+        let start: @Sendable () -> Void = {
+            let task = Task {
+                let result = await launch.handler(window)
+                if let record = self.ledger.end(id) {
+                    self.complete(launch, result: result, window: record, finished: true)
+                } else {
+                    // Force-ended earlier and already reported: only the overlap guard is left to clear.
+                    self.state.withLock { $0.registrations[launch.token]?.inFlight = false }
+                }
+            }
+            taskBox.withLock { box in
+                box.task = task
+                if box.cancelled { task.cancel() }
             }
         }
-        taskBox.withLock { box in
-            box.task = task
-            if box.cancelled { task.cancel() }
+        guard let gate = launch.gate else { return start() }
+        let request = gate.request(window, start: start)
+        let cancelledWhileAsking = taskBox.withLock { box in
+            box.request = request
+            return box.cancelled && box.task == nil
+        }
+        if cancelledWhileAsking { withdraw(request, launch, taskBox) }
+    }
+
+    /// The window of a launch still waiting for its gate ended: takes the request back and, if its callback had
+    /// not started, ends the window and reports it with the gate's result.
+    private func withdraw(_ request: LaunchRequest, _ launch: Launch, _ taskBox: Locked<LaunchBox>) {
+        guard let result = request.withdraw() else { return }  // started meanwhile: its task was told
+        guard let id = taskBox.withLock({ $0.id }) else { return }
+        if let record = ledger.end(id) {
+            complete(launch, result: result, window: record, finished: true)
+        } else {
+            state.withLock { $0.registrations[launch.token]?.inFlight = false }
         }
     }
 
@@ -360,4 +388,12 @@ extension KeepAlive {
         broadcast.publish(.powerChanged(from: previous, to: power, at: now))
         alarm.ring()
     }
+}
+
+/// What a launch's window hooks reach: its window, its task once made, its gate request while it waits.
+struct LaunchBox {
+    var id: BackgroundTaskID?
+    var task: Task<Void, Never>?
+    var request: LaunchRequest?
+    var cancelled = false
 }

@@ -95,10 +95,25 @@ public final class KeepAlive: Service, Sendable {
         return add(name: name, options: options, onReport: onReport, handler: handler)
     }
 
+    /// ``register(name:options:onReport:handler:)`` with a ``LaunchGate`` each launch waits for, in its window,
+    /// before its task is made.
+    @discardableResult
+    package func register(
+        name: String,
+        options: RegistrationOptions = RegistrationOptions(),
+        gate: any LaunchGate,
+        onReport: (@Sendable (TickReport) -> Void)? = nil,
+        handler: @escaping @Sendable (PollWindow) async -> PollResult
+    ) throws(ConfigurationValueError) -> RegistrationToken {
+        try options.validate(against: configuration)
+        return add(name: name, options: options, gate: gate, onReport: onReport, handler: handler)
+    }
+
     /// ``register(name:options:onReport:handler:)`` for options already checked.
     private func add(
         name: String,
         options: RegistrationOptions,
+        gate: (any LaunchGate)? = nil,
         onReport: (@Sendable (TickReport) -> Void)?,
         handler: @escaping @Sendable (PollWindow) async -> PollResult
     ) -> RegistrationToken {
@@ -117,6 +132,7 @@ public final class KeepAlive: Service, Sendable {
                 maxTicks: options.maxTicks
             )
             registration.explicitBudget = options.budget != nil
+            registration.gate = gate
             if state.isRunning {
                 registration.schedule = RegistrationSchedule(
                     startingAt: now,

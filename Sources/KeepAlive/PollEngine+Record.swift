@@ -29,6 +29,11 @@ final class PollScratch: Sendable {
         state.withLock { $0.current = Snapshot(tick: tick) }
     }
 
+    /// What the admission said about the poll begun last.
+    var admission: (declined: Bool, holder: PollRecord.Holder?) {
+        state.withLock { ($0.current.declined, $0.current.holder) }
+    }
+
     /// The tick of the poll last begun (0 before any).
     var lastTick: UInt64 {
         state.withLock { $0.current.tick }

@@ -132,11 +132,12 @@ public final class PollEngine: Sendable {
                         budget: spec.budget,
                         maxTicks: configuration.maxTicks
                     ),
+                    gate: SlotGate(engine: self, spec: spec, scratch: scratch),
                     onReport: { [weak self] report in self?.record(report, spec: spec, scratch: scratch) },
                     handler: { [weak self] window in
                         guard let self else { return .failed(CancellationError()) }
                         return await withTaskExecutorPreference(self.transport.preferredExecutor) {
-                            await self.poll(spec, in: window, scratch: scratch)
+                            await self.pollAdmitted(spec, in: window, scratch: scratch)
                         }
                     }
                 )
@@ -171,20 +172,73 @@ public final class PollEngine: Sendable {
 
     // MARK: One device, one window
 
+    /// A poll outside the grid (a command): the admission, a connection slot (waited for in this task), then
+    /// ``pollAdmitted(_:in:scratch:)``. Scheduled polls wait for their slot before their task exists
+    /// (``SlotGate``); both take the slot before the device's gate, so neither can hold what the other waits for.
     func poll(_ spec: PeripheralSpec, in window: PollWindow, scratch: PollScratch) async -> PollResult {
         scratch.begin(tick: window.tick)
-        var spec = spec
-        if let admission {
-            switch admission.admit(spec.name) {
-            case .decline:
-                scratch.decline()
-                return .noData
-            case .poll(let holder):
-                scratch.setHolder(holder)
-                if let holder { spec.peripheral.adapter = holder.adapter }
-            }
+        guard let admitted = admit(spec, scratch: scratch) else { return .noData }
+        let adapter = admitted.peripheral.adapter
+        do {
+            try await limiter.acquire(adapter: adapter, key: spec.name)
+        } catch {
+            return Self.slotWaitEnded(adapter: adapter, scratch: scratch)
         }
-        let peripheral = spec.peripheral
+        return await pollAdmitted(spec, in: window, scratch: scratch)
+    }
+
+    /// Asks the admission about this poll: the spec to poll (on the holder's adapter for a shared device), or
+    /// `nil` when another gateway holds the device.
+    private func admit(_ spec: PeripheralSpec, scratch: PollScratch) -> PeripheralSpec? {
+        guard let admission else { return spec }
+        switch admission.admit(spec.name) {
+        case .decline:
+            scratch.decline()
+            return nil
+        case .poll(let holder):
+            scratch.setHolder(holder)
+            var spec = spec
+            if let holder { spec.peripheral.adapter = holder.adapter }
+            return spec
+        }
+    }
+
+    /// A scheduled poll's way in, before its task exists: the admission, then a place in the adapter's queue.
+    /// `start` runs the poll's task once the slot is its own (at once if one is free); a declined poll starts at
+    /// once and writes no record.
+    func requestSlot(
+        _ spec: PeripheralSpec, in window: PollWindow, scratch: PollScratch, start: @escaping @Sendable () -> Void
+    ) -> LaunchRequest {
+        scratch.begin(tick: window.tick)
+        guard let admitted = admit(spec, scratch: scratch) else {
+            start()
+            return .started
+        }
+        let adapter = admitted.peripheral.adapter
+        guard let ticket = limiter.request(adapter: adapter, key: spec.name, granted: start) else {
+            start()
+            return .started
+        }
+        return LaunchRequest { [limiter] in
+            guard limiter.withdraw(ticket) else { return nil }
+            return Self.slotWaitEnded(adapter: adapter, scratch: scratch)
+        }
+    }
+
+    private static func slotWaitEnded(adapter: String, scratch: PollScratch) -> PollResult {
+        let failure = TransportError(.timeout, "window ended while waiting for a connection slot on \(adapter)")
+        scratch.fail(failure)
+        return .failed(failure)
+    }
+
+    /// The poll once admitted and holding its connection slot, which it gives back at the end: the device's
+    /// gate (one poll of a device at a time), the previous poll's disconnect, then the attempts.
+    func pollAdmitted(_ spec: PeripheralSpec, in window: PollWindow, scratch: PollScratch) async -> PollResult {
+        let admission = scratch.admission
+        if admission.declined { return .noData }
+        var spec = spec
+        if let holder = admission.holder { spec.peripheral.adapter = holder.adapter }
+        defer { releaseSlot(adapter: spec.peripheral.adapter, device: spec.name) }
         do {
             try await gate.enter(spec.name)
         } catch {
@@ -202,20 +256,12 @@ public final class PollEngine: Sendable {
                 return .failed(failure)
             }
         }
-        do {
-            try await limiter.acquire(adapter: peripheral.adapter, key: spec.name)
-        } catch {
-            let failure = TransportError(.timeout, "window ended while waiting for a connection slot on \(peripheral.adapter)")
-            scratch.fail(failure)
-            return .failed(failure)
-        }
-        defer { releaseSlot(adapter: peripheral.adapter, device: spec.name) }
         return await attempts(spec, in: window, scratch: scratch)
     }
 
     /// The attempts of one window, once it holds a connection slot. Kept out of line: an async function's frame
-    /// holds everything its inlined callees keep across a suspension, and ``poll(_:in:scratch:)``'s frame is
-    /// allocated while the poll waits for its slot, which at 10,000 devices is most of them at once.
+    /// holds everything its inlined callees keep across a suspension, and the frames of the callers are
+    /// allocated while a poll waits for the device's gate or a command waits for its slot.
     @inline(never)
     private func attempts(_ spec: PeripheralSpec, in window: PollWindow, scratch: PollScratch) async -> PollResult {
         let peripheral = spec.peripheral
@@ -428,5 +474,20 @@ public final class PollEngine: Sendable {
         case is CancellationError: TransportError(.timeout, "window expired or was cancelled")
         default: TransportError(.failed, String(describing: error))
         }
+    }
+}
+
+/// A scheduled poll's ``LaunchGate``: ``PollEngine/requestSlot(_:in:scratch:start:)``.
+struct SlotGate: LaunchGate {
+    weak let engine: PollEngine?
+    let spec: PeripheralSpec
+    let scratch: PollScratch
+
+    func request(_ window: PollWindow, start: @escaping @Sendable () -> Void) -> LaunchRequest {
+        guard let engine else {
+            start()
+            return .started
+        }
+        return engine.requestSlot(spec, in: window, scratch: scratch, start: start)
     }
 }

@@ -8,6 +8,8 @@ struct Registration {
     var explicitBudget = false
     let handler: @Sendable (PollWindow) async -> PollResult
     let onReport: (@Sendable (TickReport) -> Void)?
+    /// What a launch waits for before its task exists (``LaunchGate``).
+    var gate: (any LaunchGate)?
     let maxTicks: UInt64?
     /// `nil` until the scheduler starts.
     var schedule: RegistrationSchedule?
@@ -68,6 +70,7 @@ struct Launch {
     let budget: Duration
     let handler: @Sendable (PollWindow) async -> PollResult
     let onReport: (@Sendable (TickReport) -> Void)?
+    let gate: (any LaunchGate)?
 
     func report(_ outcome: TickReport.Outcome) -> TickReport {
         TickReport(

@@ -1,0 +1,26 @@
+/// What a registration's launch waits for before its callback runs, without a task of its own: the poll engine's
+/// connection slot. At 10,000 devices on 3 slots nearly every poll of a tick waits, and a task per waiting poll
+/// held 5–7 KiB of frames each; a request here is one closure in a queue.
+///
+/// The window is open while the launch waits, exactly as it is while a callback waits inside its task: the wait
+/// counts against the budget. When the window ends first (expiry, ``KeepAlive/stop()``, sleep) the scheduler
+/// withdraws the request; the callback never runs and the window is reported with the result the gate gives.
+package protocol LaunchGate: Sendable {
+    /// Asks for `window` to run. The gate calls `start` exactly once when the launch may run (at once, from
+    /// inside this call, or later, from whichever thread frees the way), unless the request is withdrawn first.
+    func request(_ window: PollWindow, start: @escaping @Sendable () -> Void) -> LaunchRequest
+}
+
+/// A request made to a ``LaunchGate``.
+package struct LaunchRequest: Sendable {
+    /// Takes the request back if `start` has not been called: returns what to report for the window (its
+    /// callback never ran), or `nil` when `start` was called (or will be: it is being called right now).
+    package let withdraw: @Sendable () -> PollResult?
+
+    package init(withdraw: @escaping @Sendable () -> PollResult?) {
+        self.withdraw = withdraw
+    }
+
+    /// A request that was granted at once: nothing to withdraw.
+    package static let started = LaunchRequest { nil }
+}
