@@ -273,14 +273,23 @@ extension KeepAlive {
         state.withLock { $0.unreportedLaunches += 1 }
         taskBox.withLock { $0.id = id }
         let window = PollWindow(entry: entry, tick: launch.tick, ledger: ledger)
+        // A gate whose callbacks run on an executor of their own (the D-Bus connection's thread) has the task
+        // start there: a poll let in by a slot released on that thread then starts without waking another. The
+        // report is written from the default executor, as without a gate: record output never blocks that thread.
+        let executor = launch.gate?.preferredExecutor
         let start: @Sendable () -> Void = {
-            let task = Task {
+            let task = Task(executorPreference: executor) {
                 let result = await launch.handler(window)
-                if let record = self.ledger.end(id) {
-                    self.complete(launch, result: result, window: record, finished: true)
-                } else {
+                let record = self.ledger.end(id)
+                guard let record else {
                     // Force-ended earlier and already reported: only the overlap guard is left to clear.
                     self.state.withLock { $0.registrations[launch.token]?.inFlight = false }
+                    return
+                }
+                if executor == nil {
+                    self.complete(launch, result: result, window: record, finished: true)
+                } else {
+                    Task { self.complete(launch, result: result, window: record, finished: true) }
                 }
             }
             taskBox.withLock { box in

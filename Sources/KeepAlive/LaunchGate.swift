@@ -9,6 +9,14 @@ package protocol LaunchGate: Sendable {
     /// Asks for `window` to run. The gate calls `start` exactly once when the launch may run (at once, from
     /// inside this call, or later, from whichever thread frees the way), unless the request is withdrawn first.
     func request(_ window: PollWindow, start: @escaping @Sendable () -> Void) -> LaunchRequest
+
+    /// Where a launch's task should run (the callback's own executor), so that a `start` called there begins
+    /// the task without a thread hop; `nil`: the default executor.
+    var preferredExecutor: (any TaskExecutor)? { get }
+}
+
+extension LaunchGate {
+    package var preferredExecutor: (any TaskExecutor)? { nil }
 }
 
 /// A request made to a ``LaunchGate``.

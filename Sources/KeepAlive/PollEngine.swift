@@ -483,6 +483,8 @@ struct SlotGate: LaunchGate {
     let spec: PeripheralSpec
     let scratch: PollScratch
 
+    var preferredExecutor: (any TaskExecutor)? { engine?.transport.preferredExecutor }
+
     func request(_ window: PollWindow, start: @escaping @Sendable () -> Void) -> LaunchRequest {
         guard let engine else {
             start()
