@@ -147,12 +147,17 @@ struct HILTests {
             guard let restart = environment.restartBluetoothd else { return }
             _ = try await session.connect()
             let stream = try await session.transport.notifications(from: environment.counter, of: environment.peripheral)
+            let syncs = session.transport.cache.syncCount
             let started = ContinuousClock.now
             try await HILShell.run(restart)
             let ending = try await session.end(of: stream, after: "bluetoothd restarted")
             #expect(ending != nil, "the stream finished without a typed error")
             HILReport.line("restart: in-flight ended after \(HILReport.milliseconds(since: started)) (\(ending.map { "\($0.code): \($0.message)" } ?? "no error"))")
-            try await session.transport.waitUntilReady(timeout: .seconds(60))
+            // "Ready" can still be the old bluetoothd's tree, its adapter already removed (a CI run read
+            // `adapters: none` 8 ms after the link ended): wait for the tree fetched from the new one, adapter in it.
+            try await waitUntil("org.bluez back, its tree fetched again, with \(environment.adapter)", timeout: .seconds(60)) {
+                session.transport.cache.syncCount > syncs && (try? session.transport.checkAdapter(environment.adapter)) != nil
+            }
             let ready = HILReport.milliseconds(since: started)
             await session.transport.disconnect(environment.peripheral, timeout: .seconds(10))
             let attempts = try await session.readEventually(within: .seconds(90))
