@@ -43,15 +43,6 @@ struct LaunchGateTests {
         }
     }
 
-    /// Waits (real time, a give-up bound only) for what another thread does: a launch reaching its gate.
-    func waitUntil(_ what: String, timeout: Duration, _ condition: () -> Bool) async throws {
-        let giveUp = ContinuousClock.now + timeout
-        while !condition() {
-            guard ContinuousClock.now < giveUp else { throw TestClock.WaitTimeout(description: "never: \(what)") }
-            try await Task.sleep(for: .milliseconds(1))
-        }
-    }
-
     func makeKeepAlive() throws -> KeepAlive {
         try KeepAlive(
             configuration: .init(interval: .seconds(30)),

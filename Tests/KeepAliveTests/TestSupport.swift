@@ -76,3 +76,13 @@ func withRunning<T>(_ keepAlive: KeepAlive, _ body: () async throws -> T) async 
         throw error
     }
 }
+
+/// Polls `condition` (state another thread changes: a timer thread, a launch reaching its gate) every millisecond
+/// until it holds; gives up with a failure after `timeout` of real time.
+func waitUntil(_ what: String, timeout: Duration = .seconds(10), _ condition: () -> Bool) async throws {
+    let giveUp = ContinuousClock.now + timeout
+    while !condition() {
+        guard ContinuousClock.now < giveUp else { throw TestClock.WaitTimeout(description: "timed out waiting until \(what)") }
+        try await Task.sleep(for: .milliseconds(1))
+    }
+}

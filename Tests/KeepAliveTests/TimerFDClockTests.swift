@@ -6,19 +6,6 @@ import Testing
 /// with a timer thread of its own, so the wakeups it counts are its own.
 @Suite("TimerFDClock: one wakeup per deadline")
 struct TimerFDClockTests {
-    /// Polls `condition` (it reads the timer thread's state under its lock) until it holds, for at most 10 s.
-    func waitUntil(_ what: String, _ condition: () -> Bool) async throws {
-        let clock = ContinuousClock()
-        let deadline = clock.now + .seconds(10)
-        while !condition() {
-            guard clock.now < deadline else {
-                Issue.record("timed out waiting until \(what)")
-                throw CancellationError()
-            }
-            try await Task.sleep(for: .milliseconds(1))
-        }
-    }
-
     @Test func aSleepEndsAtItsDeadlineNotBefore() async throws {
         let clock = TimerFDClock.isolated()
         let deadline = clock.now.advanced(by: .milliseconds(50))
