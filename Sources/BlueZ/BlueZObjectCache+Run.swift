@@ -58,22 +58,22 @@ extension BlueZObjectCache {
             }
             return
         }
-        var objects: Objects = [:]
-        objects.reserveCapacity(tree.count)
+        var fetched = State()
         for (path, interfaces) in tree where path.isInNamespace("/org/bluez") {
-            var kept: [String: BlueZProperties] = [:]
             for (interface, properties) in interfaces {
-                if let name = BlueZ.cachedInterface(interface) { kept[name] = BlueZProperties(properties) }
+                if let name = BlueZ.cachedInterface(interface) { fetched.store(path, name, properties) }
             }
-            if !kept.isEmpty { objects[path] = kept }
         }
+        let objects = fetched.objects.count + fetched.gatt.values.reduce(0) { $0 + $1.count }
         let (effects, readyWaiters) = state.withLock { state in
             var effects = Effects()
-            state.objects = objects
+            state.objects = fetched.objects
+            state.gatt = fetched.gatt
+            state.characteristicIndex = fetched.characteristicIndex
+            state.descriptorIndex = fetched.descriptorIndex
             state.ready = true
             state.syncs += 1
             state.syncing -= 1
-            state.rebuildIndex()
             if state.syncing == 0 {
                 for signal in state.takePending() { Self.apply(signal, to: &state, effects: &effects) }
             }
@@ -83,7 +83,7 @@ extension BlueZObjectCache {
         }
         for waiter in readyWaiters { waiter.resume() }
         perform(effects)
-        logger.debug("BlueZ object tree fetched", metadata: ["objects": "\(objects.count)"])
+        logger.debug("BlueZ object tree fetched", metadata: ["objects": "\(objects)"])
     }
 
     /// One signal from org.bluez, on the connection's thread.
@@ -117,12 +117,7 @@ extension BlueZObjectCache {
                 let interfaces = try? signal.arguments.dropFirst().first?.decode([String: [String: DBusValue]].self)
             else { return effects.malformed.append(signal) }
             for (interface, properties) in interfaces {
-                guard let interface = BlueZ.cachedInterface(interface) else { continue }
-                let properties = BlueZProperties(properties)
-                state.objects[path, default: [:]][interface] = properties
-                if interface == BlueZ.gattCharacteristicInterface, let uuid = properties.uuid("UUID"), let device = BlueZ.deviceOwning(path) {
-                    state.characteristicIndex[device, default: [:]][uuid] = path
-                }
+                if let interface = BlueZ.cachedInterface(interface) { state.store(path, interface, properties) }
             }
             if interfaces[BlueZ.deviceInterface] != nil { effects.changedDevices.append(path) }
             evaluate(&state, effects: &effects, devices: [BlueZ.deviceOwning(path) ?? path])
@@ -130,17 +125,9 @@ extension BlueZObjectCache {
             guard let path = signal.arguments.first?.objectPath,
                 let interfaces = try? signal.arguments.dropFirst().first?.decode([String].self)
             else { return effects.malformed.append(signal) }
-            for interface in interfaces {
-                if interface == BlueZ.gattCharacteristicInterface,
-                    let uuid = state.objects[path]?[interface]?.uuid("UUID"), let device = BlueZ.deviceOwning(path)
-                {
-                    state.characteristicIndex[device]?[uuid] = nil
-                }
-                state.objects[path]?[interface] = nil
-            }
-            if state.objects[path]?.isEmpty ?? false { state.objects[path] = nil }
+            for interface in interfaces { state.remove(path, interface) }
             if interfaces.contains(BlueZ.deviceInterface) {
-                state.characteristicIndex[path] = nil
+                state.removeGATT(of: path)
                 finishNotifications(below: path, TransportError(.deviceVanished, "device \(path) disappeared"), &state, &effects)
             }
             evaluate(&state, effects: &effects, devices: [BlueZ.deviceOwning(path) ?? path])
@@ -151,9 +138,7 @@ extension BlueZObjectCache {
             let invalidated = (try? signal.arguments.dropFirst(2).first?.decode([String].self)) ?? []
             let path = signal.path
             // Only objects we know: a PropertiesChanged racing an InterfacesRemoved must not resurrect it.
-            guard state.objects[path]?[interface] != nil else { return }
-            for (name, value) in changed { state.objects[path]![interface]!.set(name, to: value) }
-            for name in invalidated { state.objects[path]![interface]!.set(name, to: nil) }
+            guard state.change(path, interface, changed: changed, invalidated: invalidated) else { return }
             if interface == BlueZ.gattCharacteristicInterface, let raw = changed["Value"]?.unwrappingVariants {
                 guard let value = raw.bytes else {
                     // BlueZ's Value is always `ay`: anything else ends the notifications with a typed error
@@ -226,7 +211,9 @@ extension BlueZObjectCache {
         let error = TransportError(code, reason)
         let (watchers, streams, invalidators) = state.withLock { state in
             state.objects = [:]
+            state.gatt = [:]
             state.characteristicIndex = [:]
+            state.descriptorIndex = [:]
             state.ready = false
             defer {
                 state.watchers = [:]

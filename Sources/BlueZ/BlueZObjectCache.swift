@@ -31,15 +31,20 @@ public final class BlueZObjectCache: Sendable {
         let state: State
 
         public func properties(_ path: ObjectPath, _ interface: String) -> BlueZProperties? {
-            state.objects[path]?[interface]
+            state.properties(path, interface)
         }
 
         public func hasObject(_ path: ObjectPath) -> Bool {
-            state.objects[path] != nil
+            state.hasObject(path)
         }
 
         public func characteristic(_ uuid: BluetoothUUID, of device: ObjectPath) -> GattCharacteristic1? {
             BlueZObjectCache.characteristic(uuid, of: device, in: state)
+        }
+
+        /// The path of the characteristic with `uuid` below `device`, if resolved (no properties built).
+        public func characteristicPath(_ uuid: BluetoothUUID, of device: ObjectPath) -> ObjectPath? {
+            BlueZObjectCache.characteristicPath(uuid, of: device, in: state)
         }
     }
 
@@ -55,13 +60,20 @@ public final class BlueZObjectCache: Sendable {
     }
 
     struct State {
+        /// The tree, except the GATT objects in `gatt`.
         var objects: Objects = [:]
+        /// Device path → the GATT objects below it in bluetoothd's form, in path order (`GattObject`: 32 bytes
+        /// each). A GATT object that form cannot keep exactly is in `objects` instead.
+        var gatt: [ObjectPath: [GattObject]] = [:]
         var ready = false
         var watchers: [UInt64: Watcher] = [:]
         var readyWaiters: [UInt64: CheckedContinuation<Void, any Error>] = [:]
         var notifications: [ObjectPath: [UInt64: AsyncThrowingStream<[UInt8], any Error>.Continuation]] = [:]
-        /// Device path → characteristic UUID → characteristic path (lookups without scanning the tree).
+        /// For the characteristics in `objects`: device path → characteristic UUID → characteristic path (lookups
+        /// without scanning the tree).
         var characteristicIndex: [ObjectPath: [BluetoothUUID: ObjectPath]] = [:]
+        /// For the descriptors in `objects`: characteristic path → descriptor paths.
+        var descriptorIndex: [ObjectPath: Set<ObjectPath>] = [:]
         /// Device path → operations in flight on it.
         var invalidators: [ObjectPath: [UInt64: Invalidator]] = [:]
         /// Resyncs in flight: signals are buffered meanwhile and replayed in order on top of the snapshot.
@@ -73,15 +85,6 @@ public final class BlueZObjectCache: Sendable {
         mutating func id() -> UInt64 {
             nextID += 1
             return nextID
-        }
-
-        mutating func rebuildIndex() {
-            characteristicIndex = [:]
-            for (path, interfaces) in objects {
-                if let uuid = interfaces[BlueZ.gattCharacteristicInterface]?.uuid("UUID"), let device = BlueZ.deviceOwning(path) {
-                    characteristicIndex[device, default: [:]][uuid] = path
-                }
-            }
         }
     }
 
@@ -106,7 +109,7 @@ public final class BlueZObjectCache: Sendable {
     public var syncCount: Int { state.withLock { $0.syncs } }
 
     public func properties(_ path: ObjectPath, _ interface: String) -> BlueZProperties? {
-        state.withLock { $0.objects[path]?[interface] }
+        state.withLock { $0.properties(path, interface) }
     }
 
     public func adapters() -> [Adapter1] {
@@ -132,20 +135,30 @@ public final class BlueZObjectCache: Sendable {
     /// The characteristics below a device (any service), in path order.
     public func characteristics(of device: ObjectPath) -> [GattCharacteristic1] {
         state.withLock { state in
-            (state.characteristicIndex[device] ?? [:]).values.compactMap { path in
+            let compact = (state.gatt[device] ?? []).lazy.filter { $0.kind == .characteristic }.map {
+                GattCharacteristic1(path: $0.key.path(below: device), properties: $0.properties(below: device))
+            }
+            let whole = (state.characteristicIndex[device] ?? [:]).values.compactMap { path in
                 state.objects[path]?[BlueZ.gattCharacteristicInterface].map { GattCharacteristic1(path: path, properties: $0) }
             }
+            return Array(compact) + whole
         }.sorted { $0.path < $1.path }
     }
 
     /// The descriptors of a characteristic (`…/charXXXX/descYYYY`), in path order.
     public func descriptors(of characteristic: ObjectPath) -> [GattDescriptor1] {
-        let prefix = characteristic.rawValue + "/desc"
-        return state.withLock { state in
-            state.objects.compactMap { path, interfaces -> GattDescriptor1? in
-                guard path.rawValue.hasPrefix(prefix), let properties = interfaces[BlueZ.gattDescriptorInterface] else { return nil }
-                return GattDescriptor1(path: path, properties: properties)
+        state.withLock { state in
+            var found: [GattDescriptor1] = []
+            if let (device, key) = GattObject.Key.locate(characteristic), key.kind == .characteristic {
+                for object in state.gatt[device] ?? []
+                where object.kind == .descriptor && object.key.service == key.service && object.key.characteristic == key.characteristic {
+                    found.append(GattDescriptor1(path: object.key.path(below: device), properties: object.properties(below: device)))
+                }
             }
+            for path in state.descriptorIndex[characteristic] ?? [] {
+                if let properties = state.objects[path]?[BlueZ.gattDescriptorInterface] { found.append(GattDescriptor1(path: path, properties: properties)) }
+            }
+            return found
         }.sorted { $0.path < $1.path }
     }
 
@@ -155,18 +168,36 @@ public final class BlueZObjectCache: Sendable {
     }
 
     static func characteristic(_ uuid: BluetoothUUID, of device: ObjectPath, in state: State) -> GattCharacteristic1? {
+        if let object = state.gatt[device]?.first(where: { $0.kind == .characteristic && $0.uuid == uuid }) {
+            return GattCharacteristic1(path: object.key.path(below: device), properties: object.properties(below: device))
+        }
         guard let path = state.characteristicIndex[device]?[uuid],
             let properties = state.objects[path]?[BlueZ.gattCharacteristicInterface]
         else { return nil }
         return GattCharacteristic1(path: path, properties: properties)
     }
 
+    /// The path of the characteristic with `uuid` below `device`, if resolved (what a read or write needs: no
+    /// properties built).
+    func characteristicPath(_ uuid: BluetoothUUID, of device: ObjectPath) -> ObjectPath? {
+        state.withLock { Self.characteristicPath(uuid, of: device, in: $0) }
+    }
+
+    static func characteristicPath(_ uuid: BluetoothUUID, of device: ObjectPath, in state: State) -> ObjectPath? {
+        if let object = state.gatt[device]?.first(where: { $0.kind == .characteristic && $0.uuid == uuid }) {
+            return object.key.path(below: device)
+        }
+        guard let path = state.characteristicIndex[device]?[uuid], state.objects[path]?[BlueZ.gattCharacteristicInterface] != nil else {
+            return nil
+        }
+        return path
+    }
+
     /// Writes property values we learned by asking (a `Get` after a signal that never came: quirk 2).
     public func update(_ path: ObjectPath, _ interface: String, _ values: [String: DBusValue]) {
         let effects = state.withLock { state in
             var effects = Effects()
-            guard state.objects[path]?[interface] != nil else { return effects }
-            for (name, value) in values { state.objects[path]![interface]!.set(name, to: value) }
+            guard state.change(path, interface, changed: values, invalidated: []) else { return effects }
             Self.evaluate(&state, effects: &effects, devices: [BlueZ.deviceOwning(path) ?? path])
             return effects
         }

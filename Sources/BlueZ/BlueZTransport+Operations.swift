@@ -74,7 +74,7 @@ extension BlueZTransport {
         guard !wanted.isEmpty else { return }
         let missing: @Sendable (BlueZObjectCache.TreeView) -> [BluetoothUUID] = { tree in
             wanted.filter { uuid in
-                tree.characteristic(uuid, of: path) == nil
+                tree.characteristicPath(uuid, of: path) == nil
                     && !(uuid == Self.batteryLevel && tree.properties(path, BlueZ.batteryInterface) != nil)
             }
         }
@@ -149,12 +149,12 @@ extension BlueZTransport {
     // MARK: GATT
 
     /// The resolved characteristic with `uuid` on a connected device.
-    func characteristicPath(_ uuid: BluetoothUUID, of peripheral: Peripheral) throws -> (device: ObjectPath, characteristic: GattCharacteristic1) {
+    func characteristicPath(_ uuid: BluetoothUUID, of peripheral: Peripheral) throws -> (device: ObjectPath, characteristic: ObjectPath) {
         let path = try BlueZ.devicePath(peripheral)
         guard let device = cache.device(path) else {
             throw TransportError(.deviceVanished, "device \(peripheral.address) is not known to BlueZ on \(peripheral.adapter)")
         }
-        guard let characteristic = cache.characteristic(uuid, of: path) else {
+        guard let characteristic = cache.characteristicPath(uuid, of: path) else {
             if !device.connected { throw TransportError(.notConnected, "Not connected: \(peripheral.address)") }
             throw TransportError(.characteristicNotFound, "\(peripheral.address) has no characteristic \(uuid.shortDescription)")
         }
@@ -169,7 +169,7 @@ extension BlueZTransport {
     public func presentationFormat(of characteristic: BluetoothUUID, from peripheral: Peripheral) async throws -> [UInt8]? {
         try await withTaskExecutorPreference(connection.taskExecutor) {
             let (device, target) = try characteristicPath(characteristic, of: peripheral)
-            guard let descriptor = cache.descriptors(of: target.path).first(where: { $0.uuid == Self.presentationFormatDescriptor }) else {
+            guard let descriptor = cache.descriptors(of: target).first(where: { $0.uuid == Self.presentationFormatDescriptor }) else {
                 return nil
             }
             let context: @Sendable () -> String = {
@@ -200,7 +200,7 @@ extension BlueZTransport {
 
     private func readOnThread(_ characteristic: BluetoothUUID, from peripheral: Peripheral) async throws -> [UInt8] {
         if characteristic == Self.batteryLevel, let path = try? BlueZ.devicePath(peripheral),
-            cache.characteristic(characteristic, of: path) == nil, let battery = cache.battery(path)
+            cache.characteristicPath(characteristic, of: path) == nil, let battery = cache.battery(path)
         {
             guard cache.device(path)?.connected == true else {
                 throw TransportError(.notConnected, "Not connected: \(peripheral.address)")
@@ -215,7 +215,7 @@ extension BlueZTransport {
         let context: @Sendable () -> String = { "ReadValue \(characteristic.shortDescription) on \(peripheral.address)" }
         let reply = try await cache.guarded(device: device, requireConnected: true) {
             try await self.call(
-                target.path, BlueZ.gattCharacteristicInterface, "ReadValue", [Self.emptyOptions()], expecting: "ay",
+                target, BlueZ.gattCharacteristicInterface, "ReadValue", [Self.emptyOptions()], expecting: "ay",
                 timeout: self.configuration.gattTimeout, context: context())
         }
         guard reply.count == 1, let bytes = reply[0].bytes else {
@@ -235,7 +235,7 @@ extension BlueZTransport {
         let options: DBusValue = .dictionary(key: "s", value: "v", [.init(key: .string("type"), value: .variant(.string(type.rawValue)))])
         _ = try await cache.guarded(device: device, requireConnected: true) {
             try await self.call(
-                target.path, BlueZ.gattCharacteristicInterface, "WriteValue", [.bytes(value), options],
+                target, BlueZ.gattCharacteristicInterface, "WriteValue", [.bytes(value), options],
                 timeout: self.configuration.gattTimeout,
                 context: "WriteValue \(characteristic.shortDescription) on \(peripheral.address)")
         }
@@ -250,11 +250,11 @@ extension BlueZTransport {
     private func notificationsOnThread(from characteristic: BluetoothUUID, of peripheral: Peripheral) async throws -> AsyncThrowingStream<[UInt8], any Error> {
         let (device, target) = try characteristicPath(characteristic, of: peripheral)
         // Listen before StartNotify, so the first notification cannot slip through.
-        let (values, unsubscribe) = cache.notifications(of: target.path)
+        let (values, unsubscribe) = cache.notifications(of: target)
         let context = "StartNotify \(characteristic.shortDescription) on \(peripheral.address)"
         do {
             _ = try await cache.guarded(device: device, requireConnected: true) {
-                try await self.call(target.path, BlueZ.gattCharacteristicInterface, "StartNotify", timeout: self.configuration.gattTimeout, context: context)
+                try await self.call(target, BlueZ.gattCharacteristicInterface, "StartNotify", timeout: self.configuration.gattTimeout, context: context)
             }
         } catch {
             unsubscribe()
@@ -269,7 +269,7 @@ extension BlueZTransport {
                 continuation.finish(throwing: error)
             }
         }
-        let path = target.path
+        let path = target
         continuation.onTermination = { _ in
             forward.cancel()
             unsubscribe()

@@ -356,12 +356,24 @@ extension SimulatorEngine {
                     DBusProperty(
                         "Notifying", signature: "b", get: get { .boolean($0.notifying) }, exists: { canNotify }),
                     DBusProperty("Flags", signature: "as", get: {
-                        .array(element: "s", characteristic.configuration.flags.map(DBusValue.string))
+                        .array(element: "s", Self.inBluetoothdOrder(characteristic.configuration.flags).map(DBusValue.string))
                     }),
                     DBusProperty("MTU", signature: "q", get: { .uint16(247) }),
                     DBusProperty("Handle", signature: "q", get: { .uint16(characteristic.handle) }),
                 ])
         ])
+    }
+
+    /// bluetoothd lists a characteristic's flags in the order of their property bits (its gatt-client's table),
+    /// whatever order a configuration names them in; names it does not know keep their place after those.
+    static func inBluetoothdOrder(_ flags: [String]) -> [String] {
+        let order = [
+            "broadcast", "read", "write-without-response", "write", "notify", "indicate", "authenticated-signed-writes",
+            "extended-properties", "reliable-write", "writable-auxiliaries",
+        ]
+        return flags.enumerated().sorted { lhs, rhs in
+            (order.firstIndex(of: lhs.element) ?? order.count, lhs.offset) < (order.firstIndex(of: rhs.element) ?? order.count, rhs.offset)
+        }.map(\.element)
     }
 
     private func descriptorObject(_ path: ObjectPath, of characteristic: CharacteristicState) -> DBusObject {

@@ -9,8 +9,15 @@
 /// battery.shortDescription   // "2a19"
 /// ```
 public struct BluetoothUUID: Hashable, Comparable, Sendable, CustomStringConvertible {
+    /// The 128 bits, most significant half first. Kept inline, not as an array of bytes: a UUID in a table (the
+    /// BlueZ cache holds one per GATT object, ≈ 12 per connected device) then costs no allocation of its own.
+    let high: UInt64
+    let low: UInt64
+
     /// The 16 bytes, most significant first.
-    public let bytes: [UInt8]
+    public var bytes: [UInt8] {
+        (0..<16).map { index in UInt8(truncatingIfNeeded: (index < 8 ? high : low) >> (56 - 8 * UInt64(index % 8))) }
+    }
 
     /// Why a string is not a UUID; the message quotes the input.
     public struct ParseError: Error, Hashable, Sendable, CustomStringConvertible {
@@ -19,7 +26,23 @@ public struct BluetoothUUID: Hashable, Comparable, Sendable, CustomStringConvert
         public var description: String { "invalid Bluetooth UUID \"\(input)\": \(reason)" }
     }
 
-    private static let baseSuffix: [UInt8] = [0x00, 0x00, 0x10, 0x00, 0x80, 0x00, 0x00, 0x80, 0x5F, 0x9B, 0x34, 0xFB]
+    /// The Bluetooth base UUID's bits below a 16- or 32-bit value: `0000xxxx-0000-1000-8000-00805f9b34fb`.
+    private static let baseHigh: UInt64 = 0x0000_1000
+    private static let baseLow: UInt64 = 0x8000_0080_5F9B_34FB
+
+    private init(packing bytes: [UInt8]) {
+        var high: UInt64 = 0
+        var low: UInt64 = 0
+        for byte in bytes[0..<8] { high = high << 8 | UInt64(byte) }
+        for byte in bytes[8..<16] { low = low << 8 | UInt64(byte) }
+        self.high = high
+        self.low = low
+    }
+
+    private init(short value: UInt32) {
+        high = UInt64(value) << 32 | Self.baseHigh
+        low = Self.baseLow
+    }
 
     public init(_ string: String) throws {
         let trimmed = string.hasPrefix("0x") || string.hasPrefix("0X") ? String(string.dropFirst(2)) : string
@@ -38,18 +61,16 @@ public struct BluetoothUUID: Hashable, Comparable, Sendable, CustomStringConvert
             return result
         }
         switch utf8.count {
-        case 4:
-            self.bytes = [0, 0] + (try hexBytes(utf8)) + Self.baseSuffix
-        case 8:
-            self.bytes = (try hexBytes(utf8)) + Self.baseSuffix
+        case 4, 8:
+            self.init(short: try hexBytes(utf8).reduce(0) { $0 << 8 | UInt32($1) })
         case 36:
             let dashes = [8, 13, 18, 23]
             for (offset, byte) in utf8.enumerated() where (byte == UInt8(ascii: "-")) != dashes.contains(offset) {
                 throw ParseError(input: string, reason: "a 128-bit UUID is written 8-4-4-4-12")
             }
-            self.bytes = try hexBytes(utf8.filter { $0 != UInt8(ascii: "-") })
+            self.init(packing: try hexBytes(utf8.filter { $0 != UInt8(ascii: "-") }))
         case 32:
-            self.bytes = try hexBytes(utf8)
+            self.init(packing: try hexBytes(utf8))
         default:
             throw ParseError(
                 input: string,
@@ -60,7 +81,7 @@ public struct BluetoothUUID: Hashable, Comparable, Sendable, CustomStringConvert
 
     /// A 16-bit assigned number, e.g. `0x2A19` (Battery Level).
     public init(assigned value: UInt16) {
-        bytes = [0, 0, UInt8(value >> 8), UInt8(value & 0xFF)] + Self.baseSuffix
+        self.init(short: UInt32(value))
     }
 
     private static func hexValue(_ byte: UInt8) -> UInt8? {
@@ -78,9 +99,10 @@ public struct BluetoothUUID: Hashable, Comparable, Sendable, CustomStringConvert
         // byte was one of the largest items of a poll's profile (Benchmarks/NOTES.md).
         var text: [UInt8] = []
         text.reserveCapacity(36)
-        for (index, byte) in bytes.enumerated() {
-            if index == 4 || index == 6 || index == 8 || index == 10 { text.append(UInt8(ascii: "-")) }
-            Self.appendHex(byte, to: &text)
+        for nibble in 0..<32 {
+            if nibble == 8 || nibble == 12 || nibble == 16 || nibble == 20 { text.append(UInt8(ascii: "-")) }
+            let half = nibble < 16 ? high : low
+            text.append(Self.hexDigit(UInt8(truncatingIfNeeded: half >> (60 - 4 * UInt64(nibble % 16))) & 0xF))
         }
         return String(decoding: text, as: UTF8.self)
     }
@@ -88,22 +110,21 @@ public struct BluetoothUUID: Hashable, Comparable, Sendable, CustomStringConvert
     /// The 16-bit assigned number (`0x2A19` for Battery Level) when the UUID is a 16-bit UUID on the Bluetooth
     /// base, else `nil`: how the SIG's tables (`SIGCharacteristics`) know a characteristic.
     public var assignedNumber: UInt16? {
-        guard bytes[0] == 0, bytes[1] == 0, bytes[4...].elementsEqual(Self.baseSuffix) else { return nil }
-        return UInt16(bytes[2]) << 8 | UInt16(bytes[3])
+        guard isOnBase, high >> 48 == 0 else { return nil }
+        return UInt16(truncatingIfNeeded: high >> 32)
     }
+
+    private var isOnBase: Bool { high & 0xFFFF_FFFF == Self.baseHigh && low == Self.baseLow }
 
     /// The 16- or 32-bit form when the UUID is on the Bluetooth base, else the full form.
     public var shortDescription: String {
-        guard bytes[4...].elementsEqual(Self.baseSuffix) else { return description }
+        guard isOnBase else { return description }
         var text: [UInt8] = []
         text.reserveCapacity(8)
-        for byte in bytes[(bytes[0] == 0 && bytes[1] == 0 ? 2 : 0)..<4] { Self.appendHex(byte, to: &text) }
+        for nibble in (high >> 48 == 0 ? 4 : 0)..<8 {
+            text.append(Self.hexDigit(UInt8(truncatingIfNeeded: high >> (60 - 4 * UInt64(nibble))) & 0xF))
+        }
         return String(decoding: text, as: UTF8.self)
-    }
-
-    private static func appendHex(_ byte: UInt8, to text: inout [UInt8]) {
-        text.append(hexDigit(byte >> 4))
-        text.append(hexDigit(byte & 0xF))
     }
 
     private static func hexDigit(_ nibble: UInt8) -> UInt8 {
@@ -111,6 +132,6 @@ public struct BluetoothUUID: Hashable, Comparable, Sendable, CustomStringConvert
     }
 
     public static func < (lhs: BluetoothUUID, rhs: BluetoothUUID) -> Bool {
-        lhs.bytes.lexicographicallyPrecedes(rhs.bytes)
+        (lhs.high, lhs.low) < (rhs.high, rhs.low)
     }
 }

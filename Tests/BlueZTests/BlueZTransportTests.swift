@@ -1,4 +1,4 @@
-import BlueZ
+@testable import BlueZ
 import BlueZSimulator
 import DBus
 import DBusTesting
@@ -34,6 +34,14 @@ struct BlueZTransportTests {
                     }
                 }
             }
+            // The simulator exports GATT objects as bluetoothd does: the cache keeps every one compactly.
+            let device = try BlueZ.devicePath(specs[0].peripheral)
+            let (compact, whole) = h.transport.cache.state.withLock { state in
+                (state.gatt[device]?.count ?? 0, state.objects.keys.filter { $0.isDescendant(of: device) })
+            }
+            #expect(compact >= 3 && whole.isEmpty, "compact \(compact), whole \(whole)")
+            let uuids = h.transport.cache.characteristics(of: device).compactMap(\.uuid)
+            #expect(uuids.contains(H.counter) && uuids.contains(H.battery), "\(uuids)")
         }
     }
 

@@ -17,6 +17,21 @@ struct BluetoothUUIDTests {
         #expect(vendor.shortDescription == "6e400001-b5a3-f393-e0a9-e50e24dcca9e")
     }
 
+    @Test func bytesOrderAndAssignedNumbersFollowTheBits() throws {
+        let vendor = try BluetoothUUID("6E400001-B5A3-F393-E0A9-E50E24DCCA9E")
+        #expect(vendor.bytes == [0x6E, 0x40, 0x00, 0x01, 0xB5, 0xA3, 0xF3, 0x93, 0xE0, 0xA9, 0xE5, 0x0E, 0x24, 0xDC, 0xCA, 0x9E])
+        #expect(BluetoothUUID(assigned: 0x2A19).bytes == [0, 0, 0x2A, 0x19, 0, 0, 0x10, 0, 0x80, 0, 0, 0x80, 0x5F, 0x9B, 0x34, 0xFB])
+        #expect(BluetoothUUID(assigned: 0x2A19).assignedNumber == 0x2A19)
+        #expect(try BluetoothUUID("12345678").assignedNumber == nil)
+        #expect(vendor.assignedNumber == nil)
+        #expect(try BluetoothUUID("00002a19-0000-1000-8000-00805f9b34fc").shortDescription == "00002a19-0000-1000-8000-00805f9b34fc")
+        // Ordered as the bytes are, most significant first: the high half decides, then the low half.
+        let ordered = try ["00002a19", "00002a1a", "12345678", "6e400001-b5a3-f393-e0a9-e50e24dcca9e", "6e400001-b5a3-f393-e0a9-e50e24dcca9f", "ffffffff"]
+            .map(BluetoothUUID.init)
+        #expect(ordered.shuffled().sorted() == ordered)
+        #expect(ordered.sorted() == ordered.sorted { $0.bytes.lexicographicallyPrecedes($1.bytes) })
+    }
+
     @Test(arguments: ["", "2a1", "2a1g", "0000-2a19", "00002a19-0000-1000-8000_00805f9b34fb", "zz", "2a19 "])
     func badUUIDsAreErrorsThatQuoteTheInput(_ text: String) {
         #expect {
