@@ -42,9 +42,12 @@ extension BlueZObjectCache {
     /// raced with).
     public func resync() async {
         state.withLock { $0.syncing += 1 }
-        let tree: [ObjectPath: [String: [String: DBusValue]]]
+        // Filed as the reply is read: the whole tree is never decoded (at 10,000 devices that was the peak).
+        var fetched = State()
         do {
-            tree = try await connection.getManagedObjects(destination: BlueZ.service, timeout: .seconds(10))
+            try await connection.getManagedObjects(destination: BlueZ.service, timeout: .seconds(10)) { path, interface, properties in
+                if path.isInNamespace("/org/bluez"), let name = BlueZ.cachedInterface(interface) { fetched.store(path, name, properties) }
+            }
         } catch {
             let pending = state.withLock { state in
                 state.syncing -= 1
@@ -57,12 +60,6 @@ extension BlueZObjectCache {
                 logger.warning("could not fetch BlueZ's object tree", metadata: ["error": "\(error)"])
             }
             return
-        }
-        var fetched = State()
-        for (path, interfaces) in tree where path.isInNamespace("/org/bluez") {
-            for (interface, properties) in interfaces {
-                if let name = BlueZ.cachedInterface(interface) { fetched.store(path, name, properties) }
-            }
         }
         let objects = fetched.objects.count + fetched.gatt.values.reduce(0) { $0 + $1.count }
         let (effects, readyWaiters) = state.withLock { state in

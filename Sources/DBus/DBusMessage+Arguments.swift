@@ -145,6 +145,50 @@ extension DBusMessage {
 
     // MARK: Reading
 
+    /// Walks an `a{oa{sa{sv}}}` reply (GetManagedObjects) without building it: `body` gets each interface of each
+    /// object, its properties with their `v` taken off, while the message is read. Throws `typeMismatch` for any
+    /// other signature, or what `body` throws.
+    func forEachManagedObject(_ body: (ObjectPath, String, [String: DBusValue]) throws -> Void) throws {
+        let signature = libdbus_message_get_signature(pointer)
+        guard signature == "a{oa{sa{sv}}}" else {
+            throw DBusError.typeMismatch(expected: "a{oa{sa{sv}}}", found: signature)
+        }
+        var iterator = MessageIterator()
+        guard libdbus_message_iter_init(pointer, &iterator) else { return }
+        var objects = MessageIterator()
+        libdbus_message_iter_recurse(&iterator, &objects)
+        while libdbus_message_iter_get_arg_type(&objects) != CDBUS_TYPE_INVALID {
+            var object = MessageIterator()
+            libdbus_message_iter_recurse(&objects, &object)
+            let path = ObjectPath(unchecked: libdbus_message_iter_get_string(&object))
+            _ = libdbus_message_iter_next(&object)
+            var interfaces = MessageIterator()
+            libdbus_message_iter_recurse(&object, &interfaces)
+            while libdbus_message_iter_get_arg_type(&interfaces) != CDBUS_TYPE_INVALID {
+                var interface = MessageIterator()
+                libdbus_message_iter_recurse(&interfaces, &interface)
+                let name = libdbus_message_iter_get_string(&interface)
+                _ = libdbus_message_iter_next(&interface)
+                var properties = MessageIterator()
+                libdbus_message_iter_recurse(&interface, &properties)
+                var values: [String: DBusValue] = [:]
+                while libdbus_message_iter_get_arg_type(&properties) != CDBUS_TYPE_INVALID {
+                    var property = MessageIterator()
+                    libdbus_message_iter_recurse(&properties, &property)
+                    let key = libdbus_message_iter_get_string(&property)
+                    _ = libdbus_message_iter_next(&property)
+                    var variant = MessageIterator()
+                    libdbus_message_iter_recurse(&property, &variant)
+                    values[key] = try Self.read(&variant)
+                    _ = libdbus_message_iter_next(&properties)
+                }
+                try body(path, name, values)
+                _ = libdbus_message_iter_next(&interfaces)
+            }
+            _ = libdbus_message_iter_next(&objects)
+        }
+    }
+
     private static func read(_ iterator: inout MessageIterator) throws -> DBusValue {
         let type = libdbus_message_iter_get_arg_type(&iterator)
         switch type {

@@ -96,5 +96,42 @@ extension DBusTests {
                 #expect(try await client.getManagedObjects(destination: EchoService.name, path: EchoService.managerRoot).count == 1)
             }
         }
+
+        @Test func anObjectManagersReplyWalkedObjectByObjectIsTheSameTree() async throws {
+            try await PrivateBus.with { bus in
+                let service = try await EchoService.start(on: bus)
+                let client = try await bus.connect()
+                let extra = DBusObject(interfaces: [
+                    DBusInterface("org.example.Extra", properties: [
+                        DBusProperty("Flag", signature: "b", get: { .boolean(true) }),
+                        DBusProperty("Nested", signature: "v", get: { .variant(.string("inner")) }),
+                        DBusProperty("Bytes", signature: "ay", get: { .bytes([1, 2]) }),
+                    ]),
+                    DBusInterface("org.example.Empty"),
+                ])
+                try await service.connection.export(extra, at: "/org/example/Extra/Child")
+                var walked: [ObjectPath: [String: [String: DBusValue]]] = [:]
+                try await client.getManagedObjects(destination: EchoService.name, path: EchoService.managerRoot) { path, interface, properties in
+                    #expect(walked[path]?[interface] == nil, "each interface of each object once")
+                    walked[path, default: [:]][interface] = properties
+                }
+                let decoded = try await client.getManagedObjects(destination: EchoService.name, path: EchoService.managerRoot)
+                #expect(walked == decoded)
+                #expect(walked["/org/example/Extra/Child"]?["org.example.Extra"]?["Nested"] == .variant(.string("inner")), "only the property's own v is taken off")
+                #expect(walked["/org/example/Extra/Child"]?["org.example.Empty"] == [:])
+
+                // Not an object manager's reply: a typed error naming both signatures, and nothing handed over.
+                let impostor = try DBusMessage.methodCall(destination: nil, path: "/x", interface: nil, member: "GetManagedObjects")
+                try impostor.appendArguments([.array(element: "s", [.string("no")])])
+                var handed = 0
+                #expect {
+                    try impostor.forEachManagedObject { _, _, _ in handed += 1 }
+                } throws: { error in
+                    guard let error = error as? DBusError else { return false }
+                    return error.code == .typeMismatch && "\(error)".contains("a{oa{sa{sv}}}") && "\(error)".contains("as")
+                }
+                #expect(handed == 0)
+            }
+        }
     }
 }
