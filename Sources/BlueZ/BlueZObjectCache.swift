@@ -62,7 +62,7 @@ public final class BlueZObjectCache: Sendable {
     struct State {
         /// The tree, except the GATT objects in `gatt`.
         var objects: Objects = [:]
-        /// Device path → the GATT objects below it in bluetoothd's form, in path order (`GattObject`: 32 bytes
+        /// Device path → the GATT objects below it in bluetoothd's form, in path order (`GattObject`: 40 bytes
         /// each). A GATT object that form cannot keep exactly is in `objects` instead.
         var gatt: [ObjectPath: [GattObject]] = [:]
         var ready = false

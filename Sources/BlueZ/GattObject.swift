@@ -2,7 +2,7 @@ import DBus
 import KeepAlive
 
 /// One GATT object bluetoothd exports below a device (a service, a characteristic or a descriptor), kept in
-/// 32 bytes by the object cache.
+/// 40 bytes by the object cache.
 ///
 /// Connected once to each of 10,000 devices, bluetoothd exports about 12 GATT objects per device; kept as every
 /// property of every interface (a dictionary per object and one per interface, a heap string per UUID and parent

@@ -79,7 +79,7 @@ struct ObjectCacheTreeTests {
         #expect(state.objects.keys.sorted() == [Self.device], "only the device is kept whole")
         #expect(state.gatt[Self.device]?.map(\.kind) == [.service, .characteristic, .descriptor])
         #expect(state.characteristicIndex.isEmpty && state.descriptorIndex.isEmpty)
-        #expect(MemoryLayout<GattObject>.stride <= 48)
+        #expect(MemoryLayout<GattObject>.stride <= 40)
 
         let characteristic = try #require(state.properties(Self.characteristic, BlueZ.gattCharacteristicInterface))
         #expect(
