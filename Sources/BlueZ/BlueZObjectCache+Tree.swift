@@ -27,7 +27,9 @@ extension BlueZObjectCache.State {
     /// Files `interface` of `path` with `properties` as received (an InterfacesAdded, or the whole tree), replacing
     /// what was there.
     mutating func store(_ path: ObjectPath, _ interface: String, _ properties: [String: DBusValue]) {
-        if GattObject.Kind(interface: interface) != nil, let (device, key) = GattObject.Key.locate(path) {
+        // Only the interface the path's form names (a characteristic's path holds GattCharacteristic1): another
+        // one there is kept whole, beside the compact object, which it must not replace.
+        if let (device, key) = GattObject.Key.locate(path), GattObject.Kind(interface: interface) == key.kind {
             if let object = GattObject(key: key, device: device, interface: interface, properties: properties) {
                 removeWhole(path, interface)
                 Self.insert(object, into: &gatt[device, default: []])
@@ -40,7 +42,7 @@ extension BlueZObjectCache.State {
 
     /// Forgets `interface` of `path` (an InterfacesRemoved).
     mutating func remove(_ path: ObjectPath, _ interface: String) {
-        if GattObject.Kind(interface: interface) != nil, let (device, key) = GattObject.Key.locate(path) {
+        if let (device, key) = GattObject.Key.locate(path), GattObject.Kind(interface: interface) == key.kind {
             removeCompact(key, of: device)
         }
         removeWhole(path, interface)

@@ -168,11 +168,8 @@ public final class BlueZObjectCache: Sendable {
     }
 
     static func characteristic(_ uuid: BluetoothUUID, of device: ObjectPath, in state: State) -> GattCharacteristic1? {
-        if let object = state.gatt[device]?.first(where: { $0.kind == .characteristic && $0.uuid == uuid }) {
-            return GattCharacteristic1(path: object.key.path(below: device), properties: object.properties(below: device))
-        }
-        guard let path = state.characteristicIndex[device]?[uuid],
-            let properties = state.objects[path]?[BlueZ.gattCharacteristicInterface]
+        guard let path = characteristicPath(uuid, of: device, in: state),
+            let properties = state.properties(path, BlueZ.gattCharacteristicInterface)
         else { return nil }
         return GattCharacteristic1(path: path, properties: properties)
     }

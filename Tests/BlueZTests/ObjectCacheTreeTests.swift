@@ -156,6 +156,17 @@ struct ObjectCacheTreeTests {
         #expect(state.gatt[Self.device]?.map(\.kind) == [.service, .characteristic, .descriptor])
     }
 
+    @Test func anotherGATTInterfaceAtACharacteristicsPathIsKeptWholeBesideIt() throws {
+        var state = Self.bluetoothdTree()
+        let odd: [String: DBusValue] = ["UUID": .string(Self.counter.description), "Device": .objectPath(Self.device)]
+        Self.apply(Self.added(Self.characteristic, BlueZ.gattServiceInterface, odd), to: &state)
+        #expect(state.gatt[Self.device]?.map(\.kind) == [.service, .characteristic, .descriptor], "the characteristic stays")
+        #expect(state.objects[Self.characteristic]?[BlueZ.gattServiceInterface]?.values == odd)
+        Self.apply(Self.removed(Self.characteristic, [BlueZ.gattServiceInterface]), to: &state)
+        #expect(state.objects[Self.characteristic] == nil)
+        #expect(BlueZObjectCache.characteristicPath(Self.counter, of: Self.device, in: state) == Self.characteristic)
+    }
+
     @Test func aChangeOfAnObjectNotInTheTreeBringsNothingBack() {
         var state = Self.bluetoothdTree()
         Self.apply(Self.removed(Self.descriptor, [BlueZ.gattDescriptorInterface]), to: &state)
