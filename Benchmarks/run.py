@@ -1176,12 +1176,13 @@ def goals(ctx):
     out = []
     cpu = ctx.results.get("cpu", {}).get("rows", [])
     if cpu:
-        worst_bleak = max((r["vs_bleak"] for r in cpu if r["vs_bleak"]), default=None)
+        # Issue #14's goal: as light as the C floor at every N. Its 0.15× bleak (from #4) is retired: the C floor
+        # itself sits at 0.15–0.17× bleak. The ratio to bleak is still shown.
         worst_c = max((r["vs_c"] for r in cpu if r["vs_c"]), default=None)
-        out.append(("CPU per poll ≤ 0.15× bleak", ", ".join(f"N={r['n']}: {fmt(r['vs_bleak'], 2)}×" for r in cpu),
-                    worst_bleak is not None and worst_bleak <= 0.15))
-        out.append(("CPU per poll ≤ 1.5× the C floor", ", ".join(f"N={r['n']}: {fmt(r['vs_c'], 2)}×" for r in cpu),
-                    worst_c is not None and worst_c <= 1.5))
+        out.append(("CPU per poll ≤ 1.3× the C floor at every N",
+                    ", ".join(f"N={r['n']}: {fmt(r['vs_c'], 2)}×" for r in cpu) + "; against bleak "
+                    + ", ".join(f"N={r['n']}: {fmt(r['vs_bleak'], 2)}×" for r in cpu),
+                    worst_c is not None and worst_c <= 1.3))
     idle = ctx.results.get("idle")
     if idle and idle.get("periods"):
         rate = statistics.mean(p["per_second"] for p in idle["periods"])
@@ -1197,10 +1198,15 @@ def goals(ctx):
         hwm = memory["rss100"].get("VmHWM", 0) / 1024
         out.append(("RSS ≤ 10 MiB at 100 devices", f"{hwm:.1f} MiB peak (VmHWM) at {memory['rss100']['devices']} devices",
                     hwm <= 10))
+    large = memory.get("large")
+    if large and large.get("devices") == 10000:  # the quick run's 1,000 devices are not the goal's figure
+        peak = large["maxrss_kb"] / 1024
+        out.append(("RSS ≤ 64 MiB at 10,000 devices", f"{peak:.1f} MiB peak (ru_maxrss), "
+                    f"{large['rss_at_ready_kb'] / 1024:.1f} MiB once the tree is synced", peak <= 64))
     startup = ctx.results.get("startup")
     if startup and startup["keepalive"]["poll"] is not None:
         ms = startup["keepalive"]["poll"] * 1000
-        out.append(("start-up ≤ 100 ms (process start → first completed poll)", f"{ms:.0f} ms", ms <= 100))
+        out.append(("start-up ≤ 50 ms (process start → first completed poll)", f"{ms:.0f} ms", ms <= 50))
     core = ctx.results.get("core", {})
     if core.get("readings") and core.get("record_line") and cpu:
         # What readings add to one poll of two SIG values: decoding both, plus writing them into the record's line,
