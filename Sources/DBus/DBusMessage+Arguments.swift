@@ -155,37 +155,33 @@ extension DBusMessage {
         }
         var iterator = MessageIterator()
         guard libdbus_message_iter_init(pointer, &iterator) else { return }
-        var objects = MessageIterator()
-        libdbus_message_iter_recurse(&iterator, &objects)
-        while libdbus_message_iter_get_arg_type(&objects) != CDBUS_TYPE_INVALID {
-            var object = MessageIterator()
-            libdbus_message_iter_recurse(&objects, &object)
-            let path = ObjectPath(unchecked: libdbus_message_iter_get_string(&object))
-            _ = libdbus_message_iter_next(&object)
-            var interfaces = MessageIterator()
-            libdbus_message_iter_recurse(&object, &interfaces)
-            while libdbus_message_iter_get_arg_type(&interfaces) != CDBUS_TYPE_INVALID {
-                var interface = MessageIterator()
-                libdbus_message_iter_recurse(&interfaces, &interface)
-                let name = libdbus_message_iter_get_string(&interface)
-                _ = libdbus_message_iter_next(&interface)
-                var properties = MessageIterator()
-                libdbus_message_iter_recurse(&interface, &properties)
+        try Self.forEachEntry(of: &iterator) { path, interfaces in
+            try Self.forEachEntry(of: &interfaces) { interface, properties in
                 var values: [String: DBusValue] = [:]
-                while libdbus_message_iter_get_arg_type(&properties) != CDBUS_TYPE_INVALID {
-                    var property = MessageIterator()
-                    libdbus_message_iter_recurse(&properties, &property)
-                    let key = libdbus_message_iter_get_string(&property)
-                    _ = libdbus_message_iter_next(&property)
+                try Self.forEachEntry(of: &properties) { name, value in
                     var variant = MessageIterator()
-                    libdbus_message_iter_recurse(&property, &variant)
-                    values[key] = try Self.read(&variant)
-                    _ = libdbus_message_iter_next(&properties)
+                    libdbus_message_iter_recurse(&value, &variant)
+                    values[name] = try Self.read(&variant)
                 }
-                try body(path, name, values)
-                _ = libdbus_message_iter_next(&interfaces)
+                try body(ObjectPath(unchecked: path), interface, values)
             }
-            _ = libdbus_message_iter_next(&objects)
+        }
+    }
+
+    /// Calls `body` with each entry of the dictionary `iterator` is at (a string or object path key): the key, and
+    /// an iterator at the entry's value.
+    private static func forEachEntry(
+        of iterator: inout MessageIterator, _ body: (String, inout MessageIterator) throws -> Void
+    ) rethrows {
+        var entries = MessageIterator()
+        libdbus_message_iter_recurse(&iterator, &entries)
+        while libdbus_message_iter_get_arg_type(&entries) != CDBUS_TYPE_INVALID {
+            var entry = MessageIterator()
+            libdbus_message_iter_recurse(&entries, &entry)
+            let key = libdbus_message_iter_get_string(&entry)
+            _ = libdbus_message_iter_next(&entry)
+            try body(key, &entry)
+            _ = libdbus_message_iter_next(&entries)
         }
     }
 

@@ -101,8 +101,7 @@ public struct BluetoothUUID: Hashable, Comparable, Sendable, CustomStringConvert
         text.reserveCapacity(36)
         for nibble in 0..<32 {
             if nibble == 8 || nibble == 12 || nibble == 16 || nibble == 20 { text.append(UInt8(ascii: "-")) }
-            let half = nibble < 16 ? high : low
-            text.append(Self.hexDigit(UInt8(truncatingIfNeeded: half >> (60 - 4 * UInt64(nibble % 16))) & 0xF))
+            text.append(Self.hexDigit(self.nibble(nibble)))
         }
         return String(decoding: text, as: UTF8.self)
     }
@@ -114,6 +113,11 @@ public struct BluetoothUUID: Hashable, Comparable, Sendable, CustomStringConvert
         return UInt16(truncatingIfNeeded: high >> 32)
     }
 
+    /// Hex digit `index` (0–31) of the 128 bits, most significant first.
+    private func nibble(_ index: Int) -> UInt8 {
+        UInt8(truncatingIfNeeded: (index < 16 ? high : low) >> (60 - 4 * UInt64(index % 16))) & 0xF
+    }
+
     private var isOnBase: Bool { high & 0xFFFF_FFFF == Self.baseHigh && low == Self.baseLow }
 
     /// The 16- or 32-bit form when the UUID is on the Bluetooth base, else the full form.
@@ -122,7 +126,7 @@ public struct BluetoothUUID: Hashable, Comparable, Sendable, CustomStringConvert
         var text: [UInt8] = []
         text.reserveCapacity(8)
         for nibble in (high >> 48 == 0 ? 4 : 0)..<8 {
-            text.append(Self.hexDigit(UInt8(truncatingIfNeeded: high >> (60 - 4 * UInt64(nibble))) & 0xF))
+            text.append(Self.hexDigit(self.nibble(nibble)))
         }
         return String(decoding: text, as: UTF8.self)
     }
