@@ -42,7 +42,6 @@ struct RunCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        limitMallocArenas()
         ignoreBrokenPipes()
         var configuration = try loadConfiguration(config)
         if let output { configuration.output = output == "-" ? .standardOutput : .file(output) }
