@@ -61,10 +61,11 @@ extension BlueZObjectCache {
             }
             return
         }
-        let objects = fetched.objects.count + fetched.gatt.values.reduce(0) { $0 + $1.count }
+        let objects = fetched.objects.count + fetched.devices.count + fetched.gatt.values.reduce(0) { $0 + $1.count }
         let (effects, readyWaiters) = state.withLock { state in
             var effects = Effects()
             state.objects = fetched.objects
+            state.devices = fetched.devices
             state.gatt = fetched.gatt
             state.characteristicIndex = fetched.characteristicIndex
             state.descriptorIndex = fetched.descriptorIndex
@@ -208,6 +209,7 @@ extension BlueZObjectCache {
         let error = TransportError(code, reason)
         let (watchers, streams, invalidators) = state.withLock { state in
             state.objects = [:]
+            state.devices = [:]
             state.gatt = [:]
             state.characteristicIndex = [:]
             state.descriptorIndex = [:]

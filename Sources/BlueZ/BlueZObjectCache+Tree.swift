@@ -1,8 +1,9 @@
 import DBus
 import KeepAlive
 
-/// Where the cache files an interface of an object: GATT objects in bluetoothd's form compactly (`gatt`), the rest
-/// whole (`objects`, with the two indexes over the GATT objects kept there). Every reader and writer of the tree
+/// Where the cache files an interface of an object: devices' `Device1` compactly (`devices`), GATT objects in
+/// bluetoothd's form compactly (`gatt`), the rest whole (`objects`, with the two indexes over the GATT objects
+/// kept there). Every reader and writer of the tree
 /// goes through these, so no caller knows which store holds an object.
 extension BlueZObjectCache.State {
     /// The GATT object at `path` kept compactly (with `interface`, when given), and its device.
@@ -15,18 +16,20 @@ extension BlueZObjectCache.State {
     }
 
     func properties(_ path: ObjectPath, _ interface: String) -> BlueZProperties? {
+        if interface == BlueZ.deviceInterface { return devices[path]?.properties(at: path) }
         if let properties = objects[path]?[interface] { return properties }
         guard GattObject.Kind(interface: interface) != nil, let (device, object) = gattObject(at: path, interface) else { return nil }
         return object.properties(below: device)
     }
 
     func hasObject(_ path: ObjectPath) -> Bool {
-        objects[path] != nil || gattObject(at: path) != nil
+        objects[path] != nil || devices[path] != nil || gattObject(at: path) != nil
     }
 
     /// Files `interface` of `path` with `properties` as received (an InterfacesAdded, or the whole tree), replacing
     /// what was there.
     mutating func store(_ path: ObjectPath, _ interface: String, _ properties: [String: DBusValue]) {
+        if interface == BlueZ.deviceInterface { return devices[path] = DeviceObject(at: path, properties) }
         // Only the interface the path's form names (a characteristic's path holds GattCharacteristic1): another
         // one there is kept whole, beside the compact object, which it must not replace.
         if let (device, key) = GattObject.Key.locate(path), GattObject.Kind(interface: interface) == key.kind {
@@ -42,6 +45,7 @@ extension BlueZObjectCache.State {
 
     /// Forgets `interface` of `path` (an InterfacesRemoved).
     mutating func remove(_ path: ObjectPath, _ interface: String) {
+        if interface == BlueZ.deviceInterface { return devices[path] = nil }
         if let (device, key) = GattObject.Key.locate(path), GattObject.Kind(interface: interface) == key.kind {
             removeCompact(key, of: device)
         }
@@ -58,6 +62,12 @@ extension BlueZObjectCache.State {
     /// Applies a PropertiesChanged (or values learned by asking) to a known object; false when `interface` of
     /// `path` is not in the tree (a change racing an InterfacesRemoved must not bring it back).
     mutating func change(_ path: ObjectPath, _ interface: String, changed: [String: DBusValue], invalidated: [String]) -> Bool {
+        if interface == BlueZ.deviceInterface {
+            guard devices[path] != nil else { return false }
+            for (name, value) in changed { devices[path]!.set(name, to: value, at: path) }
+            for name in invalidated { devices[path]!.set(name, to: nil, at: path) }
+            return true
+        }
         if objects[path]?[interface] != nil {
             for (name, value) in changed { objects[path]![interface]!.set(name, to: value) }
             for name in invalidated { objects[path]![interface]!.set(name, to: nil) }

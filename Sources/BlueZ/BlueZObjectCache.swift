@@ -38,6 +38,11 @@ public final class BlueZObjectCache: Sendable {
             state.hasObject(path)
         }
 
+        /// The device at `path`, compact (no properties built: what a check on every signal reads).
+        func device(_ path: ObjectPath) -> DeviceObject? {
+            state.devices[path]
+        }
+
         public func characteristic(_ uuid: BluetoothUUID, of device: ObjectPath) -> GattCharacteristic1? {
             BlueZObjectCache.characteristic(uuid, of: device, in: state)
         }
@@ -60,8 +65,10 @@ public final class BlueZObjectCache: Sendable {
     }
 
     struct State {
-        /// The tree, except the GATT objects in `gatt`.
+        /// The tree, except the devices' `Device1` and the GATT objects in bluetoothd's form.
         var objects: Objects = [:]
+        /// Device path → its `Device1` (`DeviceObject`: the properties bluetoothd sends typed, the rest as received).
+        var devices: [ObjectPath: DeviceObject] = [:]
         /// Device path → the GATT objects below it in bluetoothd's form, in path order (`GattObject`: 40 bytes
         /// each). A GATT object that form cannot keep exactly is in `objects` instead.
         var gatt: [ObjectPath: [GattObject]] = [:]
@@ -123,13 +130,21 @@ public final class BlueZObjectCache: Sendable {
 
     public func devices(on adapter: String? = nil) -> [Device1] {
         let prefix = adapter.map { "/org/bluez/\($0)/" }
-        return objects(implementing: BlueZ.deviceInterface)
-            .filter { prefix == nil || $0.0.rawValue.hasPrefix(prefix!) }
-            .map { Device1(path: $0.0, properties: $0.1) }
+        return state.withLock { state in
+            state.devices.compactMap { path, device in
+                prefix == nil || path.rawValue.hasPrefix(prefix!) ? Device1(path: path, properties: device.properties(at: path)) : nil
+            }
+        }.sorted { $0.path < $1.path }
     }
 
     public func device(_ path: ObjectPath) -> Device1? {
         properties(path, BlueZ.deviceInterface).map { Device1(path: path, properties: $0) }
+    }
+
+    /// The device at `path`, compact: for the transport's checks, which read a flag or two and need no
+    /// properties built.
+    func deviceObject(_ path: ObjectPath) -> DeviceObject? {
+        state.withLock { $0.devices[path] }
     }
 
     /// The characteristics below a device (any service), in path order.
@@ -341,10 +356,10 @@ public final class BlueZObjectCache: Sendable {
     /// Why operations on `device` can no longer succeed, if they can't.
     static func invalidation(of device: ObjectPath, requireConnected: Bool, in state: State) -> TransportError? {
         guard state.ready else { return TransportError(.serviceRestarted, "org.bluez left the bus") }
-        guard let properties = state.objects[device]?[BlueZ.deviceInterface] else {
+        guard let object = state.devices[device] else {
             return TransportError(.deviceVanished, "device \(device) disappeared")
         }
-        if requireConnected, properties.bool("Connected") == false {
+        if requireConnected, object.flag(.connected) == false {
             return TransportError(.notConnected, "Not connected: the link to \(device) dropped")
         }
         return nil

@@ -45,7 +45,7 @@ extension BlueZTransport {
     public func connectedPeripherals(among candidates: [Peripheral]) -> [Peripheral] {
         candidates.filter { peripheral in
             guard let path = try? BlueZ.devicePath(peripheral) else { return false }
-            return cache.device(path)?.connected == true
+            return cache.deviceObject(path)?.flag(.connected) == true
         }
     }
 

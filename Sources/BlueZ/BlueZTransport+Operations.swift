@@ -14,7 +14,7 @@ extension BlueZTransport {
         let deadline = time.now + options.timeout
         _ = try checkAdapter(peripheral.adapter)
         let path = try BlueZ.devicePath(peripheral)
-        if cache.device(path) == nil {
+        if cache.deviceObject(path) == nil {
             try await discover(path, of: peripheral, before: deadline)
         }
         do {
@@ -44,7 +44,7 @@ extension BlueZTransport {
         // bluetoothd sends Connected=true before the Connect reply, and signals are applied on the connection's
         // queue before the reply is handed over: if the signal came, the cache has it now. Quirk 2: sometimes
         // it never comes — then ask.
-        if cache.device(path)?.connected != true {
+        if cache.deviceObject(path)?.flag(.connected) != true {
             connectedQueries.withLock { $0 += 1 }
             let connected = try await call(
                 path, BlueZ.propertiesInterface, "Get", [.string(BlueZ.deviceInterface), .string("Connected")], expecting: "v",
@@ -57,13 +57,13 @@ extension BlueZTransport {
         }
 
         try await cache.wait(until: deadline, for: "ServicesResolved on \(address)") { tree in
-            guard let device = tree.properties(path, BlueZ.deviceInterface) else {
+            guard let device = tree.device(path) else {
                 return .failed(TransportError(.deviceVanished, "device \(address) disappeared while resolving services"))
             }
-            if device.bool("Connected") == false {
+            if device.flag(.connected) == false {
                 return .failed(TransportError(.notConnected, "\(address) disconnected while resolving services"))
             }
-            return device.bool("ServicesResolved") == true ? .satisfied : .waiting
+            return device.flag(.servicesResolved) == true ? .satisfied : .waiting
         }
         try await waitForCharacteristics(options.characteristics, path: path, address: address, deadline: deadline)
     }
@@ -105,7 +105,7 @@ extension BlueZTransport {
         try await discovery.acquire(adapter: peripheral.adapter, filter: DiscoveryFilter())
         do {
             try await cache.wait(until: deadline, for: "\(peripheral.address) to be discovered") { tree in
-                tree.properties(path, BlueZ.deviceInterface) != nil ? .satisfied : .waiting
+                tree.device(path) != nil ? .satisfied : .waiting
             }
         } catch let error as TransportError where error.code == .timeout {
             await discovery.release(adapter: peripheral.adapter)
@@ -151,11 +151,11 @@ extension BlueZTransport {
     /// The resolved characteristic with `uuid` on a connected device.
     func characteristicPath(_ uuid: BluetoothUUID, of peripheral: Peripheral) throws -> (device: ObjectPath, characteristic: ObjectPath) {
         let path = try BlueZ.devicePath(peripheral)
-        guard let device = cache.device(path) else {
+        guard let device = cache.deviceObject(path) else {
             throw TransportError(.deviceVanished, "device \(peripheral.address) is not known to BlueZ on \(peripheral.adapter)")
         }
         guard let characteristic = cache.characteristicPath(uuid, of: path) else {
-            if !device.connected { throw TransportError(.notConnected, "Not connected: \(peripheral.address)") }
+            if device.flag(.connected) != true { throw TransportError(.notConnected, "Not connected: \(peripheral.address)") }
             throw TransportError(.characteristicNotFound, "\(peripheral.address) has no characteristic \(uuid.shortDescription)")
         }
         return (path, characteristic)
@@ -202,7 +202,7 @@ extension BlueZTransport {
         if characteristic == Self.batteryLevel, let path = try? BlueZ.devicePath(peripheral),
             cache.characteristicPath(characteristic, of: path) == nil, let battery = cache.battery(path)
         {
-            guard cache.device(path)?.connected == true else {
+            guard cache.deviceObject(path)?.flag(.connected) == true else {
                 throw TransportError(.notConnected, "Not connected: \(peripheral.address)")
             }
             guard let percentage = battery.percentage else {
@@ -320,7 +320,7 @@ extension BlueZTransport {
         let deadline = started + timeout
         do {
             try await cache.wait(until: deadline, for: "\(peripheral.address) to read Connected=false") { tree in
-                tree.properties(path, BlueZ.deviceInterface)?.bool("Connected") == true ? .waiting : .satisfied
+                tree.device(path)?.flag(.connected) == true ? .waiting : .satisfied
             }
         } catch let error as TransportError where [.serviceUnavailable, .serviceRestarted].contains(error.code) {
             // bluetoothd left meanwhile: there is no link to wait for.
