@@ -28,7 +28,7 @@ extension PollEngine {
         }
         // A scratch of its own: the grid's report of a tick reads the device's scratch after its poll ends, and
         // a command's poll may start right then.
-        let commandScratch = PollScratch()
+        let commandScratch = PollScratch(spec: spec)
         commandScratch.adoptPresentations(of: deviceScratch)
         let interval = spec.interval ?? keepAlive.configuration.interval
         let budget = spec.budget ?? keepAlive.configuration.budget(forInterval: interval)

@@ -23,7 +23,13 @@ final class PollScratch: Sendable {
         var presentations: [BluetoothUUID: PresentationFormat?] = [:]
     }
 
+    /// The device this scratch is for.
+    let spec: PeripheralSpec
     fileprivate let state = Locked(State())
+
+    init(spec: PeripheralSpec) {
+        self.spec = spec
+    }
 
     func begin(tick: UInt64) {
         state.withLock { $0.current = Snapshot(tick: tick) }
