@@ -176,7 +176,7 @@ extension BlueZObjectCache {
             for (id, operation) in operations {
                 if let error = invalidation(of: device, requireConnected: operation.requireConnected, in: state) {
                     effects.invalidations.append((operation.fire, error))
-                    state.invalidators[device]?[id] = nil
+                    state.removeInvalidator(id, of: device)
                 }
             }
         }

@@ -52,6 +52,13 @@ extension BlueZObjectCache.State {
         removeWhole(path, interface)
     }
 
+    /// Forgets an operation's invalidator, and the device's entry with its last one (each of 10,000 devices
+    /// polled once kept an empty dictionary and its path here: 2.3 MiB).
+    mutating func removeInvalidator(_ id: UInt64, of device: ObjectPath) {
+        invalidators[device]?[id] = nil
+        if invalidators[device]?.isEmpty == true { invalidators[device] = nil }
+    }
+
     /// Forgets every GATT object below `device` (the device object itself is gone).
     mutating func removeGATT(of device: ObjectPath) {
         gatt[device] = nil

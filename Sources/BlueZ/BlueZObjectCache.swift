@@ -340,7 +340,7 @@ public final class BlueZObjectCache: Sendable {
             reason.withLock { $0 = $0 ?? early }
             task.cancel()
         }
-        defer { state.withLock { $0.invalidators[device]?[id] = nil } }
+        defer { state.withLock { $0.removeInvalidator(id, of: device) } }
         do {
             return try await withTaskCancellationHandler {
                 try await task.value
