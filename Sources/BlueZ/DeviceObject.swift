@@ -63,6 +63,11 @@ struct DeviceObject: Sendable, Equatable {
     private var advertisingFlags: UInt8?
     private var name: String?
     private var uuids: [BluetoothUUID]?
+    /// `ManufacturerData` (`a{qv}`, each value an `ay`) packed: per entry the company, the length, the bytes.
+    private var manufacturerData: [UInt8]?
+    /// `ServiceData` (`a{sv}`, each key a UUID in lower case, each value an `ay`) packed: per entry the UUID's 16
+    /// bytes, the length, the bytes.
+    private var serviceData: [UInt8]?
     /// The properties no typed field holds, as received.
     private(set) var others: [String: DBusValue] = [:]
 
@@ -137,6 +142,12 @@ struct DeviceObject: Sendable, Equatable {
         case "UUIDs":
             uuids = Self.parseUUIDs(value)
             return uuids != nil
+        case "ManufacturerData":
+            manufacturerData = Self.pack(value, keys: .company)
+            return manufacturerData != nil
+        case "ServiceData":
+            serviceData = Self.pack(value, keys: .uuid)
+            return serviceData != nil
         default:
             return false
         }
@@ -160,6 +171,8 @@ struct DeviceObject: Sendable, Equatable {
         case "AdvertisingFlags": advertisingFlags = nil
         case "Name": self.name = nil
         case "UUIDs": uuids = nil
+        case "ManufacturerData": manufacturerData = nil
+        case "ServiceData": serviceData = nil
         default: break
         }
         return true
@@ -189,6 +202,8 @@ struct DeviceObject: Sendable, Equatable {
         if let advertisingFlags { values["AdvertisingFlags"] = .bytes([advertisingFlags]) }
         if let name { values["Name"] = .string(name) }
         if let uuids { values["UUIDs"] = .array(element: "s", uuids.map { .string($0.description) }) }
+        if let manufacturerData { values["ManufacturerData"] = Self.unpack(manufacturerData, keys: .company) }
+        if let serviceData { values["ServiceData"] = Self.unpack(serviceData, keys: .uuid) }
         return BlueZProperties(values)
     }
 
@@ -223,6 +238,58 @@ struct DeviceObject: Sendable, Equatable {
             text.append(digit < 10 ? UInt8(ascii: "0") + digit : UInt8(ascii: "A") + digit - 10)
         }
         return String(decoding: text, as: UTF8.self)
+    }
+
+    /// The keys of a packed advertising-data dictionary.
+    private enum PackedKey {
+        /// `q`: a company identifier, 2 bytes.
+        case company
+        /// `s`: a UUID in BlueZ's lower-case form, 16 bytes.
+        case uuid
+    }
+
+    /// `a{qv}` or `a{sv}` whose every value is a variant holding an `ay`, packed into one array (two arrays and
+    /// a box per entry as received); nil for anything else, or a value of 64 KiB or more.
+    private static func pack(_ value: DBusValue, keys: PackedKey) -> [UInt8]? {
+        guard case .dictionary(let key, let valueSignature, let entries) = value, valueSignature.rawValue == "v",
+            key.rawValue == (keys == .company ? "q" : "s")
+        else { return nil }
+        var packed: [UInt8] = []
+        for entry in entries {
+            guard case .variant(.bytes(let bytes)) = entry.value, bytes.count <= Int(UInt16.max) else { return nil }
+            switch keys {
+            case .company:
+                guard let company = entry.key.uint16 else { return nil }
+                packed += [UInt8(truncatingIfNeeded: company >> 8), UInt8(truncatingIfNeeded: company)]
+            case .uuid:
+                guard let text = entry.key.string, let uuid = try? BluetoothUUID(text), uuid.description == text else { return nil }
+                packed += uuid.bytes
+            }
+            packed += [UInt8(truncatingIfNeeded: bytes.count >> 8), UInt8(truncatingIfNeeded: bytes.count)]
+            packed += bytes
+        }
+        return packed
+    }
+
+    private static func unpack(_ packed: [UInt8], keys: PackedKey) -> DBusValue {
+        var entries: [DBusDictionaryEntry] = []
+        var index = 0
+        while index < packed.count {
+            let key: DBusValue
+            switch keys {
+            case .company:
+                key = .uint16(UInt16(packed[index]) << 8 | UInt16(packed[index + 1]))
+                index += 2
+            case .uuid:
+                key = .string(BluetoothUUID(packing: Array(packed[index..<index + 16])).description)
+                index += 16
+            }
+            let count = Int(packed[index]) << 8 | Int(packed[index + 1])
+            index += 2
+            entries.append(DBusDictionaryEntry(key: key, value: .variant(.bytes(Array(packed[index..<index + count])))))
+            index += count
+        }
+        return .dictionary(key: keys == .company ? "q" : "s", value: "v", entries)
     }
 
     /// An `as` of UUIDs each in BlueZ's lower-case form; nil for anything else.

@@ -30,7 +30,9 @@ public struct BluetoothUUID: Hashable, Comparable, Sendable, CustomStringConvert
     private static let baseHigh: UInt64 = 0x0000_1000
     private static let baseLow: UInt64 = 0x8000_0080_5F9B_34FB
 
-    private init(packing bytes: [UInt8]) {
+    /// The UUID of 16 bytes, most significant first (``bytes`` read back).
+    package init(packing bytes: [UInt8]) {
+        precondition(bytes.count == 16, "a UUID is 16 bytes")
         var high: UInt64 = 0
         var low: UInt64 = 0
         for byte in bytes[0..<8] { high = high << 8 | UInt64(byte) }

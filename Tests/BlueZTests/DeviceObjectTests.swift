@@ -21,15 +21,19 @@ struct DeviceObjectTests {
         "UUIDs": .array(element: "s", [.string(battery), .string(custom)]), "Modalias": .string("usb:v1D6Bp0246d0537"),
         "Adapter": .objectPath("/org/bluez/hci0"),
         "ManufacturerData": .dictionary(key: "q", value: "v", [DBusDictionaryEntry(key: .uint16(0x0499), value: .variant(.bytes([5, 1])))]),
+        "ServiceData": .dictionary(key: "s", value: "v", [
+            DBusDictionaryEntry(key: .string(battery), value: .variant(.bytes([88]))),
+            DBusDictionaryEntry(key: .string(custom), value: .variant(.bytes([]))),
+        ]),
         "ServicesResolved": .boolean(true), "AdvertisingFlags": .bytes([0x06]), "WakeAllowed": .boolean(false),
     ]
 
     @Test func bluetoothdsDeviceIsKeptTypedAndReadsBackExactly() {
         let device = DeviceObject(at: Self.path, Self.bluetoothd)
         #expect(device.properties(at: Self.path) == BlueZProperties(Self.bluetoothd))
-        #expect(Set(device.others.keys) == ["Class", "Icon", "Modalias", "ManufacturerData"], "only what has no typed field")
+        #expect(Set(device.others.keys) == ["Class", "Icon", "Modalias"], "only what has no typed field")
         #expect(device.flag(.connected) == true && device.flag(.servicesResolved) == true && device.flag(.paired) == false)
-        #expect(MemoryLayout<DeviceObject>.stride <= 96)
+        #expect(MemoryLayout<DeviceObject>.stride <= 112)
 
         let unnamed = Self.bluetoothd.filter { $0.key != "Name" }.merging(["Alias": .string("C0-FF-EE-00-00-01")]) { $1 }
         let derived = DeviceObject(at: Self.path, unnamed)
@@ -45,6 +49,12 @@ struct DeviceObjectTests {
         ("UUIDs", .array(element: "s", [.string("180f")])), ("UUIDs", .array(element: "o", [])), ("AdvertisingFlags", .bytes([6, 1])),
         ("AdvertisingFlags", .bytes([])), ("Connected", .string("yes")), ("RSSI", .int32(-61)), ("Appearance", .int16(1)),
         ("Name", .int32(3)), ("Sets", .array(element: "o", [])),
+        ("ManufacturerData", .dictionary(key: "q", value: "v", [DBusDictionaryEntry(key: .uint16(1), value: .variant(.string("x")))])),
+        ("ManufacturerData", .dictionary(key: "q", value: "v", [DBusDictionaryEntry(key: .uint16(1), value: .bytes([1]))])),
+        ("ManufacturerData", .dictionary(key: "s", value: "v", [])), ("ManufacturerData", .bytes([1])),
+        ("ServiceData", .dictionary(key: "s", value: "v", [DBusDictionaryEntry(key: .string("180f"), value: .variant(.bytes([1])))])),
+        ("ServiceData", .dictionary(key: "s", value: "v", [DBusDictionaryEntry(key: .string(custom.uppercased()), value: .variant(.bytes([1])))])),
+        ("ServiceData", .dictionary(key: "s", value: "v", [DBusDictionaryEntry(key: .string(custom), value: .variant(.bytes(Array(repeating: 7, count: 70_000))))])),
     ])
     func aValueNoFieldGivesBackExactlyIsKeptAsReceived(name: String, value: DBusValue) {
         var properties = Self.bluetoothd
@@ -69,7 +79,17 @@ struct DeviceObjectTests {
             ("UUIDs", [.array(element: "s", [.string(Self.battery)]), .array(element: "s", [.string("180F")]), nil]),
             ("Adapter", [.objectPath("/org/bluez/hci0"), .objectPath("/org/bluez/hci9"), nil]),
             ("AdvertisingFlags", [.bytes([6]), .bytes([6, 0]), nil]),
-            ("ManufacturerData", [.dictionary(key: "q", value: "v", []), nil]),
+            ("ManufacturerData", [
+                .dictionary(key: "q", value: "v", []), nil, .string("x"),
+                .dictionary(key: "q", value: "v", [
+                    DBusDictionaryEntry(key: .uint16(0xFFFF), value: .variant(.bytes([1, 2, 3]))),
+                    DBusDictionaryEntry(key: .uint16(0x0001), value: .variant(.bytes([]))),
+                ]),
+            ]),
+            ("ServiceData", [
+                nil, .dictionary(key: "s", value: "v", [DBusDictionaryEntry(key: .string(Self.battery), value: .variant(.bytes([9])))]),
+                .dictionary(key: "s", value: "v", [DBusDictionaryEntry(key: .string("x"), value: .variant(.bytes([9])))]),
+            ]),
         ]
         var random = SplitMix64(seed: seed)
         var device = DeviceObject(at: Self.path, Self.bluetoothd)
