@@ -29,7 +29,10 @@ extension BlueZObjectCache.State {
     /// Files `interface` of `path` with `properties` as received (an InterfacesAdded, or the whole tree), replacing
     /// what was there.
     mutating func store(_ path: ObjectPath, _ interface: String, _ properties: [String: DBusValue]) {
-        if interface == BlueZ.deviceInterface { return devices[path] = DeviceObject(at: path, properties) }
+        if interface == BlueZ.deviceInterface {
+            devices[path] = DeviceObject(at: path, properties)
+            return
+        }
         // Only the interface the path's form names (a characteristic's path holds GattCharacteristic1): another
         // one there is kept whole, beside the compact object, which it must not replace.
         if let (device, key) = GattObject.Key.locate(path), GattObject.Kind(interface: interface) == key.kind {
@@ -45,7 +48,10 @@ extension BlueZObjectCache.State {
 
     /// Forgets `interface` of `path` (an InterfacesRemoved).
     mutating func remove(_ path: ObjectPath, _ interface: String) {
-        if interface == BlueZ.deviceInterface { return devices[path] = nil }
+        if interface == BlueZ.deviceInterface {
+            devices[path] = nil
+            return
+        }
         if let (device, key) = GattObject.Key.locate(path), GattObject.Kind(interface: interface) == key.kind {
             removeCompact(key, of: device)
         }
