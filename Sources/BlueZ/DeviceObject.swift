@@ -6,14 +6,15 @@ import KeepAlive
 ///
 /// At 10,000 devices the devices' property dictionaries were 13.5 MiB of dictionary storage and about 9 MiB of
 /// the values in it (a heap string per address, alias and UUID, an array per UUID list and advertising-flags
-/// byte): about 2.3 KB per device (Benchmarks/NOTES.md). In this form a device bluetoothd has seen is about
-/// 130 bytes and its UUID list.
+/// byte, two arrays and a box per advertising-data entry): about 2.3 KB per device (Benchmarks/NOTES.md). In
+/// this form a device is 88 bytes, and one array each for its UUIDs and its two kinds of advertising data.
 ///
 /// Every property fits, so a device is never kept another way: a property is in a typed field only when that
 /// field gives it back exactly (an address in BlueZ's upper-case form, UUIDs in lower case, an alias that is the
-/// name or the address with dashes, an adapter that is the path's); otherwise, or when the name is not one of
-/// these, it is in `others` as received (with its variant wrappers taken off, as `BlueZProperties` keeps it).
-/// `properties(at:)` gives back what `BlueZProperties` would hold for the same signals.
+/// name or the address with dashes, an adapter that is the path's, advertising data whose values are all byte
+/// arrays); otherwise, or when the name is not one of these, it is in `others` as received (with its variant
+/// wrappers taken off, as `BlueZProperties` keeps it). `properties(at:)` gives back what `BlueZProperties` would
+/// hold for the same signals.
 struct DeviceObject: Sendable, Equatable {
     /// The boolean properties, one bit each in `present` and `truth`.
     enum Flag: Int, CaseIterable, Sendable {
