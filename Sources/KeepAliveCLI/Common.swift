@@ -91,8 +91,8 @@ func ignoreBrokenPipes() {
 
 /// One malloc arena. Without a limit glibc keeps up to eight per core, and the daemon's RSS crept up by
 /// fragmentation over an hour's soak; two flattened it (Benchmarks/NOTES.md has the soak's figures), and one
-/// takes another 7–12 MiB off the peak at 10,000 devices, where the tree's objects are made on the connection's
-/// thread and the polls' on the executor's (97–103 MiB with two, 88–91 with one, same run to run). The
+/// takes another 7–14 MiB off the peak at 10,000 devices, where the tree's objects are made on the connection's
+/// thread and the polls' on the executor's (95–100 MiB with two, 86–89 with one, same run to run). The
 /// daemon's threads take most small blocks from their per-thread caches, so the one arena's lock is rarely
 /// contended. Called from the ELF constructor that installs the executors, before any other thread exists:
 /// a thread that allocated before the limit would keep an arena of its own.
