@@ -40,7 +40,7 @@ extension PollEngine {
         do {
             (result, windowID) = try await keepAlive.ledger.withBackgroundTask(name: name, budget: budget) { window in
                 let result = await withTaskExecutorPreference(transport.preferredExecutor) {
-                    await self.poll(spec, in: window, scratch: commandScratch)
+                    await self.poll(in: window, scratch: commandScratch)
                 }
                 return (result, window.id)
             }

@@ -115,7 +115,8 @@ final class PollScratch: Sendable {
 
 extension PollEngine {
     /// Turns the scheduler's report for one device's tick into its record and publishes it.
-    func record(_ report: TickReport, spec: PeripheralSpec, scratch: PollScratch) {
+    func record(_ report: TickReport, scratch: PollScratch) {
+        let spec = scratch.spec
         var record = PollRecord(
             device: spec.name,
             peripheral: spec.peripheral,

@@ -135,11 +135,11 @@ public final class PollEngine: Sendable {
                     // Each closure and the gate hold the device's scratch, which holds its spec: a spec captured
                     // by value was a copy in each of the three (4.8 MiB at 10,000 devices, Benchmarks/NOTES.md).
                     gate: SlotGate(engine: self, scratch: scratch),
-                    onReport: { [weak self] report in self?.record(report, spec: scratch.spec, scratch: scratch) },
+                    onReport: { [weak self] report in self?.record(report, scratch: scratch) },
                     handler: { [weak self] window in
                         guard let self else { return .failed(CancellationError()) }
                         return await withTaskExecutorPreference(self.transport.preferredExecutor) {
-                            await self.pollAdmitted(scratch.spec, in: window, scratch: scratch)
+                            await self.pollAdmitted(in: window, scratch: scratch)
                         }
                     }
                 )
@@ -175,23 +175,25 @@ public final class PollEngine: Sendable {
     // MARK: One device, one window
 
     /// A poll outside the grid (a command): the admission, a connection slot (waited for in this task), then
-    /// ``pollAdmitted(_:in:scratch:)``. Scheduled polls wait for their slot before their task exists
+    /// ``pollAdmitted(in:scratch:)``. Scheduled polls wait for their slot before their task exists
     /// (``SlotGate``); both take the slot before the device's gate, so neither can hold what the other waits for.
-    func poll(_ spec: PeripheralSpec, in window: PollWindow, scratch: PollScratch) async -> PollResult {
+    /// The device is the scratch's.
+    func poll(in window: PollWindow, scratch: PollScratch) async -> PollResult {
         scratch.begin(tick: window.tick)
-        guard let admitted = admit(spec, scratch: scratch) else { return .noData }
+        guard let admitted = admit(scratch) else { return .noData }
         let adapter = admitted.peripheral.adapter
         do {
-            try await limiter.acquire(adapter: adapter, key: spec.name)
+            try await limiter.acquire(adapter: adapter, key: admitted.name)
         } catch {
             return Self.slotWaitEnded(adapter: adapter, scratch: scratch)
         }
-        return await pollAdmitted(spec, in: window, scratch: scratch)
+        return await pollAdmitted(in: window, scratch: scratch)
     }
 
     /// Asks the admission about this poll: the spec to poll (on the holder's adapter for a shared device), or
     /// `nil` when another gateway holds the device.
-    private func admit(_ spec: PeripheralSpec, scratch: PollScratch) -> PeripheralSpec? {
+    private func admit(_ scratch: PollScratch) -> PeripheralSpec? {
+        let spec = scratch.spec
         guard let admission else { return spec }
         switch admission.admit(spec.name) {
         case .decline:
@@ -208,16 +210,14 @@ public final class PollEngine: Sendable {
     /// A scheduled poll's way in, before its task exists: the admission, then a place in the adapter's queue.
     /// `start` runs the poll's task once the slot is its own (at once if one is free); a declined poll starts at
     /// once and writes no record.
-    func requestSlot(
-        _ spec: PeripheralSpec, in window: PollWindow, scratch: PollScratch, start: @escaping @Sendable () -> Void
-    ) -> LaunchRequest {
+    func requestSlot(in window: PollWindow, scratch: PollScratch, start: @escaping @Sendable () -> Void) -> LaunchRequest {
         scratch.begin(tick: window.tick)
-        guard let admitted = admit(spec, scratch: scratch) else {
+        guard let admitted = admit(scratch) else {
             start()
             return .started
         }
         let adapter = admitted.peripheral.adapter
-        guard let ticket = limiter.request(adapter: adapter, key: spec.name, granted: start) else {
+        guard let ticket = limiter.request(adapter: adapter, key: admitted.name, granted: start) else {
             start()
             return .started
         }
@@ -235,10 +235,10 @@ public final class PollEngine: Sendable {
 
     /// The poll once admitted and holding its connection slot, which it gives back at the end: the device's
     /// gate (one poll of a device at a time), the previous poll's disconnect, then the attempts.
-    func pollAdmitted(_ spec: PeripheralSpec, in window: PollWindow, scratch: PollScratch) async -> PollResult {
+    func pollAdmitted(in window: PollWindow, scratch: PollScratch) async -> PollResult {
         let admission = scratch.admission
         if admission.declined { return .noData }
-        var spec = spec
+        var spec = scratch.spec
         if let holder = admission.holder { spec.peripheral.adapter = holder.adapter }
         defer { releaseSlot(adapter: spec.peripheral.adapter, device: spec.name) }
         do {
@@ -479,7 +479,7 @@ public final class PollEngine: Sendable {
     }
 }
 
-/// A scheduled poll's ``LaunchGate``: ``PollEngine/requestSlot(_:in:scratch:start:)``.
+/// A scheduled poll's ``LaunchGate``: ``PollEngine/requestSlot(in:scratch:start:)``.
 struct SlotGate: LaunchGate {
     weak let engine: PollEngine?
     let scratch: PollScratch
@@ -491,6 +491,6 @@ struct SlotGate: LaunchGate {
             start()
             return .started
         }
-        return engine.requestSlot(scratch.spec, in: window, scratch: scratch, start: start)
+        return engine.requestSlot(in: window, scratch: scratch, start: start)
     }
 }
