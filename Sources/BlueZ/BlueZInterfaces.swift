@@ -28,6 +28,13 @@ public enum BlueZ {
         }
     }
 
+    /// The UUID `text` names when it is in BlueZ's form (128 bits, lower case, 8-4-4-4-12): the form the cache
+    /// keeps UUIDs in compactly, as only it reads back as the same string.
+    static func uuid(inBlueZForm text: String) -> BluetoothUUID? {
+        guard let uuid = try? BluetoothUUID(text), uuid.description == text else { return nil }
+        return uuid
+    }
+
     /// `/org/bluez/hci0`.
     public static func adapterPath(_ adapter: String) throws -> ObjectPath {
         try ObjectPath("/org/bluez/" + adapter)

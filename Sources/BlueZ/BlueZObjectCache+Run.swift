@@ -61,7 +61,9 @@ extension BlueZObjectCache {
             }
             return
         }
-        let objects = fetched.objects.count + fetched.devices.count + fetched.gatt.values.reduce(0) { $0 + $1.count }
+        // A device's path is in `objects` too when it has another interface (Battery1): counted once.
+        let objects = fetched.objects.count + fetched.devices.keys.count { fetched.objects[$0] == nil }
+            + fetched.gatt.values.reduce(0) { $0 + $1.count }
         let (effects, readyWaiters) = state.withLock { state in
             var effects = Effects()
             state.objects = fetched.objects

@@ -101,7 +101,10 @@ struct DeviceObject: Sendable, Equatable {
     /// Puts `value` in the typed field for `name`; false when there is none that gives it back exactly.
     private mutating func keep(_ name: String, _ value: DBusValue, at path: ObjectPath) -> Bool {
         if let flag = Flag(name: name) {
-            guard let boolean = value.boolean else { return clear(name) && false }
+            guard let boolean = value.boolean else {
+                clear(name)
+                return false
+            }
             let bit: UInt8 = 1 << UInt8(flag.rawValue)
             present |= bit
             truth = boolean ? truth | bit : truth & ~bit
@@ -263,7 +266,7 @@ struct DeviceObject: Sendable, Equatable {
                 guard let company = entry.key.uint16 else { return nil }
                 packed += [UInt8(truncatingIfNeeded: company >> 8), UInt8(truncatingIfNeeded: company)]
             case .uuid:
-                guard let text = entry.key.string, let uuid = try? BluetoothUUID(text), uuid.description == text else { return nil }
+                guard let uuid = entry.key.string.flatMap(BlueZ.uuid(inBlueZForm:)) else { return nil }
                 packed += uuid.bytes
             }
             packed += [UInt8(truncatingIfNeeded: bytes.count >> 8), UInt8(truncatingIfNeeded: bytes.count)]
@@ -299,7 +302,7 @@ struct DeviceObject: Sendable, Equatable {
         var uuids: [BluetoothUUID] = []
         uuids.reserveCapacity(items.count)
         for item in items {
-            guard let text = item.string, let uuid = try? BluetoothUUID(text), uuid.description == text else { return nil }
+            guard let uuid = item.string.flatMap(BlueZ.uuid(inBlueZForm:)) else { return nil }
             uuids.append(uuid)
         }
         return uuids

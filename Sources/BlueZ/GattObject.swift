@@ -139,9 +139,8 @@ struct GattObject: Sendable, Equatable {
     /// when this form cannot keep them exactly.
     init?(key: Key, device: ObjectPath, interface: String, properties: [String: DBusValue]) {
         guard Kind(interface: interface) == key.kind,
-            let uuid = properties["UUID"]?.unwrappingVariants.string.flatMap({ try? BluetoothUUID($0) }),
             // BlueZ writes UUIDs in lower case: one in another form would not read back the same.
-            properties["UUID"]?.unwrappingVariants.string == uuid.description
+            let uuid = properties["UUID"]?.unwrappingVariants.string.flatMap(BlueZ.uuid(inBlueZForm:))
         else { return nil }
         self.key = key
         self.uuid = uuid
