@@ -126,11 +126,11 @@ public final class BlueZTransport: PeripheralTransport, Service {
 
     /// The named adapter, checked: present, powered, not rfkill-blocked.
     public func checkAdapter(_ name: String) throws -> Adapter1 {
-        guard cache.isReady else {
+        guard let reading = cache.adapterReading(named: name) else {
             throw TransportError(.serviceUnavailable, "org.bluez is not on the bus (is bluetoothd running?)")
         }
-        guard let adapter = cache.adapter(named: name) else {
-            let known = cache.adapters().map(\.name).joined(separator: ", ")
+        guard let adapter = reading.adapter else {
+            let known = reading.names.joined(separator: ", ")
             throw TransportError(.adapterNotFound, "adapter \(name) not found (adapters: \(known.isEmpty ? "none" : known))")
         }
         if adapter.powerState == "off-blocked" {
