@@ -236,11 +236,26 @@ class Context:
 RELEASE_FLAGS = ["--static-swift-stdlib", "-Xswiftc", "-use-ld=lld", "-Xlinker", "-z", "-Xlinker", "pack-relative-relocs",
                  "-Xswiftc", "-Xfrontend", "-Xswiftc", "-function-sections",
                  "-Xlinker", f"--symbol-ordering-file={os.path.join(ROOT, 'Benchmarks', 'keepalive.order')}",
-                 "-Xlinker", "--no-warn-symbol-ordering"]
+                 "-Xlinker", "--no-warn-symbol-ordering",
+                 "-Xlinker", f"--script={os.path.join(ROOT, 'Benchmarks', 'keepalive.ld')}",
+                 "-Xlinker", "--no-export-dynamic"]
+
+
+def stale_objects(scratch):
+    """True when `scratch` holds release objects compiled without -function-sections. SwiftPM does not recompile
+    when only -Xswiftc flags change, so a scratch directory from before the flag would link the old layout."""
+    probe = os.path.join(scratch, "release", "KeepAlive.build", "PollEngine.swift.o")
+    if not os.path.exists(probe):
+        return False
+    sections = subprocess.run(["readelf", "-SW", probe], stdout=subprocess.PIPE, text=True).stdout
+    return ".text..L" not in sections  # the sections of its private functions (closures' context destructors)
 
 
 def build(ctx):
     products = ["keepalive", "bluez-sim", "KeepAliveBenchmarks", "BlueZBenchmark", "DBusBenchmark", "MQTTBenchmark"]
+    if stale_objects(ctx.scratch):
+        log(f"{ctx.scratch}: objects compiled without -function-sections; building afresh")
+        shutil.rmtree(os.path.realpath(os.path.join(ctx.scratch, "release")))
     for product in products:
         log(f"building {product} (release, {ctx.scratch})")
         # One product per build (swift build takes only the last --product).
@@ -657,7 +672,7 @@ def section_idle(ctx):
         raise SectionFailed("no quiet period measured")
     # The gates (issue #14): `make bench-quick`, and so CI, fails when the daemon wakes between ticks, or when
     # its peak RSS regresses. The issue's 12 MiB is out of reach (Benchmarks/NOTES.md, "RSS"); the gate is the
-    # measured 22–23 MiB plus a margin, below the 4.5 MiB that Foundation linked back in would add.
+    # measured 16–17 MiB plus a margin, below the 4.5 MiB that Foundation linked back in would add.
     hwm = rss.get("VmHWM", 0) / 1024
     if hwm > RSS_GATE_MIB:
         raise SectionFailed(f"peak RSS {hwm:.1f} MiB at {devices} devices, above the regression gate of "

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Writes Benchmarks/keepalive.order: the functions `keepalive run` executes, for lld's --symbol-ordering-file.
+"""Writes Benchmarks/keepalive.order and keepalive.ld: where the release build puts the functions `keepalive run`
+executes (lld's --symbol-ordering-file, and a linker script for the functions that have no symbol).
 
     Benchmarks/symbol_order.py [--skip-build] [--check]
 
@@ -14,7 +15,11 @@ How: the release `keepalive` (built as `make install` builds it, into .build-ben
 against `bluez-sim` in two configurations, each start-up, four ticks and shutdown: 100 devices reading a
 characteristic (the benchmarks' configuration), then 20 devices whose reads are decoded into fields and
 delivered over MQTT to a private mosquitto (the bridge, its spool and discovery). Every function callgrind saw
-run in the `keepalive` binary is listed once, in the order first listed. A function the profile missed
+run in the `keepalive` binary is listed once, in the order first listed: by name in keepalive.order, and, for
+the ones Swift emits without a symbol (private closures' context destructors, some value witnesses: their
+sections are named `.text..L…`, one per object file, so no name can order them), by object file and section in
+keepalive.ld, which puts them first in `.text` (found through the map of a link made for the profile: the same
+flags plus `-Map`, a relink only; the other functions follow, keepalive.order's first). A function the profile missed
 (an error path, a command other than `run`) is laid out after the listed ones, as before: the order makes the
 common case compact and costs nothing when it is stale, except the resident memory it would have saved; `make
 bench-quick`'s gate on resident memory at 100 devices notices that. Regenerate after large changes to the
@@ -24,6 +29,8 @@ valgrind 3.19 needs the same workarounds here as in callgrind_poll.py (debug inf
 binary, libdispatch's `sigsuspend` shimmed).
 """
 import argparse
+import bisect
+import collections
 import os
 import re
 import shutil
@@ -37,12 +44,16 @@ import callgrind_poll  # noqa: E402  (SHIM: valgrind's workaround)
 import run  # noqa: E402  (the benchmark driver: build, simulator, broker, configurations)
 
 ORDER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "keepalive.order")
+SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "keepalive.ld")
 
 
-def executed_functions(profile, binary):
-    """The functions of `binary` a callgrind output file has costs for, in the order first listed there."""
+def executed_addresses(profile, binary):
+    """Every instruction address of `binary` a callgrind output file (--dump-instr=yes --dump-line=no) has a
+    cost for, in the order first listed there; and, for each named function, the lowest of its addresses (to
+    find where valgrind loaded the binary)."""
     objects, functions = {}, {}
-    current, seen, result = None, set(), []
+    current_object = current_function = None
+    address, seen, result, lowest = 0, set(), [], {}
 
     def name(table, spec):
         # callgrind's name compression: "(id) name" defines an id, "(id)" refers to one.
@@ -55,23 +66,75 @@ def executed_functions(profile, binary):
 
     with open(profile) as f:
         for line in f:
-            line = line.rstrip("\n")
-            if line.startswith("ob="):
-                current = name(objects, line[3:])
-            elif line.startswith("cob="):
-                name(objects, line[4:])
-            elif line.startswith("cfn="):
-                name(functions, line[4:])
+            head = line[:1]
+            if head in "0123456789+-*":
+                # A cost line: its first number is the instruction's address, absolute or relative to the last.
+                position = line.split(None, 1)[0]
+                if position[0] == "+":
+                    address += int(position[1:], 0)
+                elif position[0] == "-":
+                    address -= int(position[1:], 0)
+                elif position != "*":
+                    address = int(position, 0)
+                # "???": code valgrind does not attribute to an object, which includes the binary's code outside
+                # its `.text` (keepalive.ld's section); placement() keeps only addresses inside the link map.
+                if current_object == binary or current_object == "???":
+                    if address not in seen:
+                        seen.add(address)
+                        result.append(address)
+                    if current_object == binary and current_function and not current_function.startswith("0x"):
+                        lowest[current_function] = min(lowest.get(current_function, address), address)
+            elif line.startswith("ob="):
+                current_object = name(objects, line[3:].rstrip("\n"))
             elif line.startswith("fn="):
-                function = name(functions, line[3:])
-                if current != binary or not function:
-                    continue
-                function = re.sub(r"'\d+$", "", function)  # callgrind's mark for a recursion level
-                if function.startswith("0x") or function in seen:
-                    continue  # no symbol: nothing to order
-                seen.add(function)
-                result.append(function)
-    return result
+                current_function = re.sub(r"'\d+$", "", name(functions, line[3:].rstrip("\n")) or "")
+            elif line.startswith("cob="):
+                name(objects, line[4:].rstrip("\n"))
+            elif line.startswith("cfn="):
+                name(functions, line[4:].rstrip("\n"))
+    return result, lowest
+
+
+def text_sections(link_map):
+    """lld's -Map → [(address, size, object file, section, its first symbol or None)] of the input sections of
+    executable code, by address."""
+    sections = []
+    section = re.compile(r"\s*([0-9a-f]+)\s+[0-9a-f]+\s+([0-9a-f]+)\s+\d+\s+(\S.*):\((\.text[^)]*)\)$")
+    symbol = re.compile(r"\s*[0-9a-f]+\s+[0-9a-f]+\s+[0-9a-f]+\s+\d+\s+(\S+)$")
+    with open(link_map) as f:
+        for line in f:
+            line = line.rstrip("\n")
+            match = section.match(line)
+            if match:
+                sections.append([int(match.group(1), 16), int(match.group(2), 16), match.group(3), match.group(4), None])
+                continue
+            match = symbol.match(line) if sections and sections[-1][4] is None and ":(" not in line else None
+            if match and not match.group(1).startswith("."):  # not the next output section's line
+                sections[-1][4] = match.group(1)
+    sections.sort()
+    return sections
+
+
+def placement(addresses, sections):
+    """The executed sections, in the order of `addresses`: their symbols for keepalive.order, and linker-script
+    patterns for the sections of functions without a symbol. A section of many functions (an archive member's or
+    a C object's whole `.text`: the standard library, the runtime) moves whole, by one of its symbols."""
+    starts = [section[0] for section in sections]
+    names, patterns, seen = [], [], set()
+    for address in addresses:
+        index = bisect.bisect_right(starts, address) - 1
+        if index < 0 or index in seen:
+            continue
+        start, size, source, section, first_symbol = sections[index]
+        if not start <= address < start + size:
+            continue
+        seen.add(index)
+        if first_symbol:
+            names.append(first_symbol)
+        elif section != ".text" and not source.endswith(")"):
+            # The object's path below the scratch directory's configuration folder: <Module>.build/<File>.o.
+            patterns.append("*/" + "/".join(source.split("/")[-2:]) + f"({section})")
+    return names, patterns
 
 
 def defined_functions(binary):
@@ -100,6 +163,10 @@ def main():
         print(f"{kept} of the {len(listed)} functions in {ORDER} are in {binary} ({kept / max(len(listed), 1):.0%})")
         return
     work = tempfile.mkdtemp(prefix="keepalive-order-")
+    # The same link with a map (a relink: only linker flags differ), to find the sections of unnamed functions.
+    link_map = os.path.join(work, "keepalive.map")
+    subprocess.run([ctx.swift, "build", "-c", "release", "--scratch-path", ctx.scratch, "--product", "keepalive"]
+                   + run.RELEASE_FLAGS + ["-Xlinker", f"-Map={link_map}", "-Xlinker", "--no-demangle"], check=True, stdout=subprocess.DEVNULL)
     daemon = os.path.join(work, "keepalive")
     shutil.copy(binary, daemon)
     subprocess.run(["objcopy", "--strip-debug", daemon], check=True)
@@ -107,7 +174,8 @@ def main():
         f.write(callgrind_poll.SHIM)
     shim = os.path.join(work, "shim.so")
     subprocess.run(["gcc", "-shared", "-fPIC", "-O2", "-o", shim, os.path.join(work, "shim.c")], check=True)
-    order = []
+    sections = text_sections(link_map)
+    profiled = []
     with run.Simulator(ctx, 100, 0.01) as sim, run.Mosquitto(ctx) as broker:
         env = dict(sim.env(), LD_PRELOAD=shim)
         plain = run.write_config(ctx, "order-plain.yaml", 100, 2.0, budget=1.8)
@@ -119,21 +187,39 @@ def main():
             for n in range(1, 21):
                 f.write(f'  - {{name: d{n}, address: "{run.address(n)}", read: [{{uuid: {run.COUNTER}, '
                         f'fields: [{{name: counter, at: 0, format: uint32le}}]}}]}}\n')
-        for label, config in (("plain", plain), ("mqtt", bridged)):
+        for label, config, devices in (("plain", plain, 100), ("mqtt", bridged, 20)):
             profile = os.path.join(work, f"{label}.out")
+            output = os.path.join(work, f"{label}.jsonl")
             run.log(f"callgrind: keepalive run, {label} configuration, 4 ticks")
-            result = subprocess.run(["valgrind", "--tool=callgrind", "--demangle=no", f"--callgrind-out-file={profile}",
-                                     daemon, "run", "--config", config, "--bus", sim.address, "--output", os.devnull,
+            result = subprocess.run(["valgrind", "--tool=callgrind", "--demangle=no", "--dump-instr=yes", "--dump-line=no",
+                                     f"--callgrind-out-file={profile}",
+                                     daemon, "run", "--config", config, "--bus", sim.address, "--output", output,
                                      "--ticks", "4"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                     text=True)
             if result.returncode != 0 or not os.path.exists(profile):
                 raise SystemExit(f"callgrind failed ({label}): {result.stderr.splitlines()[-5:]}")
-            known = set(order)
-            order += [name for name in executed_functions(profile, daemon) if name not in known]
+            addresses, lowest = executed_addresses(profile, daemon)
+            records = open(output).read().count("\n") if os.path.exists(output) else 0
+            if records < 4 * devices:
+                raise SystemExit(f"{label}: {records} records in 4 ticks of {devices} devices: the profile is not the daemon's")
+            # valgrind loads the binary at an address of its own: the offset most named functions agree on.
+            symbols = {section[4]: section[0] for section in sections if section[4]}
+            offsets = collections.Counter(low - symbols[name] for name, low in lowest.items() if name in symbols)
+            if not offsets:
+                raise SystemExit(f"{label}: no function of the profile is in the link map")
+            offset = offsets.most_common(1)[0][0]
+            profiled += [address - offset for address in addresses]
+    named, unnamed = placement(profiled, sections)
     shutil.rmtree(work, ignore_errors=True)
     with open(ORDER, "w") as f:
-        f.write("".join(f"{name}\n" for name in order))
-    print(f"{len(order)} functions written to {ORDER}")
+        f.write("".join(f"{name}\n" for name in named))
+    with open(SCRIPT, "w") as f:
+        f.write("/* Written by Benchmarks/symbol_order.py: the functions `keepalive run` executes that have no symbol (so\n"
+                "   keepalive.order cannot name them), together, first in .text. Used by the release build (Makefile). */\n"
+                "SECTIONS {\n  .text : {\n")
+        f.write("".join(f"    {pattern}\n" for pattern in unnamed))
+        f.write("  }\n} INSERT BEFORE .init;\n")
+    print(f"{len(named)} functions written to {ORDER}, {len(unnamed)} sections of unnamed ones to {SCRIPT}")
 
 
 if __name__ == "__main__":
