@@ -128,21 +128,21 @@ public final class BlueZObjectCache: Sendable {
         return Adapter1(path: path, properties: properties)
     }
 
-    /// The named adapter and every adapter's name, read at one instant; `nil` while the tree is not there
-    /// (org.bluez is not on the bus, or has just left it). One reading, so that a check never sees the tree
-    /// ready and then, a moment later, emptied by bluetoothd leaving the bus (which would read as "no such
-    /// adapter").
+    /// The named adapter or, when it is missing, every adapter's name, read at one instant; `nil` while the tree
+    /// is not there (org.bluez is not on the bus, or has just left it). One reading, so that a check never sees
+    /// the tree ready and then, a moment later, emptied by bluetoothd leaving the bus (which would read as "no
+    /// such adapter"). Every poll checks its adapter: the found case is one lookup, and the names are gathered
+    /// only for the message of a missing adapter.
     func adapterReading(named name: String) -> (adapter: Adapter1?, names: [String])? {
         let path = try? BlueZ.adapterPath(name)
         let reading: (BlueZProperties?, [(ObjectPath, BlueZProperties)])? = state.withLock { state in
             guard state.ready else { return nil }
-            let adapters = state.objects.compactMap { path, interfaces in interfaces[BlueZ.adapterInterface].map { (path, $0) } }
-            return (path.flatMap { state.objects[$0]?[BlueZ.adapterInterface] }, adapters)
+            if let path, let properties = state.objects[path]?[BlueZ.adapterInterface] { return (properties, []) }
+            return (nil, state.objects.compactMap { path, interfaces in interfaces[BlueZ.adapterInterface].map { (path, $0) } })
         }
         guard let (properties, adapters) = reading else { return nil }
-        var adapter: Adapter1?
-        if let path, let properties { adapter = Adapter1(path: path, properties: properties) }
-        return (adapter, adapters.sorted { $0.0 < $1.0 }.map { Adapter1(path: $0.0, properties: $0.1).name })
+        if let path, let properties { return (Adapter1(path: path, properties: properties), []) }
+        return (nil, adapters.sorted { $0.0 < $1.0 }.map { Adapter1(path: $0.0, properties: $0.1).name })
     }
 
     public func devices(on adapter: String? = nil) -> [Device1] {
