@@ -14,12 +14,14 @@ resident (Benchmarks/NOTES.md, "RSS").
 How: the release `keepalive` (built as `make install` builds it, into .build-bench) runs under callgrind
 against `bluez-sim` in two configurations, each start-up, four ticks and shutdown: 100 devices reading a
 characteristic (the benchmarks' configuration), then 20 devices whose reads are decoded into fields and
-delivered over MQTT to a private mosquitto (the bridge, its spool and discovery). Every function callgrind saw
-run in the `keepalive` binary is listed once, in the order first listed: by name in keepalive.order, and, for
-the ones Swift emits without a symbol (private closures' context destructors, some value witnesses: their
-sections are named `.text..L…`, one per object file, so no name can order them), by object file and section in
-keepalive.ld, which puts them first in `.text` (found through the map of a link made for the profile: the same
-flags plus `-Map`, a relink only; the other functions follow, keepalive.order's first). A function the profile missed
+delivered over MQTT to a private mosquitto (the bridge, its spool and discovery). callgrind records every
+instruction executed (`--dump-instr=yes`); the map of a link made for the profile (the same flags plus `-Map`, a
+relink only) says which input section holds each. Every executed section is listed once, in the order first
+seen: by its symbol in keepalive.order, or, for the functions Swift emits without a symbol (private closures'
+context destructors, some value witnesses: sections named `.text..L…`, one per object file, so no name can order
+them), by object file and section in keepalive.ld, which puts them first in `.text`; keepalive.order's follow.
+The standard library's and the runtime's archives hold one `.text` per object file: such a section moves whole.
+A function the profile missed
 (an error path, a command other than `run`) is laid out after the listed ones, as before: the order makes the
 common case compact and costs nothing when it is stale, except the resident memory it would have saved; `make
 bench-quick`'s gate on resident memory at 100 devices notices that. Regenerate after large changes to the
