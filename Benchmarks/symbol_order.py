@@ -21,10 +21,9 @@ seen: by its symbol in keepalive.order, or, for the functions Swift emits withou
 context destructors, some value witnesses: sections named `.text..L…`, one per object file, so no name can order
 them), by object file and section in keepalive.ld, which puts them first in `.text`; keepalive.order's follow.
 The standard library's and the runtime's archives hold one `.text` per object file: such a section moves whole.
-A function the profile missed
-(an error path, a command other than `run`) is laid out after the listed ones, as before: the order makes the
-common case compact and costs nothing when it is stale, except the resident memory it would have saved; `make
-bench-quick`'s gate on resident memory at 100 devices notices that. Regenerate after large changes to the
+A function the profile missed (an error path, a command other than `run`) is laid out after the listed ones, as
+before: the order makes the common case compact and costs nothing when it is stale, except the resident memory
+it would have saved; `make bench-quick`'s gate on resident memory at 100 devices notices that. Regenerate after large changes to the
 daemon; `--check` prints how many of the listed functions the current build still has.
 
 valgrind 3.19 needs the same workarounds here as in callgrind_poll.py (debug info stripped from a copy of the
