@@ -15,6 +15,12 @@ extension BlueZObjectCache.State {
         return (device, object)
     }
 
+    /// Every adapter, in path order.
+    func adapters() -> [Adapter1] {
+        objects.compactMap { path, interfaces in interfaces[BlueZ.adapterInterface].map { Adapter1(path: path, properties: $0) } }
+            .sorted { $0.path < $1.path }
+    }
+
     func properties(_ path: ObjectPath, _ interface: String) -> BlueZProperties? {
         if interface == BlueZ.deviceInterface { return devices[path]?.properties(at: path) }
         if let properties = objects[path]?[interface] { return properties }

@@ -120,7 +120,7 @@ public final class BlueZObjectCache: Sendable {
     }
 
     public func adapters() -> [Adapter1] {
-        objects(implementing: BlueZ.adapterInterface).map { Adapter1(path: $0.0, properties: $0.1) }
+        state.withLock { $0.adapters() }
     }
 
     public func adapter(named name: String) -> Adapter1? {
@@ -135,14 +135,13 @@ public final class BlueZObjectCache: Sendable {
     /// only for the message of a missing adapter.
     func adapterReading(named name: String) -> (adapter: Adapter1?, names: [String])? {
         let path = try? BlueZ.adapterPath(name)
-        let reading: (BlueZProperties?, [(ObjectPath, BlueZProperties)])? = state.withLock { state in
+        return state.withLock { state in
             guard state.ready else { return nil }
-            if let path, let properties = state.objects[path]?[BlueZ.adapterInterface] { return (properties, []) }
-            return (nil, state.objects.compactMap { path, interfaces in interfaces[BlueZ.adapterInterface].map { (path, $0) } })
+            if let path, let properties = state.objects[path]?[BlueZ.adapterInterface] {
+                return (Adapter1(path: path, properties: properties), [])
+            }
+            return (nil, state.adapters().map(\.name))
         }
-        guard let (properties, adapters) = reading else { return nil }
-        if let path, let properties { return (Adapter1(path: path, properties: properties), []) }
-        return (nil, adapters.sorted { $0.0 < $1.0 }.map { Adapter1(path: $0.0, properties: $0.1).name })
     }
 
     public func devices(on adapter: String? = nil) -> [Device1] {
@@ -235,12 +234,6 @@ public final class BlueZObjectCache: Sendable {
 
     public func battery(_ device: ObjectPath) -> Battery1? {
         properties(device, BlueZ.batteryInterface).map { Battery1(path: device, properties: $0) }
-    }
-
-    private func objects(implementing interface: String) -> [(ObjectPath, BlueZProperties)] {
-        state.withLock { state in
-            state.objects.compactMap { path, interfaces in interfaces[interface].map { (path, $0) } }
-        }.sorted { $0.0 < $1.0 }
     }
 
     // MARK: Waiting on the tree
