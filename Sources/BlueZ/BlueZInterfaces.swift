@@ -55,13 +55,30 @@ public enum BlueZ {
     }
 
     /// `/org/bluez/hci0/dev_AA_BB_CC_DD_EE_FF` — BlueZ's path for a device, derived from its address.
+    ///
+    /// Called three times per poll: one pass over the address's UTF-8 (splitting it and testing `Character`s for hex
+    /// digits cost 22,000 instructions a call, 7 % of a poll).
     public static func devicePath(_ peripheral: Peripheral) throws -> ObjectPath {
-        let address = peripheral.address.uppercased()
-        let octets = address.split(separator: ":", omittingEmptySubsequences: false)
-        guard octets.count == 6, octets.allSatisfy({ $0.count == 2 && $0.allSatisfy(\.isHexDigit) }) else {
-            throw TransportError(.invalidArguments, "\"\(peripheral.address)\" is not a Bluetooth address (AA:BB:CC:DD:EE:FF)")
+        var octets: [UInt8] = []
+        octets.reserveCapacity(17)
+        for (offset, byte) in peripheral.address.utf8.enumerated() {
+            if offset % 3 == 2 {
+                guard byte == UInt8(ascii: ":") else { try notAnAddress(peripheral) }
+                octets.append(UInt8(ascii: "_"))
+                continue
+            }
+            switch byte {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "A")...UInt8(ascii: "F"): octets.append(byte)
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): octets.append(byte - UInt8(ascii: "a") + UInt8(ascii: "A"))
+            default: try notAnAddress(peripheral)
+            }
         }
-        return try ObjectPath("/org/bluez/\(peripheral.adapter)/dev_" + octets.joined(separator: "_"))
+        guard octets.count == 17 else { try notAnAddress(peripheral) }
+        return try ObjectPath("/org/bluez/" + peripheral.adapter + "/dev_" + String(decoding: octets, as: UTF8.self))
+    }
+
+    private static func notAnAddress(_ peripheral: Peripheral) throws -> Never {
+        throw TransportError(.invalidArguments, "\"\(peripheral.address)\" is not a Bluetooth address (AA:BB:CC:DD:EE:FF)")
     }
 }
 

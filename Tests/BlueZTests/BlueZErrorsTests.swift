@@ -71,4 +71,27 @@ struct BlueZPathTests {
     func aGATTObjectBelongsToTheDeviceAboveIt(path: String, device: String?) throws {
         #expect(BlueZ.deviceOwning(try ObjectPath(path))?.rawValue == device)
     }
+
+    @Test("a device's path comes from its address, in upper case", arguments: [
+        ("C0:FF:EE:00:00:01", "hci0", "/org/bluez/hci0/dev_C0_FF_EE_00_00_01"),
+        ("c0:ff:ee:0a:bc:d1", "hci1", "/org/bluez/hci1/dev_C0_FF_EE_0A_BC_D1"),
+    ])
+    func aDevicePathComesFromTheAddress(address: String, adapter: String, path: String) throws {
+        #expect(try BlueZ.devicePath(Peripheral(address: address, adapter: adapter)).rawValue == path)
+        // `address` is a public var: one set in lower case after init gives the same path.
+        var peripheral = Peripheral(address: "00:00:00:00:00:00", adapter: adapter)
+        peripheral.address = address.lowercased()
+        #expect(try BlueZ.devicePath(peripheral).rawValue == path)
+    }
+
+    @Test("anything but six pairs of hex digits is not an address, and says which", arguments: [
+        "C0:FF:EE:00:00", "C0:FF:EE:00:00:01:", "C0-FF-EE-00-00-01", "C0:FF:EE:00:00:0G", "C0:FF:EE:00:0:001",
+        "C0:FF:EE:00:00:\u{FF11}", "", "C0FFEE000001xxxxx",
+    ])
+    func aMalformedAddressIsRefused(address: String) {
+        let error = #expect(throws: TransportError.self) { try BlueZ.devicePath(Peripheral(address: address, adapter: "hci0")) }
+        #expect(error?.code == .invalidArguments)
+        // Peripheral keeps the address in upper case; the error quotes it as kept.
+        #expect(error?.message.contains("\"\(address.uppercased())\" is not a Bluetooth address") == true)
+    }
 }
