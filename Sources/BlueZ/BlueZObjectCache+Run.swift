@@ -12,7 +12,7 @@ extension BlueZObjectCache {
         let owners = try await connection.nameOwnerChanges(for: BlueZ.service)
         let handler = try await connection.addSignalHandler(
             matching: MatchRule(sender: BlueZ.service),
-            { [weak self] signal in self?.handle(signal) },
+            reading: { [weak self] signal in self?.handle(signal) },
             onEnd: { [weak self] error in
                 self?.serviceLost(reason: "the D-Bus connection was lost: \(error)", code: .serviceUnavailable)
             }
@@ -53,7 +53,7 @@ extension BlueZObjectCache {
                 state.syncing -= 1
                 return state.syncing == 0 ? state.takePending() : []
             }
-            for signal in pending { handle(signal) }
+            for change in pending { handle(change) }
             if let error = error as? DBusError, error.name == BlueZErrors.Name.serviceUnknown || error.name == BlueZErrors.Name.nameHasNoOwner {
                 logger.warning("org.bluez is not on the bus: is bluetoothd running?")
             } else {
@@ -75,7 +75,7 @@ extension BlueZObjectCache {
             state.syncs += 1
             state.syncing -= 1
             if state.syncing == 0 {
-                for signal in state.takePending() { Self.apply(signal, to: &state, effects: &effects) }
+                for change in state.takePending() { Self.apply(change, to: &state, effects: &effects) }
             }
             Self.evaluate(&state, effects: &effects, devices: nil)
             defer { state.readyWaiters = [:] }
@@ -86,18 +86,53 @@ extension BlueZObjectCache {
         logger.debug("BlueZ object tree fetched", metadata: ["objects": "\(objects)"])
     }
 
-    /// One signal from org.bluez, on the connection's thread.
-    func handle(_ signal: DBusSignal) {
+    /// One signal from org.bluez, on the connection's thread: read straight from the message (only the three
+    /// signals the tree follows, and without building generic values first).
+    func handle(_ signal: ReceivedSignal) {
+        guard let change = TreeChange(signal) else { return }
+        handle(change)
+    }
+
+    private func handle(_ change: TreeChange) {
         let effects: Effects? = state.withLock { state in
             guard state.syncing == 0 else {
-                state.pending.append(signal)
+                state.pending.append(change)
                 return nil
             }
             var effects = Effects()
-            Self.apply(signal, to: &state, effects: &effects)
+            Self.apply(change, to: &state, effects: &effects)
             return effects
         }
         if let effects { perform(effects) }
+    }
+
+    /// What one signal from org.bluez says about the tree.
+    enum TreeChange: Sendable {
+        case interfacesAdded(ObjectPath, [(name: String, properties: [String: DBusValue])])
+        case interfacesRemoved(ObjectPath, [String])
+        case propertiesChanged(ObjectPath, PropertiesChange)
+        /// One of these three whose arguments are not what the specification says: logged, never applied.
+        case malformed(member: String, path: ObjectPath, signature: DBusSignature)
+
+        /// Nil for a signal the tree does not follow.
+        init?(_ signal: ReceivedSignal) {
+            do {
+                switch (signal.interface, signal.member) {
+                case (BlueZ.objectManagerInterface, "InterfacesAdded"):
+                    let (path, interfaces) = try signal.interfacesAdded()
+                    self = .interfacesAdded(path, interfaces)
+                case (BlueZ.objectManagerInterface, "InterfacesRemoved"):
+                    let (path, interfaces) = try signal.interfacesRemoved()
+                    self = .interfacesRemoved(path, interfaces)
+                case (BlueZ.propertiesInterface, "PropertiesChanged"):
+                    self = .propertiesChanged(signal.path, try signal.propertiesChanged())
+                default:
+                    return nil
+                }
+            } catch {
+                self = .malformed(member: "\(signal.interface).\(signal.member)", path: signal.path, signature: signal.signature)
+            }
+        }
     }
 
     /// What applying signals decided, carried out once the lock is released.
@@ -107,39 +142,29 @@ extension BlueZObjectCache {
         var changedDevices: [ObjectPath] = []
         var watchers: [(Watcher, Result<Void, any Error>)] = []
         var invalidations: [(@Sendable (TransportError) -> Void, TransportError)] = []
-        var malformed: [DBusSignal] = []
+        var malformed: [(member: String, path: ObjectPath, signature: DBusSignature)] = []
     }
 
-    static func apply(_ signal: DBusSignal, to state: inout State, effects: inout Effects) {
-        switch (signal.interface, signal.member) {
-        case (BlueZ.objectManagerInterface, "InterfacesAdded"):
-            guard let path = signal.arguments.first?.objectPath,
-                let interfaces = try? signal.arguments.dropFirst().first?.decode([String: [String: DBusValue]].self)
-            else { return effects.malformed.append(signal) }
+    static func apply(_ change: TreeChange, to state: inout State, effects: inout Effects) {
+        switch change {
+        case .interfacesAdded(let path, let interfaces):
             for (interface, properties) in interfaces {
                 if let interface = BlueZ.cachedInterface(interface) { state.store(path, interface, properties) }
             }
-            if interfaces[BlueZ.deviceInterface] != nil { effects.changedDevices.append(path) }
+            if interfaces.contains(where: { $0.name == BlueZ.deviceInterface }) { effects.changedDevices.append(path) }
             evaluate(&state, effects: &effects, devices: [BlueZ.deviceOwning(path) ?? path])
-        case (BlueZ.objectManagerInterface, "InterfacesRemoved"):
-            guard let path = signal.arguments.first?.objectPath,
-                let interfaces = try? signal.arguments.dropFirst().first?.decode([String].self)
-            else { return effects.malformed.append(signal) }
+        case .interfacesRemoved(let path, let interfaces):
             for interface in interfaces { state.remove(path, interface) }
             if interfaces.contains(BlueZ.deviceInterface) {
                 state.removeGATT(of: path)
                 finishNotifications(below: path, TransportError(.deviceVanished, "device \(path) disappeared"), &state, &effects)
             }
             evaluate(&state, effects: &effects, devices: [BlueZ.deviceOwning(path) ?? path])
-        case (BlueZ.propertiesInterface, "PropertiesChanged"):
-            guard let interface = signal.arguments.first?.string,
-                let changed = try? signal.arguments.dropFirst().first?.decode([String: DBusValue].self)
-            else { return effects.malformed.append(signal) }
-            let invalidated = (try? signal.arguments.dropFirst(2).first?.decode([String].self)) ?? []
-            let path = signal.path
+        case .propertiesChanged(let path, let change):
+            let interface = change.interface
             // Only objects we know: a PropertiesChanged racing an InterfacesRemoved must not resurrect it.
-            guard state.change(path, interface, changed: changed, invalidated: invalidated) else { return }
-            if interface == BlueZ.gattCharacteristicInterface, let raw = changed["Value"]?.unwrappingVariants {
+            guard state.change(path, interface, changed: change.changed, invalidated: change.invalidated) else { return }
+            if interface == BlueZ.gattCharacteristicInterface, let raw = change["Value"]?.unwrappingVariants {
                 guard let value = raw.bytes else {
                     // BlueZ's Value is always `ay`: anything else ends the notifications with a typed error
                     // instead of being dropped in silence.
@@ -153,13 +178,13 @@ extension BlueZObjectCache {
             }
             if interface == BlueZ.deviceInterface {
                 effects.changedDevices.append(path)
-                if changed["Connected"]?.unwrappingVariants.boolean == false {
+                if change["Connected"]?.unwrappingVariants.boolean == false {
                     finishNotifications(below: path, TransportError(.notConnected, "Not connected: the link to \(path) dropped"), &state, &effects)
                 }
             }
             evaluate(&state, effects: &effects, devices: [BlueZ.deviceOwning(path) ?? path])
-        default:
-            break
+        case .malformed(let member, let path, let signature):
+            effects.malformed.append((member, path, signature))
         }
     }
 
@@ -201,7 +226,7 @@ extension BlueZObjectCache {
         for signal in effects.malformed {
             logger.warning(
                 "ignoring a malformed signal from org.bluez",
-                metadata: ["member": "\(signal.interface).\(signal.member)", "path": "\(signal.path)", "signature": "\(signal.arguments.signature)"]
+                metadata: ["member": "\(signal.member)", "path": "\(signal.path)", "signature": "\(signal.signature)"]
             )
         }
     }
@@ -257,7 +282,7 @@ extension BlueZObjectCache {
 }
 
 extension BlueZObjectCache.State {
-    mutating func takePending() -> [DBusSignal] {
+    mutating func takePending() -> [BlueZObjectCache.TreeChange] {
         defer { pending = [] }
         return pending
     }

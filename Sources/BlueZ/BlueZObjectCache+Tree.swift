@@ -80,15 +80,15 @@ extension BlueZObjectCache.State {
 
     /// Applies a PropertiesChanged (or values learned by asking) to a known object; false when `interface` of
     /// `path` is not in the tree (a change racing an InterfacesRemoved must not bring it back).
-    mutating func change(_ path: ObjectPath, _ interface: String, changed: [String: DBusValue], invalidated: [String]) -> Bool {
+    mutating func change(_ path: ObjectPath, _ interface: String, changed: [PropertiesChange.Property], invalidated: [String]) -> Bool {
         if interface == BlueZ.deviceInterface {
             guard devices[path] != nil else { return false }
-            for (name, value) in changed { devices[path]!.set(name, to: value, at: path) }
+            for property in changed { devices[path]!.set(property.name, to: property.value, at: path) }
             for name in invalidated { devices[path]!.set(name, to: nil, at: path) }
             return true
         }
         if objects[path]?[interface] != nil {
-            for (name, value) in changed { objects[path]![interface]!.set(name, to: value) }
+            for property in changed { objects[path]![interface]!.set(property.name, to: property.value) }
             for name in invalidated { objects[path]![interface]!.set(name, to: nil) }
             return true
         }
@@ -97,7 +97,7 @@ extension BlueZObjectCache.State {
         else { return false }
         var object = gatt[device]![index]
         var fits = true
-        for (name, value) in changed where fits { fits = object.set(name, to: value.unwrappingVariants) }
+        for property in changed where fits { fits = object.set(property.name, to: property.value.unwrappingVariants) }
         for name in invalidated where fits { fits = object.set(name, to: nil) }
         if fits {
             gatt[device]![index] = object
@@ -106,7 +106,7 @@ extension BlueZObjectCache.State {
         // A change this form cannot keep exactly: the object is kept whole from now on.
         var properties = gatt[device]![index].properties(below: device)
         removeCompact(key, of: device)
-        for (name, value) in changed { properties.set(name, to: value) }
+        for property in changed { properties.set(property.name, to: property.value) }
         for name in invalidated { properties.set(name, to: nil) }
         storeWhole(path, interface, properties)
         return true

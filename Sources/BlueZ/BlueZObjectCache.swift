@@ -85,7 +85,7 @@ public final class BlueZObjectCache: Sendable {
         var invalidators: [ObjectPath: [UInt64: Invalidator]] = [:]
         /// Resyncs in flight: signals are buffered meanwhile and replayed in order on top of the snapshot.
         var syncing = 0
-        var pending: [DBusSignal] = []
+        var pending: [TreeChange] = []
         var nextID: UInt64 = 0
         var syncs = 0
 
@@ -225,7 +225,8 @@ public final class BlueZObjectCache: Sendable {
     public func update(_ path: ObjectPath, _ interface: String, _ values: [String: DBusValue]) {
         let effects = state.withLock { state in
             var effects = Effects()
-            guard state.change(path, interface, changed: values, invalidated: []) else { return effects }
+            let changed = values.map { PropertiesChange.Property(name: $0.key, value: $0.value) }
+            guard state.change(path, interface, changed: changed, invalidated: []) else { return effects }
             Self.evaluate(&state, effects: &effects, devices: [BlueZ.deviceOwning(path) ?? path])
             return effects
         }

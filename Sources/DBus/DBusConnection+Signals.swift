@@ -4,8 +4,15 @@
 /// One signal stream's registration.
 struct SignalSubscription: Sendable {
     let rule: MatchRule
-    let deliver: @Sendable (DBusSignal) -> Void
+    let delivery: Delivery
     let finish: @Sendable (any Error) -> Void
+
+    enum Delivery: Sendable {
+        /// The signal with every argument read (streams and handlers that read generically).
+        case decoded(@Sendable (DBusSignal) -> Void)
+        /// The signal as it arrived: the handler reads what it needs.
+        case received(@Sendable (ReceivedSignal) -> Void)
+    }
 }
 
 /// Names a signal handler for ``DBusConnection/removeSignalHandler(_:)``.
@@ -37,7 +44,7 @@ extension DBusConnection {
         let (stream, continuation) = AsyncThrowingStream<DBusSignal, any Error>.makeStream()
         try await subscribe(
             rule,
-            deliver: { continuation.yield($0) },
+            .decoded { continuation.yield($0) },
             finish: { continuation.finish(throwing: $0) },
             registered: { id in continuation.onTermination = { [weak self] _ in self?.endSubscriptionSoon(id) } })
         return stream
@@ -54,7 +61,20 @@ extension DBusConnection {
         onEnd: @escaping @Sendable (any Error) -> Void
     ) async throws -> SignalHandlerToken {
         let token = SignalHandlerToken()
-        try await subscribe(rule, deliver: handler, finish: onEnd, registered: { token.id = $0 })
+        try await subscribe(rule, .decoded(handler), finish: onEnd, registered: { token.id = $0 })
+        return token
+    }
+
+    /// Like ``addSignalHandler(matching:_:onEnd:)``, but the handler gets each signal as it arrived and reads
+    /// only what it needs (``ReceivedSignal/propertiesChanged()`` and the other typed readers walk the message
+    /// once): an object cache's way to follow a busy service.
+    public func addSignalHandler(
+        matching rule: MatchRule,
+        reading handler: @escaping @Sendable (ReceivedSignal) -> Void,
+        onEnd: @escaping @Sendable (any Error) -> Void
+    ) async throws -> SignalHandlerToken {
+        let token = SignalHandlerToken()
+        try await subscribe(rule, .received(handler), finish: onEnd, registered: { token.id = $0 })
         return token
     }
 
@@ -71,7 +91,7 @@ extension DBusConnection {
             sender: Self.busName, path: Self.busPath, interface: Self.busName, member: "NameOwnerChanged", arg0: name)
         try await subscribe(
             rule,
-            deliver: { signal in
+            .decoded { signal in
                 guard let change = NameOwnerChange(signal) else { return }
                 continuation.yield(change)
             },
@@ -81,7 +101,7 @@ extension DBusConnection {
     }
 
     private func subscribe(
-        _ rule: MatchRule, deliver: @escaping @Sendable (DBusSignal) -> Void,
+        _ rule: MatchRule, _ delivery: SignalSubscription.Delivery,
         finish: @escaping @Sendable (any Error) -> Void,
         registered: (UInt64) -> Void
     ) async throws {
@@ -93,7 +113,7 @@ extension DBusConnection {
         // Everything below is sent in order before the AddMatch for the rule itself, so the owner of a
         // well-known sender is known before the first matching signal can arrive.
         if rule.senderNeedsResolution, let sender = rule.sender { startTrackingOwner(of: sender) }
-        subscriptions[id] = SignalSubscription(rule: rule, deliver: deliver, finish: finish)
+        subscriptions[id] = SignalSubscription(rule: rule, delivery: delivery, finish: finish)
         registered(id)
         do {
             _ = try await sendWithReply(addMatch, timeout: .seconds(25))
@@ -167,26 +187,31 @@ extension DBusConnection {
             }
         }
         var signal: DBusSignal?
+        var firstString: String??
         for subscription in subscriptions.values {
             let rule = subscription.rule
             let owner = rule.senderNeedsResolution ? rule.sender.flatMap { ownerTrackers[$0]?.owner } : nil
             guard rule.matchesHeader(sender: sender, path: path, interface: interface, member: member, owner: owner)
             else { continue }
-            let current: DBusSignal
-            if let signal {
-                current = signal
-            } else {
-                // A signal we cannot read (libdbus could not duplicate one of its Unix fds) is dropped rather than
-                // delivered half.
-                guard let values = arguments ?? (try? message.arguments()) else { return }
-                arguments = values
-                current = DBusSignal(
-                    sender: sender, destination: message.destination, path: path, interface: interface,
-                    member: member, arguments: values)
-                signal = current
+            if let arg0 = rule.arg0 {
+                if firstString == nil { firstString = .some(arguments.map { $0.first?.string } ?? message.firstStringArgument) }
+                guard firstString! == arg0 else { continue }
             }
-            if let arg0 = rule.arg0, current.arguments.first?.string != arg0 { continue }
-            subscription.deliver(current)
+            switch subscription.delivery {
+            case .received(let handler):
+                handler(ReceivedSignal(sender: sender, path: path, interface: interface, member: member, message: message))
+            case .decoded(let deliver):
+                if signal == nil {
+                    // A signal we cannot read (libdbus could not duplicate one of its Unix fds) is dropped rather
+                    // than delivered half.
+                    guard let values = arguments ?? (try? message.arguments()) else { return }
+                    arguments = values
+                    signal = DBusSignal(
+                        sender: sender, destination: message.destination, path: path, interface: interface,
+                        member: member, arguments: values)
+                }
+                deliver(signal!)
+            }
         }
     }
 

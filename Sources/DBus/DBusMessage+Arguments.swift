@@ -157,20 +157,14 @@ extension DBusMessage {
         guard libdbus_message_iter_init(pointer, &iterator) else { return }
         try Self.forEachEntry(of: &iterator) { path, interfaces in
             try Self.forEachEntry(of: &interfaces) { interface, properties in
-                var values: [String: DBusValue] = [:]
-                try Self.forEachEntry(of: &properties) { name, value in
-                    var variant = MessageIterator()
-                    libdbus_message_iter_recurse(&value, &variant)
-                    values[name] = try Self.read(&variant)
-                }
-                try body(ObjectPath(unchecked: path), interface, values)
+                try body(ObjectPath(unchecked: path), interface, try Self.readProperties(&properties))
             }
         }
     }
 
     /// Calls `body` with each entry of the dictionary `iterator` is at (a string or object path key): the key, and
     /// an iterator at the entry's value.
-    private static func forEachEntry(
+    static func forEachEntry(
         of iterator: inout MessageIterator, _ body: (String, inout MessageIterator) throws -> Void
     ) rethrows {
         var entries = MessageIterator()
@@ -185,7 +179,7 @@ extension DBusMessage {
         }
     }
 
-    private static func read(_ iterator: inout MessageIterator) throws -> DBusValue {
+    static func read(_ iterator: inout MessageIterator) throws -> DBusValue {
         let type = libdbus_message_iter_get_arg_type(&iterator)
         switch type {
         case CDBUS_TYPE_BYTE: return .byte(libdbus_message_iter_get_basic(&iterator).byt)

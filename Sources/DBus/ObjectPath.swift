@@ -37,8 +37,9 @@ public struct ObjectPath: RawRepresentable, Hashable, Comparable, Sendable, Cust
         self.rawValue = value
     }
 
-    /// A path that libdbus already validated (it came off the wire).
-    init(unchecked rawValue: String) {
+    /// A path that libdbus already validated (it came off the wire), or a valid path cut at a `/` (its device's
+    /// path, from BlueZ's object cache on every signal).
+    package init(unchecked rawValue: String) {
         self.rawValue = rawValue
     }
 

@@ -13,30 +13,21 @@ struct ObjectCacheTreeTests {
     static let descriptor: ObjectPath = "/org/bluez/hci0/dev_C0_FF_EE_00_00_01/service000a/char000b/desc000d"
     static let counter = BluetoothUUID(assigned: 0x2A6E)
 
-    static func added(_ path: ObjectPath, _ interface: String, _ properties: [String: DBusValue]) -> DBusSignal {
-        let entries = properties.map { DBusDictionaryEntry(key: .string($0.key), value: .variant($0.value)) }
-        return DBusSignal(
-            sender: ":1.1", path: .root, interface: "org.freedesktop.DBus.ObjectManager", member: "InterfacesAdded",
-            arguments: [
-                .objectPath(path),
-                .dictionary(key: "s", value: "a{sv}", [DBusDictionaryEntry(key: .string(interface), value: .dictionary(key: "s", value: "v", entries))]),
-            ])
+    // The changes as the cache reads them from bluetoothd's signals (the readers themselves are tested on real
+    // messages in DBusTests' ReceivedSignalTests, and end to end against the simulator and HostileBlueZ).
+    static func added(_ path: ObjectPath, _ interface: String, _ properties: [String: DBusValue]) -> BlueZObjectCache.TreeChange {
+        .interfacesAdded(path, [(interface, properties)])
     }
 
-    static func removed(_ path: ObjectPath, _ interfaces: [String]) -> DBusSignal {
-        DBusSignal(
-            sender: ":1.1", path: .root, interface: "org.freedesktop.DBus.ObjectManager", member: "InterfacesRemoved",
-            arguments: [.objectPath(path), .array(element: "s", interfaces.map { .string($0) })])
+    static func removed(_ path: ObjectPath, _ interfaces: [String]) -> BlueZObjectCache.TreeChange {
+        .interfacesRemoved(path, interfaces)
     }
 
-    static func changed(_ path: ObjectPath, _ interface: String, _ properties: [String: DBusValue], invalidated: [String] = []) -> DBusSignal {
-        DBusSignal(
-            sender: ":1.1", path: path, interface: "org.freedesktop.DBus.Properties", member: "PropertiesChanged",
-            arguments: [
-                .string(interface),
-                .dictionary(key: "s", value: "v", properties.map { DBusDictionaryEntry(key: .string($0.key), value: .variant($0.value)) }),
-                .array(element: "s", invalidated.map { .string($0) }),
-            ])
+    static func changed(
+        _ path: ObjectPath, _ interface: String, _ properties: [String: DBusValue], invalidated: [String] = []
+    ) -> BlueZObjectCache.TreeChange {
+        let changed = properties.sorted { $0.key < $1.key }.map { PropertiesChange.Property(name: $0.key, value: $0.value) }
+        return .propertiesChanged(path, PropertiesChange(interface: interface, changed: changed, invalidated: invalidated))
     }
 
     static func flags(_ names: [String]) -> DBusValue { .array(element: "s", names.map { .string($0) }) }
@@ -68,7 +59,7 @@ struct ObjectCacheTreeTests {
         return state
     }
 
-    static func apply(_ signal: DBusSignal, to state: inout BlueZObjectCache.State) {
+    static func apply(_ signal: BlueZObjectCache.TreeChange, to state: inout BlueZObjectCache.State) {
         var effects = BlueZObjectCache.Effects()
         BlueZObjectCache.apply(signal, to: &state, effects: &effects)
         #expect(effects.malformed.isEmpty)

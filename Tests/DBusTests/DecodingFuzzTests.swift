@@ -44,13 +44,74 @@ extension DBusTests {
             let decoded = try DBusMessage(adopting: try #require(roundTrip, "\(failure.map { "\($0.name): \($0.message)" } ?? "")")).arguments()
             #expect(decoded == (try original.arguments()))
 
-            var random = SeededRandomNumberGenerator(seed: 0x6b65_6570_616c_6976)
-            var accepted = 0
             var decodedCount = 0
             var typedErrors = 0
-            for _ in 0..<Self.iterations {
+            let accepted = Self.forEachMutant(of: wire, seed: 0x6b65_6570_616c_6976) { raw in
+                do {
+                    _ = try DBusMessage(adopting: raw).arguments()
+                    decodedCount += 1
+                } catch let error as DBusError {
+                    typedErrors += 1
+                    #expect(!error.message.isEmpty)
+                } catch {
+                    Issue.record("an untyped error: \(error)")
+                }
+            }
+            print("decoding fuzz: \(Self.iterations) mutants, \(accepted) accepted by libdbus, \(decodedCount) decoded, \(typedErrors) typed errors, 0 traps")
+            #expect(accepted > 0)
+        }
+
+        /// The typed readers the BlueZ object cache reads every signal with, on mutants of the three signals it
+        /// follows: each read gives values or a typed `DBusError`.
+        @Test func mutatedSignalsReadByTheTypedReadersGiveValuesOrTypedErrors() throws {
+            let path: ObjectPath = "/org/bluez/hci0/dev_C0_FF_EE_00_00_01"
+            let properties: DBusValue = .dictionary(key: "s", value: "v", [
+                .init(key: .string("Connected"), value: .variant(.boolean(true))),
+                .init(key: .string("Value"), value: .variant(.bytes([1, 2, 3, 4]))),
+                .init(key: .string("UUIDs"), value: .variant(.array(element: "s", [.string("0000180f-0000-1000-8000-00805f9b34fb")]))),
+            ])
+            let signals: [(member: String, interface: String, arguments: [DBusValue])] = [
+                ("PropertiesChanged", "org.freedesktop.DBus.Properties", [.string("org.bluez.Device1"), properties, .array(element: "s", [.string("RSSI")])]),
+                ("InterfacesAdded", "org.freedesktop.DBus.ObjectManager", [
+                    .objectPath(path), .dictionary(key: "s", value: "a{sv}", [.init(key: .string("org.bluez.Device1"), value: properties)]),
+                ]),
+                ("InterfacesRemoved", "org.freedesktop.DBus.ObjectManager", [.objectPath(path), .array(element: "s", [.string("org.bluez.Device1")])]),
+            ]
+            var read = 0
+            var typedErrors = 0
+            var accepted = 0
+            for (index, signal) in signals.enumerated() {
+                let message = try DBusMessage.signal(path: path, interface: signal.interface, member: signal.member, destination: nil)
+                try message.appendArguments(signal.arguments)
+                let wire = try #require(libdbus_message_marshal(message.pointer))
+                accepted += Self.forEachMutant(of: wire, seed: 0x7369_676e_616c + UInt64(index), count: Self.iterations / 4) { raw in
+                    let received = ReceivedSignal(sender: ":1.1", path: path, interface: signal.interface, member: signal.member, message: DBusMessage(adopting: raw))
+                    do {
+                        switch index {
+                        case 0: _ = try received.propertiesChanged()
+                        case 1: _ = try received.interfacesAdded()
+                        default: _ = try received.interfacesRemoved()
+                        }
+                        read += 1
+                    } catch let error as DBusError {
+                        typedErrors += 1
+                        #expect(!error.message.isEmpty)
+                    } catch {
+                        Issue.record("an untyped error: \(error)")
+                    }
+                }
+            }
+            print("decoding fuzz: typed signal readers, \(Self.iterations / 4 * 3) mutants, \(accepted) accepted by libdbus, \(read) read, \(typedErrors) typed errors, 0 traps")
+            #expect(read > 0)  // libdbus refuses a body that does not fit its signature: wrong signatures are ReceivedSignals' case
+        }
+
+        /// Mutates `wire` `count` times (1-4 edits each: flip a byte, set it to an edge value or a type code, or cut
+        /// the message short), and calls `body` with each mutant libdbus demarshals. Returns how many it did.
+        static func forEachMutant(of wire: [UInt8], seed: UInt64, count: Int = iterations, _ body: (RawMessage) -> Void) -> Int {
+            var random = SeededRandomNumberGenerator(seed: seed)
+            var accepted = 0
+            for _ in 0..<count {
                 var bytes = wire
-                // 1-4 mutations: flip a byte, set it to an edge value, or cut the message short.
                 for _ in 0..<(1 + Int(random.next() % 4)) {
                     let index = 16 + Int(random.next() % UInt64(bytes.count - 16))  // keep the fixed header's first 16
                     switch random.next() % 4 {
@@ -62,16 +123,9 @@ extension DBusTests {
                 }
                 guard case (let raw?, _) = libdbus_message_demarshal(bytes) else { continue }
                 accepted += 1
-                do {
-                    _ = try DBusMessage(adopting: raw).arguments()
-                    decodedCount += 1
-                } catch let error as DBusError {
-                    typedErrors += 1
-                    #expect(!error.message.isEmpty)
-                }
+                body(raw)
             }
-            print("decoding fuzz: \(Self.iterations) mutants, \(accepted) accepted by libdbus, \(decodedCount) decoded, \(typedErrors) typed errors, 0 traps")
-            #expect(accepted > 0)
+            return accepted
         }
     }
 }
