@@ -45,7 +45,8 @@ HOT_SPOTS = {
     "BluetoothUUID.shortDescription": "BluetoothUUIDV16shortDescription",
     "JSONLine.appendString (record escaping)": "JSONLineV12appendString",
     "BlueZ.deviceOwning (path split)": "deviceOwning",
-    "RecordWriter.encode (whole record)": "RecordWriterC6encode_8sequence2atSS0aB004PollD0V_s6UInt64VAA9WallClockO4TimeVtFZTf4nnnd_n",
+    "RecordWriter.encode (whole record)": "RecordWriterC6encode_",
+    "BlueZ.devicePath": "BlueZAAO10devicePath",
     "BlueZObjectCache.apply (signals)": "ZObjectCacheC5apply_2to7effects",
     "DBusConnection.handleIncoming": "ConnectionC14handleIncoming",
     "DBusConnection.sendWithReply": "ConnectionC13sendWithReply",
@@ -121,14 +122,18 @@ def main():
                    check=True)
     n, t = args.devices, args.ticks
     results = {}
-    with run.Simulator(ctx, n, 0.01) as sim:
-        env = dict(sim.env(), LD_LIBRARY_PATH=libs, LD_PRELOAD=os.path.join(work, "shim.so"))
-        config = run.write_config(ctx, "callgrind.yaml", n, 2.0, budget=1.8)
-        for ticks in (2, 2 + t):
+    # A fresh simulator for every run: a device keeps its GATT objects after a disconnect, so a second run on the
+    # same simulator fetched a tree ten times larger at start-up than the first, and that did not cancel out
+    # (60,000 instructions "per poll" were start-up before 2026-11-27).
+    config = run.write_config(ctx, "callgrind.yaml", n, 2.0, budget=1.8)
+    for ticks in (2, 2 + t):
+        with run.Simulator(ctx, n, 0.01) as sim:
+            env = dict(sim.env(), LD_LIBRARY_PATH=libs, LD_PRELOAD=os.path.join(work, "shim.so"))
             run.log(f"callgrind: keepalive, {n} devices, {ticks} ticks")
             callgrind([daemon, "run", "--config", config, "--bus", sim.address, "--output", os.devnull, "--ticks",
                        str(ticks)], os.path.join(work, f"keepalive-{ticks}.out"), env)
-        for rounds in (1, 1 + t):
+    for rounds in (1, 1 + t):
+        with run.Simulator(ctx, n, 0.01) as sim:
             run.log(f"callgrind: C floor, {n} devices, {rounds} rounds")
             callgrind([ctx.cfloor, str(n), str(rounds)], os.path.join(work, f"c-{rounds}.out"), sim.env())
     polls = n * t
@@ -175,24 +180,26 @@ def kernel_side(ctx, n, t, work):
                     counts[match.group(2)] = int(match.group(1))
         return counts
 
-    def measure(command, env, out):
-        traced = subprocess.run(["strace", "-f", "-c", "-o", out] + command, env=env, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.DEVNULL)
-        process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        _, _, usage = os.wait4(process.pid, 0)
-        return syscalls(out), usage
+    def command(sim, client, count):
+        if client == "keepalive":
+            return [os.path.join(ctx.bin, "keepalive"), "run", "--config", config, "--bus", sim.address, "--output",
+                    os.devnull, "--ticks", str(count)]
+        return [ctx.cfloor, str(n), str(count)]
 
-    with run.Simulator(ctx, n, 0.01) as sim:
-        config = run.write_config(ctx, "strace.yaml", n, 2.0, budget=1.8)
-        runs = {}
-        for client, counts in {"keepalive": (2, 2 + t), "C floor": (1, 1 + t)}.items():
-            for count in counts:
-                if client == "keepalive":
-                    command = [os.path.join(ctx.bin, "keepalive"), "run", "--config", config, "--bus", sim.address,
-                               "--output", os.devnull, "--ticks", str(count)]
-                else:
-                    command = [ctx.cfloor, str(n), str(count)]
-                runs[(client, count)] = measure(command, sim.env(), os.path.join(work, f"strace-{count}.txt"))
+    config = run.write_config(ctx, "strace.yaml", n, 2.0, budget=1.8)
+    runs = {}
+    for client, counts in {"keepalive": (2, 2 + t), "C floor": (1, 1 + t)}.items():
+        for count in counts:
+            out = os.path.join(work, f"strace-{count}.txt")
+            # A fresh simulator for each run, as in main(): once under strace, once alone for wait4's counts.
+            with run.Simulator(ctx, n, 0.01) as sim:
+                subprocess.run(["strace", "-f", "-c", "-o", out] + command(sim, client, count), env=sim.env(),
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            with run.Simulator(ctx, n, 0.01) as sim:
+                process = subprocess.Popen(command(sim, client, count), env=sim.env(), stdout=subprocess.DEVNULL,
+                                           stderr=subprocess.DEVNULL)
+                _, _, usage = os.wait4(process.pid, 0)
+            runs[(client, count)] = (syscalls(out), usage)
     print("\nper poll, kernel side (strace -f -c; wait4 context switches):")
     for client, (a, b) in {"keepalive": (2, 2 + t), "C floor": (1, 1 + t)}.items():
         (calls_a, usage_a), (calls_b, usage_b) = runs[(client, a)], runs[(client, b)]

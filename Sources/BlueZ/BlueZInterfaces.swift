@@ -51,7 +51,8 @@ public enum BlueZ {
         let deviceStart = utf8.index(after: adapterEnd)
         guard utf8[deviceStart...].starts(with: "dev_".utf8) else { return nil }
         let deviceEnd = utf8[deviceStart...].firstIndex(of: UInt8(ascii: "/")) ?? utf8.endIndex
-        return ObjectPath(rawValue: String(path.rawValue[..<deviceEnd]))
+        // A valid path cut before a `/` is a valid path: not validated again.
+        return ObjectPath(unchecked: String(path.rawValue[..<deviceEnd]))
     }
 
     /// `/org/bluez/hci0/dev_AA_BB_CC_DD_EE_FF` — BlueZ's path for a device, derived from its address.

@@ -34,8 +34,17 @@ struct DeviceObject: Sendable, Equatable {
         }
 
         init?(name: String) {
-            guard let flag = Self.allCases.first(where: { $0.name == name }) else { return nil }
-            self = flag
+            switch name {
+            case "Paired": self = .paired
+            case "Bonded": self = .bonded
+            case "Trusted": self = .trusted
+            case "Blocked": self = .blocked
+            case "LegacyPairing": self = .legacyPairing
+            case "Connected": self = .connected
+            case "ServicesResolved": self = .servicesResolved
+            case "WakeAllowed": self = .wakeAllowed
+            default: return nil
+            }
         }
     }
 
@@ -95,7 +104,11 @@ struct DeviceObject: Sendable, Equatable {
         let value = value?.unwrappingVariants
         if name == "Alias" { alias = .absent }
         let kept = value.map { keep(name, $0, at: path) } ?? clear(name)
-        others[name] = kept ? nil : value
+        if !kept {
+            others[name] = value
+        } else if !others.isEmpty {  // nearly always empty: bluetoothd's properties all have typed fields
+            others[name] = nil
+        }
     }
 
     /// Puts `value` in the typed field for `name`; false when there is none that gives it back exactly.

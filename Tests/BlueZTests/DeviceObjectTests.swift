@@ -28,6 +28,11 @@ struct DeviceObjectTests {
         "ServicesResolved": .boolean(true), "AdvertisingFlags": .bytes([0x06]), "WakeAllowed": .boolean(false),
     ]
 
+    @Test func eachFlagIsFoundByItsPropertyNameExactly() {
+        for flag in DeviceObject.Flag.allCases { #expect(DeviceObject.Flag(name: flag.name) == flag) }
+        for name in ["connected", "CONNECTED", "Connected ", "", "Name"] { #expect(DeviceObject.Flag(name: name) == nil, "\(name)") }
+    }
+
     @Test func bluetoothdsDeviceIsKeptTypedAndReadsBackExactly() {
         let device = DeviceObject(at: Self.path, Self.bluetoothd)
         #expect(device.properties(at: Self.path) == BlueZProperties(Self.bluetoothd))
