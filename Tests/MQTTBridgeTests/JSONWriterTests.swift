@@ -16,7 +16,10 @@ import Testing
         json.array("values", [1, 2]) { object, value in object.integer("n", value) }
         json.array("nested") { array in
             array.string("a")
-            array.array { $0.string("b"); $0.array { _ in } }
+            array.array { inner in
+                inner.string("b")
+                inner.array { _ in }
+            }
             array.object { $0.rawValue("raw", "[1,2]") }
         }
         json.array("none") { _ in }
