@@ -46,9 +46,10 @@ public enum BlueZ {
         // with `starts(with:)` and `firstIndex(of:)` cost 3,000 instructions a call.
         var raw = path.rawValue
         let end: Int? = raw.withUTF8 { bytes in
-            let prefix = "/org/bluez/".utf8.count
-            guard bytes.count > prefix, zip(bytes, "/org/bluez/".utf8).allSatisfy({ $0 == $1 }) else { return nil }
-            var index = prefix
+            let prefix: StaticString = "/org/bluez/"
+            guard bytes.count > prefix.utf8CodeUnitCount else { return nil }
+            for offset in 0..<prefix.utf8CodeUnitCount where bytes[offset] != prefix.utf8Start[offset] { return nil }
+            var index = prefix.utf8CodeUnitCount
             while index < bytes.count, bytes[index] != UInt8(ascii: "/") { index += 1 }  // the adapter
             guard bytes.count >= index + 5, bytes[index + 1] == UInt8(ascii: "d"), bytes[index + 2] == UInt8(ascii: "e"),
                 bytes[index + 3] == UInt8(ascii: "v"), bytes[index + 4] == UInt8(ascii: "_")
