@@ -1,11 +1,18 @@
 // Signal subscriptions: one AddMatch per stream, removed when the stream ends; local filtering per stream;
 // owners of well-known sender names followed through GetNameOwner and NameOwnerChanged.
 
-/// One signal stream's registration.
-struct SignalSubscription: Sendable {
+/// One signal stream's registration. A class: every signal visits every subscription, and copying the struct
+/// (its match rule's strings, two closures) cost a dozen retains and releases per visit.
+final class SignalSubscription: Sendable {
     let rule: MatchRule
     let delivery: Delivery
     let finish: @Sendable (any Error) -> Void
+
+    init(rule: MatchRule, delivery: Delivery, finish: @escaping @Sendable (any Error) -> Void) {
+        self.rule = rule
+        self.delivery = delivery
+        self.finish = finish
+    }
 
     enum Delivery: Sendable {
         /// The signal with every argument read (streams and handlers that read generically).
@@ -189,11 +196,10 @@ extension DBusConnection {
         var signal: DBusSignal?
         var firstString: String??
         for subscription in subscriptions.values {
-            let rule = subscription.rule
-            let owner = rule.senderNeedsResolution ? rule.sender.flatMap { ownerTrackers[$0]?.owner } : nil
-            guard rule.matchesHeader(sender: sender, path: path, interface: interface, member: member, owner: owner)
+            let owner = subscription.rule.senderNeedsResolution ? subscription.rule.sender.flatMap { ownerTrackers[$0]?.owner } : nil
+            guard subscription.rule.matchesHeader(sender: sender, path: path, interface: interface, member: member, owner: owner)
             else { continue }
-            if let arg0 = rule.arg0 {
+            if let arg0 = subscription.rule.arg0 {
                 if firstString == nil { firstString = .some(arguments.map { $0.first?.string } ?? message.firstStringArgument) }
                 guard firstString! == arg0 else { continue }
             }
