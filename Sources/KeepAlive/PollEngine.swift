@@ -306,7 +306,12 @@ public final class PollEngine: Sendable {
     private func pollOnce(_ spec: PeripheralSpec, window: PollWindow, scratch: PollScratch) async throws {
         let peripheral = spec.peripheral
         scratch.resetAttemptData()
-        let timeout = min(configuration.connectTimeout, window.timeRemaining)
+        // The transport's deadline ends a little before the window's (a tenth of what is left, at most 250 ms): a
+        // scan that found nothing or a connect that never completed is recorded as what it was (deviceNotFound,
+        // timeout), not as the window's expiry. With both at the same instant, which of the two timers fired
+        // first decided the record's code (the healing end-to-end test saw either under load).
+        let remaining = window.timeRemaining
+        let timeout = min(configuration.connectTimeout, remaining - min(remaining / 10, .milliseconds(250)))
         do {
             try await transport.connect(peripheral, options: ConnectOptions(timeout: timeout, characteristics: spec.characteristics))
             for write in spec.writes {
