@@ -320,6 +320,27 @@ struct PollEngineTests {
         #expect(transport.calls(.disconnect, on: sensor(0)).count == 1)
     }
 
+    @Test func aConnectThatNeverCompletesGivesUpBeforeTheWindowAndSaysSo() async throws {
+        let transport = MockTransport(clock: clock)
+        addSensors(transport, 0..<1)
+        transport.script(.connect, on: sensor(0), .hang)
+        let keepAlive = try makeKeepAlive(.init(interval: .seconds(30), windowBudget: .seconds(10)))
+        let engine = try PollEngine(
+            peripherals: [spec(0)], transport: transport, keepAlive: keepAlive, configuration: .init(connectTimeout: .seconds(60)),
+            logger: quietLogger)
+        let records = Collector(engine.records())
+        try await withRunning(keepAlive) {
+            // The transport's deadline: 10 s left, less a tenth of it capped at 250 ms: 9.75 s, inside the window.
+            try await clock.waitForSleeper(until: clock.instant(.milliseconds(9_750)))
+            clock.advance(to: clock.instant(.milliseconds(9_750)))
+            let record = try await records.next()
+            #expect(record.result == .failed)
+            #expect(record.failure?.code == "timeout", "the transport's own error, not the window's expiry")
+            #expect(record.window?.outcome == .completed)
+        }
+        expectAlwaysDisconnected(transport, [sensor(0)])
+    }
+
     @Test func disconnectsAfterCancellationByStop() async throws {
         let transport = MockTransport(clock: clock)
         addSensors(transport, 0..<2)
