@@ -29,7 +29,7 @@ extension DBusTests {
                 }.mapError { $0 as! DBusError }
             }
             return Reading(
-                member: signal.member, signature: signal.signature, generic: (try? signal.arguments()) ?? [],
+                member: signal.member, signature: signal.signature, generic: (try? signal.decoded().arguments) ?? [],
                 change: signal.member == "PropertiesChanged" ? Result { try signal.propertiesChanged() }.mapError { $0 as! DBusError } : nil,
                 added: added, addedInterfaces: addedInterfaces,
                 removed: signal.member == "InterfacesRemoved" ? Result { try signal.interfacesRemoved().interfaces }.mapError { $0 as! DBusError } : nil)
@@ -82,7 +82,7 @@ extension DBusTests {
                     if received.count == sent.count { break }
                 }
 
-                #expect(received.map(\.generic) == sent.map(\.arguments))
+                #expect(received.map(\.generic) == sent.map(\.arguments), "decoded() reads what was sent")
                 let full = try #require(try received[0].change?.get())
                 #expect(full.interface == "org.bluez.Device1")
                 #expect(full.changed.map(\.name) == ["Connected", "Value", "Nested"], "in the order they came")
