@@ -90,18 +90,9 @@ public struct PropertiesChange: Sendable, Equatable {
 
 extension DBusMessage {
     func readPropertiesChanged() throws -> PropertiesChange {
-        let signature = libdbus_message_get_signature(pointer)
-        guard signature.hasPrefix("sa{sv}") else { throw DBusError.typeMismatch(expected: "sa{sv}as", found: signature) }
-        var iterator = MessageIterator()
-        _ = libdbus_message_iter_init(pointer, &iterator)
-        let interface = libdbus_message_iter_get_string(&iterator)
-        _ = libdbus_message_iter_next(&iterator)
+        var (iterator, interface) = try firstArgument(ifSignatureStartsWith: "sa{sv}", expected: "sa{sv}as")
         var changed: [PropertiesChange.Property] = []
-        try Self.forEachEntry(of: &iterator) { name, value in
-            var variant = MessageIterator()
-            libdbus_message_iter_recurse(&value, &variant)
-            changed.append(PropertiesChange.Property(name: name, value: try Self.read(&variant)))
-        }
+        try Self.forEachProperty(of: &iterator) { changed.append(PropertiesChange.Property(name: $0, value: $1)) }
         var invalidated: [String] = []
         if libdbus_message_iter_next(&iterator), libdbus_message_iter_get_arg_type(&iterator) == CDBUS_TYPE_ARRAY,
             libdbus_message_iter_get_element_type(&iterator) == CDBUS_TYPE_STRING
@@ -112,27 +103,29 @@ extension DBusMessage {
     }
 
     func readInterfacesAdded() throws -> (path: ObjectPath, interfaces: [(name: String, properties: [String: DBusValue])]) {
-        let signature = libdbus_message_get_signature(pointer)
-        guard signature.hasPrefix("oa{sa{sv}}") else { throw DBusError.typeMismatch(expected: "oa{sa{sv}}", found: signature) }
-        var iterator = MessageIterator()
-        _ = libdbus_message_iter_init(pointer, &iterator)
-        let path = ObjectPath(unchecked: libdbus_message_iter_get_string(&iterator))
-        _ = libdbus_message_iter_next(&iterator)
+        var (iterator, path) = try firstArgument(ifSignatureStartsWith: "oa{sa{sv}}")
         var interfaces: [(name: String, properties: [String: DBusValue])] = []
         try Self.forEachEntry(of: &iterator) { interface, properties in
             interfaces.append((interface, try Self.readProperties(&properties)))
         }
-        return (path, interfaces)
+        return (ObjectPath(unchecked: path), interfaces)
     }
 
     func readInterfacesRemoved() throws -> (path: ObjectPath, interfaces: [String]) {
+        var (iterator, path) = try firstArgument(ifSignatureStartsWith: "oas")
+        return (ObjectPath(unchecked: path), Self.readStrings(&iterator))
+    }
+
+    /// The first argument (a string or object path) and an iterator at the second, when the message's signature
+    /// starts with `prefix`; `DBusError.Code.typeMismatch` naming `expected` (default: `prefix`) otherwise.
+    private func firstArgument(ifSignatureStartsWith prefix: String, expected: String? = nil) throws -> (MessageIterator, String) {
         let signature = libdbus_message_get_signature(pointer)
-        guard signature.hasPrefix("oas") else { throw DBusError.typeMismatch(expected: "oas", found: signature) }
+        guard signature.hasPrefix(prefix) else { throw DBusError.typeMismatch(expected: expected ?? prefix, found: signature) }
         var iterator = MessageIterator()
         _ = libdbus_message_iter_init(pointer, &iterator)
-        let path = ObjectPath(unchecked: libdbus_message_iter_get_string(&iterator))
+        let first = libdbus_message_iter_get_string(&iterator)
         _ = libdbus_message_iter_next(&iterator)
-        return (path, Self.readStrings(&iterator))
+        return (iterator, first)
     }
 
     /// The first argument when it is a string (a match rule's `arg0`), without reading the rest.
@@ -146,12 +139,17 @@ extension DBusMessage {
     /// An `a{sv}` the iterator is at, each `v` taken off.
     static func readProperties(_ iterator: inout MessageIterator) throws -> [String: DBusValue] {
         var values: [String: DBusValue] = [:]
+        try forEachProperty(of: &iterator) { values[$0] = $1 }
+        return values
+    }
+
+    /// Each entry of the `a{sv}` the iterator is at, in wire order, its `v` taken off.
+    private static func forEachProperty(of iterator: inout MessageIterator, _ body: (String, DBusValue) -> Void) throws {
         try forEachEntry(of: &iterator) { name, value in
             var variant = MessageIterator()
             libdbus_message_iter_recurse(&value, &variant)
-            values[name] = try read(&variant)
+            body(name, try read(&variant))
         }
-        return values
     }
 
     /// An `as` the iterator is at.
