@@ -187,7 +187,9 @@ let package = Package(
             ]
         ),
         // libmosquitto (MQTT 3.1.1 and 5, TLS through OpenSSL), as a system library: a module map and a shim header.
-        .systemLibrary(name: "CMosquitto", pkgConfig: "libmosquitto", providers: [.apt(["libmosquitto-dev"])]),
+        // Headers only: the MQTT module loads libmosquitto.so.1 with dlopen when the first client is made, so a
+        // daemon without `mqtt:` never maps it or OpenSSL (no pkgConfig, whose flags would link it).
+        .systemLibrary(name: "CMosquitto", providers: [.apt(["libmosquitto-dev"])]),
         // The one safe Swift face of libmosquitto, shaped like DBus: one thread per client (epoll, no wake-ups
         // beyond MQTT's keep-alive), awaited PUBACK/PUBCOMP/SUBACK, typed errors naming the call.
         .target(name: "MQTT", dependencies: ["CMosquitto", "CLinux", "Locking"]),

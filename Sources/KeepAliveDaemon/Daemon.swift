@@ -1,6 +1,7 @@
 internal import BlueZ
 public import HostPower
 public import MQTTBridge
+import MQTT
 public import DBus
 public import KeepAlive
 public import Logging
@@ -131,6 +132,8 @@ public final class Daemon: Service {
         if let mqtt = configuration.mqtt {
             do {
                 let bridgeConfiguration = try mqtt.bridgeConfiguration(logger: logger)
+                // libmosquitto is loaded only with `mqtt:`: missing, it stops the start, not the bridge later.
+                try MQTTClient.loadLibrary()
                 let created = try MQTTBridge(configuration: bridgeConfiguration, devices: configuration.bridgeDevices, logger: logger)
                 bridge = created
                 // The daemon's health (STATUS=) on `<prefix>/<gateway>/health` too.

@@ -128,7 +128,7 @@ final class ClientCore: @unchecked Sendable {
     /// client's thread). The core must outlive the handle: it is the callbacks' user data, unretained.
     func setUp() throws(MQTTError) {
         let userData = Unmanaged.passUnretained(self).toOpaque()
-        guard let handle = MosquittoHandle(
+        guard let handle = try MosquittoHandle(
             clientID: configuration.clientID, cleanSession: configuration.cleanStart, userData: userData)
         else {
             throw MQTTError(

@@ -35,12 +35,21 @@ public final class MQTTClient: Sendable {
     private let thread: ClientThread
     private let tokens = Locked<UInt64>(0)
 
+    /// Loads libmosquitto (`libmosquitto.so.1`) now, as the first client would: a program that needs MQTT can
+    /// fail at start, before it does anything else. The library is not linked, so a program that makes no
+    /// client never maps it or OpenSSL. Loading happens once; later calls return the first outcome.
+    ///
+    /// - Throws: `.libraryUnavailable`, naming the library, the package that provides it and `dlerror`'s text.
+    public static func loadLibrary() throws(MQTTError) {
+        _ = try LibMosquitto.shared.get()
+    }
+
     /// Creates the client and its thread; nothing is sent before ``connect()``. `random` jitters the
     /// reconnection delays (inject a seeded one in tests).
     ///
     /// - Throws: `.invalidArgument` for a client id, will or user name libmosquitto rejects; `.invalidTopic`
     ///   for the will's topic; `.tls` for TLS files it cannot use; `.systemCall` when out of threads or
-    ///   descriptors.
+    ///   descriptors; `.libraryUnavailable` when libmosquitto cannot be loaded (see ``loadLibrary()``).
     public init(
         configuration: MQTTConfiguration, random: some RandomNumberGenerator & Sendable = SystemRandomNumberGenerator()
     ) throws(MQTTError) {

@@ -18,6 +18,7 @@ public struct MQTTError: Error, Sendable, Hashable, CustomStringConvertible {
         private enum Base: Hashable, Sendable {
             case connectionRefused, notAuthorized, tls, protocolError, disconnected, timeout, cancelled
             case invalidTopic, invalidArgument, systemCall, subscriptionRefused, publishRefused, closed
+            case libraryUnavailable
         }
 
         private var base: Base
@@ -52,6 +53,9 @@ public struct MQTTError: Error, Sendable, Hashable, CustomStringConvertible {
         public static let publishRefused = Code(.publishRefused)
         /// The client was closed.
         public static let closed = Code(.closed)
+        /// libmosquitto (`libmosquitto.so.1`, Debian's libmosquitto1) could not be loaded, or lacks a function
+        /// this module needs (it needs 2.0 or later).
+        public static let libraryUnavailable = Code(.libraryUnavailable)
 
         public var description: String {
             switch base {
@@ -68,6 +72,7 @@ public struct MQTTError: Error, Sendable, Hashable, CustomStringConvertible {
             case .subscriptionRefused: "subscriptionRefused"
             case .publishRefused: "publishRefused"
             case .closed: "closed"
+            case .libraryUnavailable: "libraryUnavailable"
             }
         }
     }
