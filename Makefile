@@ -41,15 +41,19 @@ APT_PACKAGES := libdbus-1-dev libbluetooth-dev dbus-daemon systemd libglib2.0-bi
 
 PREFIX ?= /usr/local
 # The shipped binary (make install, and what make bench measures: Benchmarks/run.py uses the same flags): the
-# Swift runtime and Foundation linked in statically, by lld with packed relative relocations (DT_RELR, glibc ≥
-# 2.36). 7–8 MiB less resident memory than the dynamic build (Benchmarks/NOTES.md, "RSS"). Each function in a
-# section of its own, the functions `keepalive run` executes laid out together (Benchmarks/keepalive.order by
-# name, Benchmarks/keepalive.ld for those without a symbol; Benchmarks/symbol_order.py writes both), and no
-# dynamic symbol table beyond what the shared libraries need (--no-export-dynamic): ≈ 4 MiB less resident.
+# Swift runtime linked in statically, by lld with packed relative relocations (DT_RELR, glibc ≥ 2.36). 7–8 MiB
+# less resident memory than the dynamic build (Benchmarks/NOTES.md, "RSS"). Each function in a section of its
+# own, the functions `keepalive run` executes laid out together (Benchmarks/keepalive.order by name,
+# Benchmarks/keepalive.ld for those without a symbol; Benchmarks/symbol_order.py writes both), and no dynamic
+# symbol table beyond what the shared libraries need (--no-export-dynamic): ≈ 4 MiB less resident. libstdc++,
+# libgcc, libdbus, libyaml and libbluetooth linked from their archives (Benchmarks/static-libraries.sh prepares
+# .build-static; the build runs with its pkgconfig/ first): only libc and libm are loaded, 2.4 MiB less resident.
 RELEASE_FLAGS ?= --static-swift-stdlib -Xswiftc -use-ld=lld -Xlinker -z -Xlinker pack-relative-relocs \
   -Xswiftc -Xfrontend -Xswiftc -function-sections \
   -Xlinker --symbol-ordering-file=$(CURDIR)/Benchmarks/keepalive.order -Xlinker --no-warn-symbol-ordering \
-  -Xlinker --script=$(CURDIR)/Benchmarks/keepalive.ld -Xlinker --no-export-dynamic
+  -Xlinker --script=$(CURDIR)/Benchmarks/keepalive.ld -Xlinker --no-export-dynamic \
+  -Xswiftc -L$(CURDIR)/.build-static -Xswiftc -Xclang-linker -Xswiftc -static-libgcc
+SWIFT_CLANG = $(dir $(realpath $(shell command -v $(SWIFT))))clang
 DESTDIR ?=
 
 .PHONY: deps build test demo bench tsan fidelity hil lab soak asan install clean docs doc-samples format-check
@@ -106,7 +110,8 @@ install: deps
 	@# Every object of one module, as Benchmarks/run.py checks: only the flag gives private functions sections (.text..L…).
 	@objects=$$(ls .build-shipped/release/KeepAlive.build/*.o 2>/dev/null); \
 	if [ -n "$$objects" ] && ! readelf -SW $$objects | grep -qF '.text..L'; then rm -rf .build-shipped; fi
-	$(SWIFT) build -c release --scratch-path .build-shipped $(RELEASE_FLAGS) --product keepalive
+	Benchmarks/static-libraries.sh $(CURDIR)/.build-static $(SWIFT_CLANG)
+	PKG_CONFIG_PATH=$(CURDIR)/.build-static/pkgconfig $(SWIFT) build -c release --scratch-path .build-shipped $(RELEASE_FLAGS) --product keepalive
 	install -D -m755 "$$($(SWIFT) build -c release --scratch-path .build-shipped --show-bin-path)/keepalive" $(DESTDIR)$(PREFIX)/bin/keepalive
 	install -D -m644 udev/keepalive.sysusers.conf $(DESTDIR)/usr/lib/sysusers.d/keepalive.conf
 	install -D -m644 udev/io.keepalive.conf $(DESTDIR)/etc/dbus-1/system.d/io.keepalive.conf

@@ -239,7 +239,20 @@ RELEASE_FLAGS = ["--static-swift-stdlib", "-Xswiftc", "-use-ld=lld", "-Xlinker",
                  "-Xlinker", f"--symbol-ordering-file={os.path.join(ROOT, 'Benchmarks', 'keepalive.order')}",
                  "-Xlinker", "--no-warn-symbol-ordering",
                  "-Xlinker", f"--script={os.path.join(ROOT, 'Benchmarks', 'keepalive.ld')}",
-                 "-Xlinker", "--no-export-dynamic"]
+                 "-Xlinker", "--no-export-dynamic",
+                 "-Xswiftc", f"-L{os.path.join(ROOT, '.build-static')}",
+                 "-Xswiftc", "-Xclang-linker", "-Xswiftc", "-static-libgcc"]
+
+# libstdc++, libgcc, libdbus, libyaml and libbluetooth linked from their archives, as the Makefile's install target
+# does: Benchmarks/static-libraries.sh prepares .build-static (the archives, and .pc files without -L${libdir}),
+# and every release build runs with RELEASE_ENV. Only libc and libm are loaded (Benchmarks/NOTES.md, "RSS").
+STATIC_LIBRARIES = os.path.join(ROOT, ".build-static")
+RELEASE_ENV = dict(os.environ, PKG_CONFIG_PATH=os.path.join(STATIC_LIBRARIES, "pkgconfig"))
+
+
+def prepare_static_libraries(swift):
+    clang = os.path.join(os.path.dirname(os.path.realpath(swift)), "clang")
+    subprocess.run([os.path.join(ROOT, "Benchmarks", "static-libraries.sh"), STATIC_LIBRARIES, clang], check=True)
 
 
 def stale_objects(scratch):
@@ -261,20 +274,21 @@ def build(ctx):
     if stale_objects(ctx.scratch):
         log(f"{ctx.scratch}: objects compiled without -function-sections; building afresh")
         shutil.rmtree(os.path.realpath(os.path.join(ctx.scratch, "release")))
+    prepare_static_libraries(ctx.swift)
     for product in products:
         log(f"building {product} (release, {ctx.scratch})")
         # One product per build (swift build takes only the last --product).
         result = subprocess.run(
             [ctx.swift, "build", "--package-path", ROOT, "--scratch-path", ctx.scratch, "-c", "release",
              *RELEASE_FLAGS, "--product", product],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=RELEASE_ENV)
         if result.returncode != 0:
             print(result.stdout[-4000:], file=sys.stderr)
             raise SystemExit(f"bench: building {product} failed")
     ctx.bin = subprocess.run(
         [ctx.swift, "build", "--package-path", ROOT, "--scratch-path", ctx.scratch, "-c", "release", *RELEASE_FLAGS,
          "--show-bin-path"],
-        stdout=subprocess.PIPE, text=True, check=True).stdout.strip()
+        stdout=subprocess.PIPE, text=True, check=True, env=RELEASE_ENV).stdout.strip()
     flags = subprocess.run(["pkg-config", "--cflags", "--libs", "dbus-1"], stdout=subprocess.PIPE, text=True,
                            check=True).stdout.split()
     ctx.cfloor = os.path.join(ctx.scratch, "bluez_poll")

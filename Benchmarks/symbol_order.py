@@ -167,7 +167,8 @@ def main():
     # The same link with a map (a relink: only linker flags differ), to find the sections of unnamed functions.
     link_map = os.path.join(work, "keepalive.map")
     subprocess.run([ctx.swift, "build", "-c", "release", "--scratch-path", ctx.scratch, "--product", "keepalive"]
-                   + run.RELEASE_FLAGS + ["-Xlinker", f"-Map={link_map}", "-Xlinker", "--no-demangle"], check=True, stdout=subprocess.DEVNULL)
+                   + run.RELEASE_FLAGS + ["-Xlinker", f"-Map={link_map}", "-Xlinker", "--no-demangle"], check=True,
+                   stdout=subprocess.DEVNULL, env=run.RELEASE_ENV)
     daemon = os.path.join(work, "keepalive")
     shutil.copy(binary, daemon)
     subprocess.run(["objcopy", "--strip-debug", daemon], check=True)
