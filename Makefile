@@ -30,14 +30,18 @@
 #   python3-venv     the fidelity check's bleak venv
 #   gcc, pkg-config  the C libdbus client that sets the floor in the D-Bus benchmark
 #   python3-dbusmock UPower, power-profiles-daemon and logind mocks for the power and sleep tests
-#   libmosquitto-dev the CMosquitto system library (pkg-config libmosquitto): the MQTT client
+#   libmosquitto-dev the CMosquitto system library: <mosquitto.h> for the MQTT client, and libmosquitto1, which it
+#                    loads with dlopen when the first client is made
+#   libstdc++-12-dev libstdc++.a: the release build links libstdc++ statically (Benchmarks/static-libraries.sh);
+#                    the Swift toolchain's own Debian 12 dependencies include it
 #   libyaml-dev      the CYAML system library (pkg-config yaml-0.1): the configuration's YAML parser
 #   mosquitto        a real broker for the MQTT tests and the demo (started on a free loopback port, never as a service)
 #   mosquitto-clients mosquitto_sub, the independent subscriber of the MQTT tests and the demo's watch command
 #   openssl          the MQTT TLS tests make a CA and certificates of their own
 
 SWIFT ?= swift
-APT_PACKAGES := libdbus-1-dev libbluetooth-dev dbus-daemon systemd libglib2.0-bin libxml2-utils bluez python3-venv gcc pkg-config python3-dbusmock libmosquitto-dev libyaml-dev mosquitto mosquitto-clients openssl
+APT_PACKAGES := libdbus-1-dev libbluetooth-dev dbus-daemon systemd libglib2.0-bin libxml2-utils bluez python3-venv gcc pkg-config python3-dbusmock libmosquitto-dev libyaml-dev mosquitto mosquitto-clients openssl \
+  libstdc++-12-dev
 
 PREFIX ?= /usr/local
 # The shipped binary (make install, and what make bench measures: Benchmarks/run.py uses the same flags): the
