@@ -79,6 +79,58 @@ struct MQTTBridgeEndToEndTests {
         }
     }
 
+    /// The files a process has mapped (`/proc/PID/maps`), by name. Read to the end with read(2): a proc file
+    /// has size 0, and readers that trust the size stop after the first page.
+    static func mappedFiles(_ pid: pid_t) throws -> Set<String> {
+        let descriptor = open("/proc/\(pid)/maps", O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
+        defer { close(descriptor) }
+        var bytes: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 65_536)
+        while true {
+            let count = buffer.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
+            if count < 0, errno == EINTR { continue }
+            guard count > 0 else { break }
+            bytes += buffer[0..<count]
+        }
+        let maps = String(decoding: bytes, as: UTF8.self)
+        return Set(maps.split(separator: "\n").compactMap { line in
+            line.split(separator: " ", omittingEmptySubsequences: true).dropFirst(5).first.map { String($0.split(separator: "/").last ?? "") }
+        })
+    }
+
+    /// libmosquitto is loaded with dlopen when the bridge starts (Sources/MQTT/LibMosquitto.swift): a daemon
+    /// without `mqtt:` maps neither it nor OpenSSL; one with `mqtt:` maps it once it is running.
+    @Test func libmosquittoAndOpenSSLAreMappedOnlyWithAnMQTTSection() async throws {
+        @Sendable func mqttLibraries(_ pid: pid_t) throws -> [String] {
+            try Self.mappedFiles(pid).filter { $0.hasPrefix("libmosquitto.so") || $0.hasPrefix("libssl.so") || $0.hasPrefix("libcrypto.so") }.sorted()
+        }
+        try await Self.withSetup { bus, broker, spool in
+            let plain = try TemporaryFile(name: "plain.yaml", contents: CLITests.configuration(devices: 2, interval: "2s"))
+            defer { plain.remove() }
+            let without = try CommandProcess(["run", "--config", plain.path, "--bus", bus.address])
+            defer { without.terminate() }
+            try await waitUntil("a record of each device", timeout: .seconds(20)) {
+                CLITests.records(without.standardOutput).count >= 2 || without.exitStatus != nil
+            }
+            #expect(without.exitStatus == nil, "stderr: \(without.standardError)")
+            #expect(try mqttLibraries(without.pid) == [], "a daemon without mqtt: mapped them")
+            without.signal(SIGTERM)
+            #expect(try await without.waitForExit(within: .seconds(10)) == 0, "stderr: \(without.standardError)")
+
+            let subscriber = try await Subscriber(port: broker.port)
+            defer { Task { await subscriber.close() } }
+            let file = try TemporaryFile(name: "keepalive.yaml", contents: Self.configuration(port: broker.port, spool: spool))
+            defer { file.remove() }
+            let with = try CommandProcess(["run", "--config", file.path, "--bus", bus.address])
+            defer { with.terminate() }
+            try await waitUntil("online", timeout: .seconds(20)) { subscriber.last("keepalive/gw/status") == "online" }
+            let mapped = try mqttLibraries(with.pid)
+            #expect(mapped.contains { $0.hasPrefix("libmosquitto.so") }, "\(mapped)")
+            #expect(mapped.contains { $0.hasPrefix("libcrypto.so") }, "\(mapped)")
+        }
+    }
+
     @Test func theDaemonPublishesItsTopicsAndDiscoveryAndAnswersCommands() async throws {
         try await Self.withSetup { bus, broker, spool in
             let subscriber = try await Subscriber(port: broker.port)
