@@ -149,7 +149,7 @@ extension MockTransport {
             }
             return script
         }
-        try await interruptible(peripheral) {
+        try await interruptible(peripheral, absentIsVanished: operation != .connect) {
             if script?.hang == true {
                 if let hangLimit {
                     try await self.time.sleep(for: hangLimit)
@@ -169,18 +169,24 @@ extension MockTransport {
         }
     }
 
-    /// Runs `wait` so that the device vanishing fails it at once with `deviceVanished`.
-    private func interruptible(_ peripheral: Peripheral, _ wait: @escaping @Sendable () async throws -> Void) async throws {
+    /// Runs `wait` so that the device vanishing fails it at once with `deviceVanished`. With `absentIsVanished`,
+    /// a device that vanished after the call was recorded but before this registration fails it the same way
+    /// (a `vanish` in that gap found nothing in flight, and a hanging read then waited for ever).
+    private func interruptible(
+        _ peripheral: Peripheral, absentIsVanished: Bool, _ wait: @escaping @Sendable () async throws -> Void
+    ) async throws {
         let vanished = Atomic(false)
         let task = Task { try await wait() }
-        let id: UInt64 = state.withLock { state in
-            state.nextFlightID += 1
-            state.inFlight[peripheral, default: [:]][state.nextFlightID] = {
-                vanished.store(true, ordering: .relaxed)
-                task.cancel()
-            }
-            return state.nextFlightID
+        let cancel: @Sendable () -> Void = {
+            vanished.store(true, ordering: .relaxed)
+            task.cancel()
         }
+        let (id, absent): (UInt64, Bool) = state.withLock { state in
+            state.nextFlightID += 1
+            state.inFlight[peripheral, default: [:]][state.nextFlightID] = cancel
+            return (state.nextFlightID, absentIsVanished && state.devices[peripheral]?.present == false)
+        }
+        if absent { cancel() }
         defer { _ = state.withLock { $0.inFlight[peripheral]?.removeValue(forKey: id) } }
         try await withTaskCancellationHandler {
             do {
