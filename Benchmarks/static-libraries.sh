@@ -7,9 +7,9 @@
 #   libkeepalive-sd-listen.a                               libdbus's two libsystemd functions (below)
 #
 # Why: every shared library costs resident memory before it runs a line: the loader reads its symbol tables and
-# relocates its data. libdbus-1.so brings libsystemd and what it loads (libgcrypt, libgpg-error, libzstd,
-# liblzma, liblz4, libcap): 1.1 MiB resident for two functions; libstdc++.so (which the static Swift runtime
-# links) 1.1 MiB. Linked from their archives only what runs is mapped, laid out with the rest
+# relocates its data. libdbus-1.so (0.3 MiB resident) brings libsystemd and what it loads (libgcrypt,
+# libgpg-error, libzstd, liblzma, liblz4, libcap: 0.8 MiB) for two functions; libstdc++.so (which the static
+# Swift runtime links) 1.1 MiB. Linked from their archives only what runs is mapped, laid out with the rest
 # (Benchmarks/NOTES.md, "RSS").
 #
 # How: SwiftPM passes -L${libdir} from each system library's .pc file ahead of any -L of ours, so -ldbus-1 would
