@@ -373,23 +373,24 @@ final class PropertyList {
     /// first `mosquitto_property_add_*` call that failed (e.g. MOSQ_ERR_MALFORMED_UTF8).
     static func publish(_ properties: MQTTProperties) -> Result<PropertyList?, MQTTError> {
         guard !properties.isEmpty else { return .success(nil) }
+        let api = LibMosquitto.loaded
         let list = PropertyList()
         if let expiry = properties.messageExpiryInterval {
             let status = MosquittoStatus.of(
-                LibMosquitto.loaded.propertyAddInt32(&list.head, Int32(MQTT_PROP_MESSAGE_EXPIRY_INTERVAL.rawValue), expiry))
+                api.propertyAddInt32(&list.head, Int32(MQTT_PROP_MESSAGE_EXPIRY_INTERVAL.rawValue), expiry))
             if let error = list.failure(status, "mosquitto_property_add_int32") { return .failure(error) }
         }
         if let contentType = properties.contentType {
             let status = contentType.withCString {
                 MosquittoStatus.of(
-                    LibMosquitto.loaded.propertyAddString(&list.head, Int32(MQTT_PROP_CONTENT_TYPE.rawValue), $0))
+                    api.propertyAddString(&list.head, Int32(MQTT_PROP_CONTENT_TYPE.rawValue), $0))
             }
             if let error = list.failure(status, "mosquitto_property_add_string") { return .failure(error) }
         }
         for property in properties.userProperties {
             let status = property.name.withCString { name in
                 property.value.withCString { value in
-                    MosquittoStatus.of(LibMosquitto.loaded.propertyAddStringPair(
+                    MosquittoStatus.of(api.propertyAddStringPair(
                         &list.head, Int32(MQTT_PROP_USER_PROPERTY.rawValue), name, value))
                 }
             }
@@ -415,20 +416,21 @@ final class PropertyList {
 
     /// Reads the properties this module knows from a list libmosquitto owns (an incoming PUBLISH's).
     static func decode(_ list: OpaquePointer?) -> MQTTProperties {
+        let api = LibMosquitto.loaded
         var properties = MQTTProperties()
         var current = list
         while let property = current {
-            switch LibMosquitto.loaded.propertyIdentifier(property) {
+            switch api.propertyIdentifier(property) {
             case Int32(MQTT_PROP_MESSAGE_EXPIRY_INTERVAL.rawValue):
                 var value: UInt32 = 0
-                if LibMosquitto.loaded.propertyReadInt32(
+                if api.propertyReadInt32(
                     property, Int32(MQTT_PROP_MESSAGE_EXPIRY_INTERVAL.rawValue), &value, false) != nil
                 {
                     properties.messageExpiryInterval = value
                 }
             case Int32(MQTT_PROP_CONTENT_TYPE.rawValue):
                 var value: UnsafeMutablePointer<CChar>?
-                if LibMosquitto.loaded.propertyReadString(property, Int32(MQTT_PROP_CONTENT_TYPE.rawValue), &value, false)
+                if api.propertyReadString(property, Int32(MQTT_PROP_CONTENT_TYPE.rawValue), &value, false)
                     != nil, let value
                 {
                     properties.contentType = String(cString: value)
@@ -437,7 +439,7 @@ final class PropertyList {
             case Int32(MQTT_PROP_USER_PROPERTY.rawValue):
                 var name: UnsafeMutablePointer<CChar>?
                 var value: UnsafeMutablePointer<CChar>?
-                if LibMosquitto.loaded.propertyReadStringPair(
+                if api.propertyReadStringPair(
                     property, Int32(MQTT_PROP_USER_PROPERTY.rawValue), &name, &value, false) != nil
                 {
                     properties.userProperties.append(MQTTUserProperty(
@@ -448,7 +450,7 @@ final class PropertyList {
             default:
                 break
             }
-            current = LibMosquitto.loaded.propertyNext(property)
+            current = api.propertyNext(property)
         }
         return properties
     }

@@ -84,16 +84,7 @@ struct MQTTBridgeEndToEndTests {
     static func mappedFiles(_ pid: pid_t) throws -> Set<String> {
         let descriptor = open("/proc/\(pid)/maps", O_RDONLY | O_CLOEXEC)
         guard descriptor >= 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
-        defer { close(descriptor) }
-        var bytes: [UInt8] = []
-        var buffer = [UInt8](repeating: 0, count: 65_536)
-        while true {
-            let count = buffer.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
-            if count < 0, errno == EINTR { continue }
-            guard count > 0 else { break }
-            bytes += buffer[0..<count]
-        }
-        let maps = String(decoding: bytes, as: UTF8.self)
+        let maps = Subprocess.readAll(descriptor)
         return Set(maps.split(separator: "\n").compactMap { line in
             line.split(separator: " ", omittingEmptySubsequences: true).dropFirst(5).first.map { String($0.split(separator: "/").last ?? "") }
         })

@@ -5,12 +5,20 @@ import Testing
 /// libmosquitto is loaded with dlopen when the first client is made (Sources/MQTT/LibMosquitto.swift): what a
 /// gateway without it, or with a library that is not libmosquitto 2.0, is told.
 @Suite struct LibraryLoadingTests {
-    @Test func aMissingLibraryIsNamedWithThePackageThatProvidesIt() throws {
-        let result = LibMosquitto.load("libmosquitto-absent.so.9")
-        guard case .failure(let error) = result else {
-            Issue.record("loading a library that does not exist succeeded")
-            return
+    /// The error of loading `path`, which must fail.
+    private func loadingFails(_ path: String) throws -> MQTTError {
+        guard case .failure(let error) = LibMosquitto.load(path) else {
+            throw LoadingSucceeded(path: path)
         }
+        return error
+    }
+
+    private struct LoadingSucceeded: Error {
+        let path: String
+    }
+
+    @Test func aMissingLibraryIsNamedWithThePackageThatProvidesIt() throws {
+        let error = try loadingFails("libmosquitto-absent.so.9")
         #expect(error.code == .libraryUnavailable)
         #expect(error.call == "dlopen")
         #expect(error.message.contains("libmosquitto-absent.so.9"))
@@ -20,11 +28,7 @@ import Testing
 
     @Test func aLibraryWithoutTheFunctionsSaysWhichOneIsMissing() throws {
         // libdbus is on every machine that runs these tests, and has none of mosquitto's functions.
-        let result = LibMosquitto.load("libdbus-1.so.3")
-        guard case .failure(let error) = result else {
-            Issue.record("libdbus loaded as libmosquitto")
-            return
-        }
+        let error = try loadingFails("libdbus-1.so.3")
         #expect(error.code == .libraryUnavailable)
         #expect(error.call == "dlsym")
         #expect(error.message == "libdbus-1.so.3 has no mosquitto_strerror (libmosquitto 2.0 or later is needed)")
