@@ -10,6 +10,9 @@ package final class Alarm: Sendable {
         var ringPending = false
         var generation: UInt64 = 0
         var waiter: CheckedContinuation<Void, Never>?
+        /// What ends the wait at its deadline: a call on the clock's timer thread, or, for a clock without one (a
+        /// test's manual clock), a task sleeping on the clock.
+        var timer: TimerCall?
         var sleeper: Task<Void, Never>?
     }
 
@@ -29,11 +32,19 @@ package final class Alarm: Sendable {
                         state.ringPending = false
                         return true
                     }
+                    // A deadline already passed ends the wait here, as a sleep would: the timer thread is not woken
+                    // for it.
+                    if let deadline, deadline <= time.now { return true }
                     state.generation &+= 1
                     state.waiter = continuation
                     if let deadline {
                         let generation = state.generation
                         let time = self.time
+                        // The waiter's task is resumed from the timer thread straight onto its own executor.
+                        if let timer = time.call(at: deadline, { [weak self] in self?.expire(generation: generation) }) {
+                            state.timer = timer
+                            return false
+                        }
                         state.sleeper = Task { [weak self] in
                             do {
                                 try await time.sleep(until: deadline)
@@ -54,15 +65,19 @@ package final class Alarm: Sendable {
 
     /// Ends the current wait now, or the next one at once if nobody is waiting.
     package func ring() {
-        let (waiter, sleeper): (CheckedContinuation<Void, Never>?, Task<Void, Never>?) = state.withLock { state in
+        let (waiter, timer, sleeper): (CheckedContinuation<Void, Never>?, TimerCall?, Task<Void, Never>?) = state.withLock { state in
             guard let waiter = state.waiter else {
                 state.ringPending = true
-                return (nil, nil)
+                return (nil, nil, nil)
             }
             state.waiter = nil
-            defer { state.sleeper = nil }
-            return (waiter, state.sleeper)
+            defer {
+                state.timer = nil
+                state.sleeper = nil
+            }
+            return (waiter, state.timer, state.sleeper)
         }
+        timer?.cancel()
         sleeper?.cancel()
         waiter?.resume()
     }
@@ -71,6 +86,7 @@ package final class Alarm: Sendable {
         let waiter: CheckedContinuation<Void, Never>? = state.withLock { state in
             guard state.generation == generation, let waiter = state.waiter else { return nil }
             state.waiter = nil
+            state.timer = nil
             state.sleeper = nil
             return waiter
         }

@@ -66,11 +66,25 @@ package struct TimeBase: Sendable {
     package func sleep(for duration: Duration) async throws {
         try await source.sleep(until: source.now.advanced(by: duration))
     }
+
+    /// Calls `action` at `instant` on the clock's own timer thread, when the clock has one (``TimerFDClock``), and
+    /// returns what cancels it; `nil` for any other clock, whose waits need a sleeping task. No task and no
+    /// thread of the pool take part: the alarms of the scheduler and the ledger wake only who waits on them.
+    package func call(at instant: KeepAliveInstant, _ action: @escaping @Sendable () -> Void) -> TimerCall? {
+        source.call(at: instant, action)
+    }
+}
+
+/// A call scheduled on a timer thread (``TimeBase/call(at:_:)``).
+package struct TimerCall: Sendable {
+    /// Forgets the call if it has not run; the timer thread is then not woken for it.
+    package let cancel: @Sendable () -> Void
 }
 
 private protocol TimeSource: Sendable {
     var now: KeepAliveInstant { get }
     func sleep(until instant: KeepAliveInstant) async throws
+    func call(at instant: KeepAliveInstant, _ action: @escaping @Sendable () -> Void) -> TimerCall?
 }
 
 private struct ClockTimeSource<C: Clock<Duration>>: TimeSource {
@@ -84,6 +98,11 @@ private struct ClockTimeSource<C: Clock<Duration>>: TimeSource {
     func sleep(until instant: KeepAliveInstant) async throws {
         // No tolerance: deadlines are exact, and coalescing is the scheduler's decision, not the clock's.
         try await clock.sleep(until: origin.advanced(by: instant.offset), tolerance: nil)
+    }
+
+    func call(at instant: KeepAliveInstant, _ action: @escaping @Sendable () -> Void) -> TimerCall? {
+        guard let clock = clock as? TimerFDClock, let origin = origin as? TimerFDClock.Instant else { return nil }
+        return clock.call(at: origin.advanced(by: instant.offset), action)
     }
 }
 

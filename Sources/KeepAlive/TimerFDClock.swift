@@ -70,6 +70,13 @@ public struct TimerFDClock: Clock, Sendable {
         return (deadline.map(Instant.init(sinceBoot:)), pending)
     }
 
+    /// Calls `action` on the timer thread at `deadline` (keep it short); what is returned cancels it.
+    package func call(at deadline: Instant, _ action: @escaping @Sendable () -> Void) -> TimerCall {
+        let thread = self.thread
+        let id = thread.schedule(at: deadline.sinceBoot, action)
+        return TimerCall { thread.cancel(id) }
+    }
+
     /// Returns at `deadline` (at once when it has passed); throws `CancellationError` when the task is
     /// cancelled, at once. `tolerance` is not used: the one wakeup is at the deadline.
     public func sleep(until deadline: Instant, tolerance: Duration? = nil) async throws {
