@@ -59,10 +59,18 @@ public final class BackgroundTaskLedger: Sendable {
         package var cancel: (@Sendable () -> Void)?
         /// Told when the ledger force-ends the window, so a waiter can stop waiting for a stuck body.
         package var forcedEnd: (@Sendable (BackgroundTaskRecord) -> Void)?
+        /// Where the driver runs if this window starts it: the executor the window's work runs on (the D-Bus
+        /// connection's thread), so that starting the driver and ringing it from there wakes no other thread.
+        /// `nil`: the default executor.
+        package var driverExecutor: (any TaskExecutor)?
 
-        package init(cancel: (@Sendable () -> Void)? = nil, forcedEnd: (@Sendable (BackgroundTaskRecord) -> Void)? = nil) {
+        package init(
+            cancel: (@Sendable () -> Void)? = nil, forcedEnd: (@Sendable (BackgroundTaskRecord) -> Void)? = nil,
+            driverExecutor: (any TaskExecutor)? = nil
+        ) {
             self.cancel = cancel
             self.forcedEnd = forcedEnd
+            self.driverExecutor = driverExecutor
         }
     }
 
@@ -142,7 +150,7 @@ public final class BackgroundTaskLedger: Sendable {
             logger.trace("background task began", metadata: ["task": "\(name)", "id": "\(entry.id)"])
             if broadcast.hasSubscribers { broadcast.publish(.began(entry)) }
             if startDriver {
-                Task { await self.drive() }
+                Task(executorPreference: hooks.driverExecutor) { await self.drive() }
             } else if ringDriver {
                 alarm.ring()
             }

@@ -148,7 +148,28 @@ extension KeepAlive {
 
     // MARK: The loop
 
+    /// The loop runs where the launches' tasks prefer to run (``LaunchGate/preferredExecutor``, the D-Bus
+    /// connection's thread) when their gate lets reports be written there: a tick then wakes that one thread, which
+    /// decides, begins the windows and starts the polls without waking another. Otherwise, and with no gate, on
+    /// the default executor. It moves when that executor changes (a new D-Bus connection).
     private func loop() async {
+        while true {
+            let executor = loopExecutor()
+            let stopped = await withTaskExecutorPreference(executor) { await self.loop(on: executor) }
+            if stopped { return }
+        }
+    }
+
+    private func loopExecutor() -> (any TaskExecutor)? {
+        // The gate is asked outside the lock: its executor may sit behind locks of its own (a reconnecting
+        // transport's).
+        let gate = state.withLock { state in state.registrations.values.lazy.compactMap(\.gate).first }
+        guard let gate, gate.reportsOnPreferredExecutor else { return nil }
+        return gate.preferredExecutor
+    }
+
+    /// The loop while `executor` stays the one to run on: true when the scheduler stops.
+    private func loop(on executor: (any TaskExecutor)?) async -> Bool {
         while true {
             let now = time.now
             let (stop, launches, skipped, wakeAt) = state.withLock { state in
@@ -159,7 +180,7 @@ extension KeepAlive {
                 let wakeAt = state.registrations.values.lazy.filter { !$0.isFinished }.compactMap { $0.schedule?.nextFire }.min()
                 return (false, launches, skipped, wakeAt)
             }
-            if stop { return }
+            if stop { return true }
             for (launch, reason) in skipped {
                 deliver(launch.report(.skipped(reason)), to: launch.onReport)
             }
@@ -167,6 +188,7 @@ extension KeepAlive {
                 self.launch(launch)
             }
             await alarm.wait(until: wakeAt)
+            if loopExecutor() !== executor { return false }
         }
     }
 
@@ -236,6 +258,13 @@ extension KeepAlive {
 
     private func launch(_ launch: Launch) {
         let taskBox = Locked(LaunchBox())
+        // A gate whose callbacks run on an executor of their own (the D-Bus connection's thread) has the task
+        // start there: a poll let in by a slot released on that thread then starts without waking another. The
+        // report is written from the default executor, as without a gate, so that record output never blocks that
+        // thread; unless the gate says its reports never block, and then it is written where the callback ended,
+        // and the ledger's driver (which reports forced ends) runs there too.
+        let executor = launch.gate?.preferredExecutor
+        let reportInPlace = executor == nil || launch.gate?.reportsOnPreferredExecutor == true
         let id = ledger.begin(
             name: launch.name,
             budget: launch.budget,
@@ -259,7 +288,8 @@ extension KeepAlive {
                         message: "callback did not return within the grace after its window (budget \(launch.budget.compact)) expired or was cancelled"
                     )
                     self.complete(launch, result: .failed(error), window: record, finished: false)
-                }
+                },
+                driverExecutor: reportInPlace ? executor : nil
             )
         )
         guard id != .invalid, let entry = ledger.state.withLock({ $0.open[id]?.entry }) else {
@@ -273,10 +303,6 @@ extension KeepAlive {
         state.withLock { $0.unreportedLaunches += 1 }
         taskBox.withLock { $0.id = id }
         let window = PollWindow(entry: entry, tick: launch.tick, ledger: ledger)
-        // A gate whose callbacks run on an executor of their own (the D-Bus connection's thread) has the task
-        // start there: a poll let in by a slot released on that thread then starts without waking another. The
-        // report is written from the default executor, as without a gate: record output never blocks that thread.
-        let executor = launch.gate?.preferredExecutor
         let start: @Sendable () -> Void = {
             let task = Task(executorPreference: executor) {
                 let result = await launch.handler(window)
@@ -286,7 +312,7 @@ extension KeepAlive {
                     self.state.withLock { $0.registrations[launch.token]?.inFlight = false }
                     return
                 }
-                if executor == nil {
+                if reportInPlace {
                     self.complete(launch, result: result, window: record, finished: true)
                 } else {
                     Task { self.complete(launch, result: result, window: record, finished: true) }

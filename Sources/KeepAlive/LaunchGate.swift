@@ -13,10 +13,16 @@ package protocol LaunchGate: Sendable {
     /// Where a launch's task should run (the callback's own executor), so that a `start` called there begins
     /// the task without a thread hop; `nil`: the default executor.
     var preferredExecutor: (any TaskExecutor)? { get }
+
+    /// Whether the window's report may be delivered on ``preferredExecutor``, right where the callback returned,
+    /// instead of from a new task on the default executor: only when whoever receives reports never blocks (a
+    /// record written to a regular file, not to a pipe). It saves a task and a thread switch per launch.
+    var reportsOnPreferredExecutor: Bool { get }
 }
 
 extension LaunchGate {
     package var preferredExecutor: (any TaskExecutor)? { nil }
+    package var reportsOnPreferredExecutor: Bool { false }
 }
 
 /// A request made to a ``LaunchGate``.

@@ -26,19 +26,26 @@ public final class PollEngine: Sendable {
         public var disconnectTimeout: Duration
         /// Poll each device this many ticks, then stop scheduling it (`nil`: forever).
         public var maxTicks: UInt64?
+        /// Calls `onRecord` on the thread that finished the poll (the transport's own executor, a D-Bus
+        /// connection's thread) instead of from a new task on the default executor. That saves a task and a
+        /// thread switch per poll, but every other poll on that thread waits while `onRecord` runs: set it only
+        /// when `onRecord` never blocks (it writes to a regular file, say, not to a pipe or over the network).
+        public var recordsOnTransportExecutor: Bool
 
         public init(
             maxConnections: Int = 3,
             retry: RetryPolicy = .standard,
             connectTimeout: Duration = .seconds(10),
             disconnectTimeout: Duration = .seconds(3),
-            maxTicks: UInt64? = nil
+            maxTicks: UInt64? = nil,
+            recordsOnTransportExecutor: Bool = false
         ) {
             self.maxConnections = maxConnections
             self.retry = retry
             self.connectTimeout = connectTimeout
             self.disconnectTimeout = disconnectTimeout
             self.maxTicks = maxTicks
+            self.recordsOnTransportExecutor = recordsOnTransportExecutor
         }
 
         /// At least one connection per adapter, positive timeouts, a valid retry policy.
@@ -490,6 +497,7 @@ struct SlotGate: LaunchGate {
     let scratch: PollScratch
 
     var preferredExecutor: (any TaskExecutor)? { engine?.transport.preferredExecutor }
+    var reportsOnPreferredExecutor: Bool { engine?.configuration.recordsOnTransportExecutor ?? false }
 
     func request(_ window: PollWindow, start: @escaping @Sendable () -> Void) -> LaunchRequest {
         guard let engine else {

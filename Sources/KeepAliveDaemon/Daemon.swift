@@ -172,6 +172,10 @@ public final class Daemon: Service {
         let transport = ReconnectingTransport()
         var engineConfiguration = configuration.pollEngineConfiguration
         engineConfiguration.maxTicks = options.maxTicks
+        // Records are written on the D-Bus connection's thread, where the poll ended, only when nothing in
+        // `onRecord` can wait: a regular file or no output, no MQTT spool (it may `fdatasync` each record), no
+        // caller's callback. Else each record costs a task and a thread switch, but never stalls the polls.
+        engineConfiguration.recordsOnTransportExecutor = (writer?.neverBlocks ?? true) && bridge == nil && options.onRecord == nil
         let specs = configuration.peripheralSpecs()
         let healer = makeHealer(specs: specs, transport: transport)
         let engine = try PollEngine(

@@ -80,6 +80,16 @@ public final class RecordWriter: Sendable {
         state.withLock { $0.nextSequence }
     }
 
+    /// Whether a write can never wait for a reader: no output, or a regular file (standard output redirected to
+    /// one included). A pipe (journald's, a shell's), a terminal or a socket can make a write wait.
+    public var neverBlocks: Bool {
+        state.withLock { state in
+            guard state.descriptor >= 0 else { return output == .none }
+            var status = stat()
+            return fstat(state.descriptor, &status) == 0 && status.st_mode & S_IFMT == S_IFREG
+        }
+    }
+
     /// The write error that stopped the output, if one did.
     public var failure: OutputError? {
         state.withLock { $0.failure }

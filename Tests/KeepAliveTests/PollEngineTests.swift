@@ -538,3 +538,36 @@ extension PollEngineTests {
         #expect(elsewhere.isEmpty, "transport calls not on its executor: \(elsewhere)")
     }
 }
+
+extension PollEngineTests {
+    /// `recordsOnTransportExecutor` moves `onRecord` to the thread the poll ended on (a record written to a file
+    /// then costs no task and no thread switch); without it, `onRecord` never runs there, so a record output that
+    /// blocks (a pipe nobody reads) cannot stall the transport's thread.
+    @Test(arguments: [true, false])
+    func onRecordRunsOnTheTransportsExecutorOnlyWhenAskedTo(inPlace: Bool) async throws {
+        let mock = MockTransport(clock: clock)
+        addSensors(mock, 0..<3)
+        mock.script(.read(battery), on: sensor(1), .alwaysFail(TransportError(.notPermitted, "Read not permitted")))
+        let transport = ExecutorBoundTransport(mock)
+        let keepAlive = try makeKeepAlive()
+        let specs = (0..<3).map { PeripheralSpec(name: "sensor-\($0)", peripheral: sensor($0), reads: [battery]) }
+        let placesOfRecords = Locked<[(String, Bool)]>([])
+        let engine = try PollEngine(
+            peripherals: specs, transport: transport, keepAlive: keepAlive,
+            configuration: PollEngine.Configuration(recordsOnTransportExecutor: inPlace), logger: quietLogger,
+            onRecord: { record in
+                let onExecutor = transport.executor.isCurrent
+                placesOfRecords.withLock { $0.append((record.device, onExecutor)) }
+            }
+        )
+        let records = Collector(engine.records())
+        try await withRunning(keepAlive) {
+            for _ in 0..<3 { _ = try await records.next() }
+        }
+        let places = placesOfRecords.withLock { $0 }
+        #expect(places.count == 3)
+        #expect(Set(places.map(\.0)) == ["sensor-0", "sensor-1", "sensor-2"])
+        let misplaced = places.filter { $0.1 != inPlace }.map(\.0)
+        #expect(misplaced.isEmpty, "records \(inPlace ? "not on" : "on") the transport's executor: \(misplaced)")
+    }
+}
