@@ -130,7 +130,10 @@ def main():
         with run.Simulator(ctx, n, 0.01) as sim:
             env = dict(sim.env(), LD_LIBRARY_PATH=libs, LD_PRELOAD=os.path.join(work, "shim.so"))
             run.log(f"callgrind: keepalive, {n} devices, {ticks} ticks")
-            callgrind([daemon, "run", "--config", config, "--bus", sim.address, "--output", os.devnull, "--ticks",
+            # Records to a regular file, as run.py and a configured `output:` write them (to /dev/null, a character
+            # device that might block for all the daemon knows, they would be written from the pool instead).
+            records = os.path.join(work, f"records-{ticks}.jsonl")
+            callgrind([daemon, "run", "--config", config, "--bus", sim.address, "--output", records, "--ticks",
                        str(ticks)], os.path.join(work, f"keepalive-{ticks}.out"), env)
     for rounds in (1, 1 + t):
         with run.Simulator(ctx, n, 0.01) as sim:
@@ -183,7 +186,7 @@ def kernel_side(ctx, n, t, work):
     def command(sim, client, count):
         if client == "keepalive":
             return [os.path.join(ctx.bin, "keepalive"), "run", "--config", config, "--bus", sim.address, "--output",
-                    os.devnull, "--ticks", str(count)]
+                    os.path.join(work, f"records-strace-{count}.jsonl"), "--ticks", str(count)]
         return [ctx.cfloor, str(n), str(count)]
 
     config = run.write_config(ctx, "strace.yaml", n, 2.0, budget=1.8)
