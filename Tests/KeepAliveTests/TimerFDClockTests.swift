@@ -96,8 +96,8 @@ struct TimerFDClockTests {
         }
         // The first tick is at start; each later one woke the thread once, or found its deadline passed
         // already on a loaded machine: never more wakeups than ticks. Plus one for each timer of a window (its
-        // warning, two thirds into the budget, and its deadline) that a window outlived: that takes a machine
-        // loaded as much as by the whole suite running at once, and then the ledger must wake for it.
+        // warning, two thirds into the budget, counted from half to be safe, and its deadline) that a window
+        // outlived: that takes a machine loaded as much as by the whole suite at once, and the ledger must wake.
         let timersOutlived = keepAlive.ledger.history().reduce(0) { count, window in
             let used = window.began.duration(to: window.ended)
             return count + (used >= window.budget / 2 ? 1 : 0) + (used >= window.budget ? 1 : 0)
