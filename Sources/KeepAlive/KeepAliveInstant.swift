@@ -90,6 +90,18 @@ private protocol TimeSource: Sendable {
 private struct ClockTimeSource<C: Clock<Duration>>: TimeSource {
     let clock: C
     let origin: C.Instant
+    /// The clock and origin again when the clock is a ``TimerFDClock``: cast once here, not at every alarm's wait.
+    private let timerFD: (clock: TimerFDClock, origin: TimerFDClock.Instant)?
+
+    init(clock: C, origin: C.Instant) {
+        self.clock = clock
+        self.origin = origin
+        if let clock = clock as? TimerFDClock, let origin = origin as? TimerFDClock.Instant {
+            timerFD = (clock, origin)
+        } else {
+            timerFD = nil
+        }
+    }
 
     var now: KeepAliveInstant {
         KeepAliveInstant(offset: origin.duration(to: clock.now))
@@ -101,8 +113,8 @@ private struct ClockTimeSource<C: Clock<Duration>>: TimeSource {
     }
 
     func call(at instant: KeepAliveInstant, _ action: @escaping @Sendable () -> Void) -> TimerCall? {
-        guard let clock = clock as? TimerFDClock, let origin = origin as? TimerFDClock.Instant else { return nil }
-        return clock.call(at: origin.advanced(by: instant.offset), action)
+        guard let timerFD else { return nil }
+        return timerFD.clock.call(at: timerFD.origin.advanced(by: instant.offset), action)
     }
 }
 

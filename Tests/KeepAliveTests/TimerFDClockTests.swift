@@ -116,7 +116,9 @@ struct AlarmOnTimerFDClockTests {
         let clock = TimerFDClock.isolated()
         let time = TimeBase(clock)
         let alarm = Alarm(time: time)
-        let deadline = time.now.advanced(by: .milliseconds(30))
+        // Far enough that the wait is registered before it even on a loaded machine (a deadline already passed
+        // ends the wait without the timer thread).
+        let deadline = time.now.advanced(by: .milliseconds(100))
         await alarm.wait(until: deadline)
         #expect(time.now >= deadline, "woke \(time.now.duration(to: deadline)) early")
         #expect(clock.wakeups == 1)
