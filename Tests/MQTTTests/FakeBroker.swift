@@ -100,7 +100,10 @@ final class FakeBroker: Sendable {
                 }
                 publishes.withLock { $0.append(Array(body[offset...])) }
                 guard qos == 1 else { break }
-                guard acknowledged < behaviour.acknowledgedPublishes else { return }
+                guard acknowledged < behaviour.acknowledgedPublishes else {
+                    closeGracefully(connection)
+                    return
+                }
                 acknowledged += 1
                 send(connection, [0x40, 0x02] + id)
             case 12:  // PINGREQ
@@ -111,6 +114,18 @@ final class FakeBroker: Sendable {
                 break
             }
         }
+    }
+
+    /// Closes the connection the way a broker that drops a client does, without losing what it already sent: a
+    /// socket closed with unread input sends a reset, and a reset discards the acknowledgements still waiting in
+    /// the client's receive queue (the client then saw acknowledged messages fail, whenever it read after the
+    /// reset). So: end the sending side, read and drop until the client closes (at most 5 s), then close.
+    private static func closeGracefully(_ connection: Int32) {
+        shutdown(connection, Int32(SHUT_WR))
+        var limit = timeval(tv_sec: 5, tv_usec: 0)
+        _ = setsockopt(connection, SOL_SOCKET, SO_RCVTIMEO, &limit, socklen_t(MemoryLayout<timeval>.size))
+        var sink = [UInt8](repeating: 0, count: 4_096)
+        while read(connection, &sink, sink.count) > 0 {}
     }
 
     private static func send(_ connection: Int32, _ bytes: [UInt8]) {
