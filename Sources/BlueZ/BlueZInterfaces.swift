@@ -31,13 +31,52 @@ public enum BlueZ {
     /// The UUID `text` names when it is in BlueZ's form (128 bits, lower case, 8-4-4-4-12): the form the cache
     /// keeps UUIDs in compactly, as only it reads back as the same string.
     static func uuid(inBlueZForm text: String) -> BluetoothUUID? {
-        guard let uuid = try? BluetoothUUID(text), uuid.description == text else { return nil }
-        return uuid
+        BluetoothUUID(exactDescription: text)
     }
 
     /// `/org/bluez/hci0`.
     public static func adapterPath(_ adapter: String) throws -> ObjectPath {
-        try ObjectPath("/org/bluez/" + adapter)
+        if let path = path(adapter: adapter, device: nil) { return path }
+        return try ObjectPath("/org/bluez/" + adapter)  // not a path element: libdbus's check says why
+    }
+
+    /// `/org/bluez/<adapter>`, with `/dev_<device>` when given, built in one allocation; nil when `adapter` is not
+    /// a path element (`[A-Za-z0-9_]+`). `device` is 17 bytes already checked. Every poll builds these three or
+    /// four times: concatenating and validating with libdbus cost 5,000 instructions each.
+    private static func path(adapter: String, device: UnsafeBufferPointer<UInt8>?) -> ObjectPath? {
+        let prefix: StaticString = "/org/bluez/"
+        let count = prefix.utf8CodeUnitCount + adapter.utf8.count + (device.map { 5 + $0.count } ?? 0)
+        var adapter = adapter
+        let raw: String? = adapter.withUTF8 { name in
+            guard !name.isEmpty, name.allSatisfy(isPathElementByte) else { return nil }
+            return String(unsafeUninitializedCapacity: count) { buffer in
+                var index = 0
+                func append(_ bytes: UnsafeBufferPointer<UInt8>) {
+                    for byte in bytes {
+                        buffer[index] = byte
+                        index += 1
+                    }
+                }
+                append(UnsafeBufferPointer(start: prefix.utf8Start, count: prefix.utf8CodeUnitCount))
+                append(name)
+                if let device {
+                    let element: StaticString = "/dev_"
+                    append(UnsafeBufferPointer(start: element.utf8Start, count: element.utf8CodeUnitCount))
+                    append(device)
+                }
+                return index
+            }
+        }
+        return raw.map { ObjectPath(unchecked: $0) }
+    }
+
+    private static func isPathElementByte(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+            UInt8(ascii: "_"):
+            true
+        default: false
+        }
     }
 
     /// The device a GATT object belongs to: `/org/bluez/hci0/dev_…/service0010/char0011` → `/org/bluez/hci0/dev_…`.
@@ -84,6 +123,8 @@ public enum BlueZ {
             }
         }
         guard octets.count == 17 else { try notAnAddress(peripheral) }
+        if let path = octets.withUnsafeBufferPointer({ path(adapter: peripheral.adapter, device: $0) }) { return path }
+        // Not a path element: libdbus's check says why.
         return try ObjectPath("/org/bluez/" + peripheral.adapter + "/dev_" + String(decoding: octets, as: UTF8.self))
     }
 

@@ -27,7 +27,7 @@ struct BluetoothUUIDTests {
         #expect(try BluetoothUUID("00002a19-0000-1000-8000-00805f9b34fc").shortDescription == "00002a19-0000-1000-8000-00805f9b34fc")
         // Ordered as the bytes are, most significant first: the high half decides, then the low half.
         let ordered = try ["00002a19", "00002a1a", "12345678", "6e400001-b5a3-f393-e0a9-e50e24dcca9e", "6e400001-b5a3-f393-e0a9-e50e24dcca9f", "ffffffff"]
-            .map(BluetoothUUID.init)
+            .map { try BluetoothUUID($0) }
         #expect(ordered.shuffled().sorted() == ordered)
         #expect(ordered.sorted() == ordered.sorted { $0.bytes.lexicographicallyPrecedes($1.bytes) })
     }
@@ -40,6 +40,24 @@ struct BluetoothUUIDTests {
             guard let error = error as? BluetoothUUID.ParseError else { return false }
             return error.input == text && "\(error)".contains("\"\(text)\"")
         }
+    }
+
+    /// BlueZ's object cache keeps a GATT object compactly only when its UUID reads back as the same string: the
+    /// fast reader must accept exactly `description`'s form and nothing else.
+    @Test(arguments: [
+        ("00002a19-0000-1000-8000-00805f9b34fb", true), ("6e400001-b5a3-f393-e0a9-e50e24dcca9e", true),
+        ("00000000-0000-0000-0000-000000000000", true), ("ffffffff-ffff-ffff-ffff-ffffffffffff", true),
+        ("00002A19-0000-1000-8000-00805F9B34FB", false), ("2a19", false), ("00002a1900001000800000805f9b34fb", false),
+        ("00002a19-0000-1000-8000_00805f9b34fb", false), ("00002a19-0000-1000-8000-00805f9b34f", false),
+        ("00002a19-0000-1000-8000-00805f9b34fbb", false), ("0000-2a19-0000-1000-800000805f9b34fb", false),
+        ("00002a19-0000-1000-8000-00805f9b34fg", false), ("", false),
+    ])
+    func theExactDescriptionFormIsReadAndNothingElse(_ text: String, accepted: Bool) throws {
+        let fast = BluetoothUUID(exactDescription: text)
+        let slow = (try? BluetoothUUID(text)).flatMap { $0.description == text ? $0 : nil }
+        #expect(fast == slow)
+        #expect((fast != nil) == accepted)
+        if let fast { #expect(fast.description == text) }
     }
 
     @Test func transportErrorCodesCarryTheirRetryClass() {
