@@ -209,8 +209,15 @@ extension BlueZObjectCache {
         }
     }
 
-    private static func finishNotifications(below device: ObjectPath, _ error: TransportError, _ state: inout State, _ effects: inout Effects) {
+    /// Ends the notification streams below `device` with `error`, made only when there is one (every poll's
+    /// Connected=false comes here, nearly always with no stream open).
+    private static func finishNotifications(
+        below device: ObjectPath, _ error: @autoclosure () -> TransportError, _ state: inout State, _ effects: inout Effects
+    ) {
+        guard !state.notifications.isEmpty else { return }
         let paths = state.notifications.keys.filter { $0.isDescendant(of: device) }
+        guard !paths.isEmpty else { return }
+        let error = error()
         for path in paths {
             for target in state.notifications[path]?.values ?? [:].values { effects.finished.append((target, error)) }
             state.notifications[path] = nil
@@ -220,7 +227,7 @@ extension BlueZObjectCache {
     func perform(_ effects: Effects) {
         for (target, value) in effects.notifications { target.yield(value) }
         for (target, error) in effects.finished { target.finish(throwing: error) }
-        for (watcher, result) in effects.watchers { watcher.continuation.resume(with: result) }
+        for (watcher, result) in effects.watchers { watcher.resume(with: result) }
         for (fire, error) in effects.invalidations { fire(error) }
         if deviceChanges.hasSubscribers { for path in effects.changedDevices { deviceChanges.publish(path) } }
         for signal in effects.malformed {
@@ -257,7 +264,7 @@ extension BlueZObjectCache {
                 metadata: ["reason": "\(reason)", "failed_operations": "\(watchers.count + invalidators.count)"]
             )
         }
-        for watcher in watchers { watcher.continuation.resume(throwing: error) }
+        for watcher in watchers { watcher.resume(with: .failure(error)) }
         for stream in streams { stream.finish(throwing: error) }
         for operation in invalidators { operation.fire(error) }
     }

@@ -2,6 +2,7 @@ public import DBus
 public import KeepAlive
 public import Logging
 import Locking
+import Synchronization
 
 /// One local copy of BlueZ's object tree for one D-Bus connection: `GetManagedObjects` once, then kept current
 /// by `InterfacesAdded`/`InterfacesRemoved`/`PropertiesChanged` from org.bluez's current owner only.
@@ -56,6 +57,15 @@ public final class BlueZObjectCache: Sendable {
     struct Watcher {
         let check: @Sendable (TreeView) -> Check
         let continuation: CheckedContinuation<Void, any Error>
+        /// The wait's deadline as a call on the clock's timer thread (a `TimerFDClock`), taken back when the wait
+        /// ends otherwise; nil on other clocks, where a sleeping task keeps the deadline.
+        var timer: TimerCall?
+
+        /// Ends the wait: its deadline is taken back first, so it wakes nobody.
+        func resume(with result: Result<Void, any Error>) {
+            timer?.cancel()
+            continuation.resume(with: result)
+        }
     }
 
     /// What a guarded operation is told when its device vanishes or its link drops.
@@ -275,12 +285,20 @@ public final class BlueZObjectCache: Sendable {
         case .failed(let error)?: throw error
         default: break
         }
-        try await withDeadline(deadline, what: what) {
-            try await self.waitWithoutDeadline(check)
+        guard time.hasTimerThread else {
+            return try await withDeadline(deadline, what: what) { try await self.waitWatching(check, deadline: nil) }
         }
+        // Two waits a poll (ServicesResolved, Connected=false): a timer call instead of a task group with a
+        // sleeping child saves three tasks each.
+        try await waitWatching(check, deadline: (deadline, what))
     }
 
-    private func waitWithoutDeadline(_ check: @escaping @Sendable (TreeView) -> Check) async throws {
+    /// Registers `check` as a watcher; with `deadline`, the timer thread ends the wait with
+    /// `TransportError/Code/timeout` at that instant.
+    private func waitWatching(
+        _ check: @escaping @Sendable (TreeView) -> Check,
+        deadline: (instant: KeepAliveInstant, what: String)?
+    ) async throws {
         let id = state.withLock { $0.id() }
         try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
@@ -294,15 +312,26 @@ public final class BlueZObjectCache: Sendable {
                     case .waiting:
                         // See waitUntilReady: a cancellation before registering must not be lost.
                         if Task.isCancelled { return .failure(CancellationError()) }
-                        state.watchers[id] = Watcher(check: check, continuation: continuation)
+                        var watcher = Watcher(check: check, continuation: continuation)
+                        if let deadline {
+                            // Its call takes this lock: it cannot run before the watcher is registered.
+                            watcher.timer = time.call(at: deadline.instant) { [weak self] in self?.expire(id, what: deadline.what) }
+                        }
+                        state.watchers[id] = watcher
                         return nil
                     }
                 }
                 if let immediate { continuation.resume(with: immediate) }
             }
         } onCancel: {
-            state.withLock { $0.watchers.removeValue(forKey: id) }?.continuation.resume(throwing: CancellationError())
+            state.withLock { $0.watchers.removeValue(forKey: id) }?.resume(with: .failure(CancellationError()))
         }
+    }
+
+    /// A watcher's deadline, on the timer thread.
+    private func expire(_ id: UInt64, what: String) {
+        state.withLock { $0.watchers.removeValue(forKey: id) }?.continuation.resume(
+            throwing: TransportError(.timeout, "timed out waiting for \(what)"))
     }
 
     /// Runs `body`, throwing `TransportError/Code/timeout` if `deadline` passes first.
@@ -326,41 +355,48 @@ public final class BlueZObjectCache: Sendable {
         }
     }
 
-    /// Runs a D-Bus operation on `device` so that it fails at once — not after a 25 s D-Bus timeout — when the
+    /// Runs a D-Bus call on `device` so that it fails at once — not after a 25 s D-Bus timeout — when the
     /// device object disappears (`TransportError/Code/deviceVanished`), when the link drops and
     /// `requireConnected` is set (`TransportError/Code/notConnected`), or when org.bluez leaves the bus.
+    ///
+    /// `operation` makes its call with the `CallCancellation` it is given: that is what ends it, and only it (the
+    /// caller's task is not cancelled). It runs in the caller's task: a task of its own per call cost a task's
+    /// creation, scheduling and join on every Connect and ReadValue.
     public func guarded<T: Sendable>(
         device: ObjectPath,
         requireConnected: Bool,
-        _ operation: @escaping @Sendable () async throws -> T
+        _ operation: (CallCancellation) async throws -> T
     ) async throws -> T {
-        let reason = Locked<TransportError?>(nil)
-        // A task of its own, so that invalidation cancels the operation and not its caller; on the connection's
-        // thread, where its call is sent and its reply read.
-        let task = Task(executorPreference: connection.taskExecutor) { try await operation() }
+        let guard_ = Guard()
         let id: UInt64 = state.withLock { state in
             let id = state.id()
-            state.invalidators[device, default: [:]][id] = Invalidator(requireConnected: requireConnected) { error in
-                reason.withLock { $0 = $0 ?? error }
-                task.cancel()
-            }
+            state.invalidators[device, default: [:]][id] = Invalidator(requireConnected: requireConnected, fire: guard_.invalidate)
             return id
         }
         // The device may have gone (or org.bluez left) before we were registered.
         if let early = state.withLock({ Self.invalidation(of: device, requireConnected: requireConnected, in: $0) }) {
-            reason.withLock { $0 = $0 ?? early }
-            task.cancel()
+            guard_.invalidate(early)
         }
         defer { state.withLock { $0.removeInvalidator(id, of: device) } }
         do {
-            return try await withTaskCancellationHandler {
-                try await task.value
-            } onCancel: {
-                task.cancel()
-            }
+            return try await operation(guard_.cancellation)
         } catch {
-            if let reason = reason.withLock({ $0 }) { throw reason }
+            if let reason = guard_.reason { throw reason }
             throw error
+        }
+    }
+
+    /// Why a guarded call was ended, and what ends it.
+    final class Guard: Sendable {
+        let cancellation = CallCancellation()
+        private let why = Mutex<TransportError?>(nil)
+
+        var reason: TransportError? { why.withLock { $0 } }
+
+        /// The first reason wins; the call ends.
+        @Sendable func invalidate(_ error: TransportError) {
+            why.withLock { $0 = $0 ?? error }
+            cancellation.cancel()
         }
     }
 

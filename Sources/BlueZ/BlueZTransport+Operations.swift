@@ -35,8 +35,9 @@ extension BlueZTransport {
         let address = peripheral.address
         let remaining: @Sendable () -> Duration = { self.time.now.duration(to: deadline) }
         do {
-            _ = try await cache.guarded(device: path, requireConnected: false) {
-                try await self.call(path, BlueZ.deviceInterface, "Connect", timeout: remaining(), context: "Connect \(address)")
+            _ = try await cache.guarded(device: path, requireConnected: false) { cancellation in
+                try await self.call(
+                    path, BlueZ.deviceInterface, "Connect", timeout: remaining(), cancellation: cancellation, context: "Connect \(address)")
             }
         } catch let error as TransportError where error.code == .timeout && error.dbusName == BlueZErrors.Name.noReply {
             throw TransportError(.timeout, "Connect \(address) did not complete within \(options.timeout.compact)", dbusName: error.dbusName)
@@ -175,10 +176,10 @@ extension BlueZTransport {
             let context: @Sendable () -> String = {
                 "ReadValue of the 0x2904 descriptor of \(characteristic.shortDescription) on \(peripheral.address)"
             }
-            let reply = try await cache.guarded(device: device, requireConnected: true) {
+            let reply = try await cache.guarded(device: device, requireConnected: true) { cancellation in
                 try await self.call(
                     descriptor.path, BlueZ.gattDescriptorInterface, "ReadValue", [Self.emptyOptions()], expecting: "ay",
-                    timeout: self.configuration.gattTimeout, context: context())
+                    timeout: self.configuration.gattTimeout, cancellation: cancellation, context: context())
             }
             guard reply.count == 1, let bytes = reply[0].bytes else {
                 throw TransportError(.protocolError, "\(context()): expected a reply of type 'ay', got '\(reply.signature)'")
@@ -213,10 +214,10 @@ extension BlueZTransport {
         let (device, target) = try characteristicPath(characteristic, of: peripheral)
         // Only formatted when something fails: a read's hot path builds no strings.
         let context: @Sendable () -> String = { "ReadValue \(characteristic.shortDescription) on \(peripheral.address)" }
-        let reply = try await cache.guarded(device: device, requireConnected: true) {
+        let reply = try await cache.guarded(device: device, requireConnected: true) { cancellation in
             try await self.call(
                 target, BlueZ.gattCharacteristicInterface, "ReadValue", [Self.emptyOptions()], expecting: "ay",
-                timeout: self.configuration.gattTimeout, context: context())
+                timeout: self.configuration.gattTimeout, cancellation: cancellation, context: context())
         }
         guard reply.count == 1, let bytes = reply[0].bytes else {
             throw TransportError(.protocolError, "\(context()): expected a reply of type 'ay', got '\(reply.signature)'")
@@ -233,10 +234,10 @@ extension BlueZTransport {
     private func writeOnThread(_ value: [UInt8], to characteristic: BluetoothUUID, of peripheral: Peripheral, type: WriteType) async throws {
         let (device, target) = try characteristicPath(characteristic, of: peripheral)
         let options: DBusValue = .dictionary(key: "s", value: "v", [.init(key: .string("type"), value: .variant(.string(type.rawValue)))])
-        _ = try await cache.guarded(device: device, requireConnected: true) {
+        _ = try await cache.guarded(device: device, requireConnected: true) { cancellation in
             try await self.call(
                 target, BlueZ.gattCharacteristicInterface, "WriteValue", [.bytes(value), options],
-                timeout: self.configuration.gattTimeout,
+                timeout: self.configuration.gattTimeout, cancellation: cancellation,
                 context: "WriteValue \(characteristic.shortDescription) on \(peripheral.address)")
         }
     }
@@ -253,8 +254,10 @@ extension BlueZTransport {
         let (values, unsubscribe) = cache.notifications(of: target)
         let context = "StartNotify \(characteristic.shortDescription) on \(peripheral.address)"
         do {
-            _ = try await cache.guarded(device: device, requireConnected: true) {
-                try await self.call(target, BlueZ.gattCharacteristicInterface, "StartNotify", timeout: self.configuration.gattTimeout, context: context)
+            _ = try await cache.guarded(device: device, requireConnected: true) { cancellation in
+                try await self.call(
+                    target, BlueZ.gattCharacteristicInterface, "StartNotify", timeout: self.configuration.gattTimeout,
+                    cancellation: cancellation, context: context)
             }
         } catch {
             unsubscribe()

@@ -155,6 +155,7 @@ public final class BlueZTransport: PeripheralTransport, Service {
         _ arguments: [DBusValue] = [],
         expecting signature: DBusSignature = "",
         timeout: Duration,
+        cancellation: CallCancellation? = nil,
         context: @autoclosure () -> String
     ) async throws -> [DBusValue] {
         let reply: [DBusValue]
@@ -165,7 +166,8 @@ public final class BlueZTransport: PeripheralTransport, Service {
                 interface: interface,
                 method: method,
                 arguments: arguments,
-                timeout: max(timeout, .milliseconds(1))
+                timeout: max(timeout, .milliseconds(1)),
+                cancellation: cancellation
             )
         } catch let error as DBusError {
             throw BlueZErrors.transportError(error, context: context())

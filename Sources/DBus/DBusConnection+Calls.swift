@@ -19,14 +19,16 @@ extension DBusConnection {
     /// `nonisolated(nonsending)` on purpose: the message is built on the caller's executor and the caller
     /// resumes there from the reply notification. A caller isolated to this connection (a function with an
     /// `isolated DBusConnection` parameter, or an actor sharing its executor) makes no thread hop at all.
+    ///
+    /// `cancellation` ends the call from outside the task (``CallCancellation``), with `CancellationError` too.
     nonisolated(nonsending) public func call(
         destination: String?, path: ObjectPath, interface: String?, method: String,
-        arguments: [DBusValue] = [], timeout: Duration = .seconds(25)
+        arguments: [DBusValue] = [], timeout: Duration = .seconds(25), cancellation: CallCancellation? = nil
     ) async throws -> [DBusValue] {
         let message = try DBusMessage.methodCall(
             destination: destination, path: path, interface: interface, member: method)
         try message.appendArguments(arguments)
-        return try await sendWithReply(message, timeout: timeout).arguments()
+        return try await sendWithReply(message, timeout: timeout, cancellation: cancellation).arguments()
     }
 
     /// Calls a method and checks the reply's signature, e.g. `expecting: "a{oa{sa{sv}}}"`.
@@ -42,7 +44,9 @@ extension DBusConnection {
     }
 
     /// Sends `message` and waits for its method return (an error reply throws).
-    nonisolated(nonsending) func sendWithReply(_ message: DBusMessage, timeout: Duration) async throws -> DBusMessage {
+    nonisolated(nonsending) func sendWithReply(
+        _ message: DBusMessage, timeout: Duration, cancellation: CallCancellation? = nil
+    ) async throws -> DBusMessage {
         // A local first: `#isolation != nil` inline in the condition crashes the compiler in debug builds
         // (Swift 6.3: "PHINode should have one entry for each predecessor").
         let isolation = #isolation
@@ -51,21 +55,27 @@ extension DBusConnection {
             // its thread: otherwise the reply resumes the task on the global executor, which then hops back to
             // this thread (two thread wake-ups per call, which nearly doubled its CPU: Benchmarks/NOTES.md).
             return try await withTaskExecutorPreference(taskRole) {
-                try await self.waitForReplyOnThread(message, timeout: timeout)
+                try await self.waitForReplyOnThread(message, timeout: timeout, cancellation: cancellation)
             }
         }
-        return try await waitForReply(message, timeout: timeout)
+        return try await waitForReply(message, timeout: timeout, cancellation: cancellation)
     }
 
     /// `waitForReply` as a nonisolated function: under a preference for `taskRole` it runs on the connection's
     /// thread but outside the actor, so that the reply resumes it there directly.
-    private nonisolated func waitForReplyOnThread(_ message: DBusMessage, timeout: Duration) async throws -> DBusMessage {
-        try await waitForReply(message, timeout: timeout)
+    private nonisolated func waitForReplyOnThread(
+        _ message: DBusMessage, timeout: Duration, cancellation: CallCancellation?
+    ) async throws -> DBusMessage {
+        try await waitForReply(message, timeout: timeout, cancellation: cancellation)
     }
 
     /// Sends `message` from wherever the caller runs and waits for its reply.
-    private nonisolated(nonsending) func waitForReply(_ message: DBusMessage, timeout: Duration) async throws -> DBusMessage {
+    private nonisolated(nonsending) func waitForReply(
+        _ message: DBusMessage, timeout: Duration, cancellation: CallCancellation?
+    ) async throws -> DBusMessage {
         let box = ReplyBox(message: message, timeout: timeout)
+        // Cancelled already: not sent (`startCall` fails it). Set before the box reaches the connection's thread.
+        if let cancellation, !cancellation.attach(box, on: self) { box.isCancelled = true }
         await withTaskCancellationHandler {
             await withUnsafeContinuation { continuation in
                 let waiter = ReplyBox.Waiter.continuation(continuation)

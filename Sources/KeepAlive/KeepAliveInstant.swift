@@ -73,6 +73,9 @@ package struct TimeBase: Sendable {
     package func call(at instant: KeepAliveInstant, _ action: @escaping @Sendable () -> Void) -> TimerCall? {
         source.call(at: instant, action)
     }
+
+    /// True when ``call(at:_:)`` schedules its call (the clock is a ``TimerFDClock``), known before asking.
+    package var hasTimerThread: Bool { source.hasTimerThread }
 }
 
 /// A call scheduled on a timer thread (``TimeBase/call(at:_:)``).
@@ -85,6 +88,7 @@ private protocol TimeSource: Sendable {
     var now: KeepAliveInstant { get }
     func sleep(until instant: KeepAliveInstant) async throws
     func call(at instant: KeepAliveInstant, _ action: @escaping @Sendable () -> Void) -> TimerCall?
+    var hasTimerThread: Bool { get }
 }
 
 private struct ClockTimeSource<C: Clock<Duration>>: TimeSource {
@@ -111,6 +115,8 @@ private struct ClockTimeSource<C: Clock<Duration>>: TimeSource {
         // No tolerance: deadlines are exact, and coalescing is the scheduler's decision, not the clock's.
         try await clock.sleep(until: origin.advanced(by: instant.offset), tolerance: nil)
     }
+
+    var hasTimerThread: Bool { timerFD != nil }
 
     func call(at instant: KeepAliveInstant, _ action: @escaping @Sendable () -> Void) -> TimerCall? {
         guard let timerFD else { return nil }

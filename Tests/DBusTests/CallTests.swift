@@ -93,6 +93,57 @@ extension DBusTests {
             }
         }
 
+        /// Catches: a `CallCancellation` that does not end its call at once, that cancels the waiting task instead of
+        /// the call (the task could not go on), or that lets a call it cancelled before sending go out, from a task
+        /// on the pool and one on the connection's thread, cancelled from another thread and from the connection's.
+        @Test func aCallCancellationEndsItsCallAndNotItsTask() async throws {
+            try await PrivateBus.with { bus in
+                let service = try await EchoService.start(on: bus)
+                let client = try await bus.connect()
+                let executor = client.taskExecutor
+                for (round, onThread) in [false, true, false, true].enumerated() {
+                    let cancellation = CallCancellation()
+                    let call = Task(executorPreference: onThread ? executor : nil) {
+                        let outcome: Result<[DBusValue], any Error>
+                        do {
+                            outcome = .success(try await EchoService.call(client, "Never", cancellation: cancellation))
+                        } catch {
+                            outcome = .failure(error)
+                        }
+                        // The task was not cancelled: it goes on, and its next call is sent and answered.
+                        #expect(!Task.isCancelled)
+                        return (outcome, try await EchoService.call(client, "Echo", [.byte(7)]))
+                    }
+                    try await waitUntil("the service has the call") { await service.state.neverCalls == round + 1 }
+                    let clock = ContinuousClock()
+                    let start = clock.now
+                    if round < 2 {
+                        cancellation.cancel()
+                    } else {
+                        // From the connection's thread, as the object cache's signal handler does it.
+                        await withTaskExecutorPreference(executor) { cancellation.cancel() }
+                    }
+                    let (outcome, next) = try await call.value
+                    #expect(clock.now - start < .milliseconds(500))
+                    #expect(throws: CancellationError.self) { try outcome.get() }
+                    #expect(next == [.byte(7)])
+                    #expect(cancellation.isCancelled)
+                    #expect(await client.replies.isEmpty)
+                }
+                // Cancelled before the call: it never leaves.
+                let before = await client.statistics.callsSent
+                let early = CallCancellation()
+                early.cancel()
+                await #expect(throws: CancellationError.self) { try await EchoService.call(client, "Echo", [.byte(1)], cancellation: early) }
+                #expect(await client.statistics.callsSent == before)
+                // A cancellation after its call ended changes nothing.
+                let late = CallCancellation()
+                #expect(try await EchoService.call(client, "Echo", [.byte(2)], cancellation: late) == [.byte(2)])
+                late.cancel()
+                #expect(try await EchoService.call(client, "Echo", [.byte(3)]) == [.byte(3)])
+            }
+        }
+
         /// Catches: a reply that comes after its call timed out or was cancelled handed to another waiting call
         /// (replies must be matched by serial), or left behind in the table of outstanding calls.
         @Test func aReplyComingAfterItsCallGaveUpIsDropped() async throws {

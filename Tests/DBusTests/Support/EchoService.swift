@@ -79,10 +79,11 @@ struct EchoService: Sendable {
 
     /// Calls a method of the echo object from `client`.
     static func call(
-        _ client: DBusConnection, _ method: String, _ arguments: [DBusValue] = [], timeout: Duration = .seconds(25)
+        _ client: DBusConnection, _ method: String, _ arguments: [DBusValue] = [], timeout: Duration = .seconds(25),
+        cancellation: CallCancellation? = nil
     ) async throws -> [DBusValue] {
         try await client.call(
             destination: name, path: path, interface: interface, method: method, arguments: arguments,
-            timeout: timeout)
+            timeout: timeout, cancellation: cancellation)
     }
 }
