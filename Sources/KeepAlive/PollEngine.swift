@@ -89,7 +89,15 @@ public final class PollEngine: Sendable {
     let tokens: Locked<[RegistrationToken]>
     /// Disconnects still running after their window gave up on them (by device name): the next poll of that
     /// device waits for its own, and the connection slot stays taken until it is done.
-    let teardowns = Locked<(running: [String: (id: UInt64, task: Task<Void, Never>)], nextID: UInt64)>(([:], 0))
+    let teardowns = Locked<(running: [String: Teardown], nextID: UInt64)>(([:], 0))
+
+    /// A disconnect running in a task of its own: the task (to wait for it to the end) and its end as a promise
+    /// (to wait for it unless cancelled, without a second task watching the first).
+    struct Teardown {
+        let id: UInt64
+        let task: Task<Void, Never>
+        let done: Promise<Void>
+    }
 
     /// Registers one keep-alive callback per peripheral on `keepAlive`; they poll while it runs.
     ///
@@ -256,9 +264,9 @@ public final class PollEngine: Sendable {
             return .failed(failure)
         }
         defer { gate.leave(spec.name) }
-        if let previous = teardowns.withLock({ $0.running[spec.name]?.task }) {
+        if let previous = teardowns.withLock({ $0.running[spec.name]?.done }) {
             // The last window's disconnect is still running: never connect over it.
-            await Self.waitUnlessCancelled(previous, on: transport.preferredExecutor)
+            _ = await previous.valueUnlessCancelled()
             if Task.isCancelled {
                 let failure = TransportError(.timeout, "window ended while the previous poll's disconnect was still running")
                 scratch.fail(failure)
@@ -423,7 +431,8 @@ public final class PollEngine: Sendable {
         let teardowns = self.teardowns
         // Registered under the lock before the task can finish, and removed by the task itself as it ends: a
         // finished disconnect is never left looking pending.
-        let task = teardowns.withLock { state in
+        let done = Promise<Void>()
+        teardowns.withLock { state in
             let id = state.nextID
             state.nextID += 1
             let task = Task(executorPreference: transport.preferredExecutor) {
@@ -431,11 +440,11 @@ public final class PollEngine: Sendable {
                 teardowns.withLock { state in
                     if state.running[device]?.id == id { state.running[device] = nil }
                 }
+                done.succeed()
             }
-            state.running[device] = (id, task)
-            return task
+            state.running[device] = Teardown(id: id, task: task, done: done)
         }
-        await Self.waitUnlessCancelled(task, on: transport.preferredExecutor)
+        _ = await done.valueUnlessCancelled()
     }
 
     /// Gives the connection slot back, or, while the device's disconnect still runs, once it has finished.
@@ -448,37 +457,6 @@ public final class PollEngine: Sendable {
         Task {
             await pending.value
             limiter.release(adapter: adapter)
-        }
-    }
-
-    /// Waits for `task` to finish, or for the caller to be cancelled, whichever comes first (`task` itself is
-    /// not cancelled). The watcher runs on `executor` (the transport's, to spare a thread hop).
-    static func waitUnlessCancelled(_ task: Task<Void, Never>, on executor: (any TaskExecutor)? = nil) async {
-        let waiter = Locked<(continuation: CheckedContinuation<Void, Never>?, done: Bool)>((nil, false))
-        let finish: @Sendable () -> Void = {
-            let continuation = waiter.withLock { state -> CheckedContinuation<Void, Never>? in
-                guard !state.done else { return nil }
-                state.done = true
-                defer { state.continuation = nil }
-                return state.continuation
-            }
-            continuation?.resume()
-        }
-        Task(executorPreference: executor) {
-            await task.value
-            finish()
-        }
-        await withTaskCancellationHandler {
-            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-                let finished = waiter.withLock { state in
-                    if state.done { return true }
-                    state.continuation = continuation
-                    return false
-                }
-                if finished { continuation.resume() }
-            }
-        } onCancel: {
-            finish()
         }
     }
 
