@@ -45,6 +45,23 @@ package struct JSONObject {
         JSONNumber.append(value, to: &utf8)
     }
 
+    // The common widths without generics: called from another module, the generic one runs unspecialized, through
+    // BinaryInteger's witness table (830 instructions a number, seven numbers a record).
+
+    package mutating func integer(_ name: String, _ value: Int) {
+        integer(name, Int64(value))
+    }
+
+    package mutating func integer(_ name: String, _ value: Int64) {
+        key(name)
+        JSONNumber.appendDigits(value.magnitude, negative: value < 0, to: &utf8)
+    }
+
+    package mutating func integer(_ name: String, _ value: UInt64) {
+        key(name)
+        JSONNumber.appendDigits(value, negative: false, to: &utf8)
+    }
+
     package mutating func bool(_ name: String, _ value: Bool) {
         key(name)
         utf8.append(contentsOf: value ? "true".utf8 : "false".utf8)
@@ -189,7 +206,7 @@ enum JSONNumber {
         }
     }
 
-    private static func appendDigits(_ magnitude: UInt64, negative: Bool, to bytes: inout [UInt8]) {
+    static func appendDigits(_ magnitude: UInt64, negative: Bool, to bytes: inout [UInt8]) {
         if negative { bytes.append(UInt8(ascii: "-")) }
         let start = bytes.count
         var rest = magnitude

@@ -1,5 +1,5 @@
 import Glibc
-import KeepAliveDaemon
+@testable import KeepAliveDaemon
 import Testing
 
 /// Whether a record write can wait for a reader decides where the daemon writes records: on the D-Bus
@@ -28,5 +28,22 @@ struct RecordWriterTests {
         // The pipe's write end opened again by path, as `output:` would open a FIFO.
         let writer = try RecordWriter(output: .file("/proc/self/fd/\(ends[1])"))
         #expect(!writer.neverBlocks)
+    }
+}
+
+/// Every record's `ts` (and every log line's) is written byte by byte: the digits, their padding and the
+/// separators must come out as RFC 3339 in UTC, milliseconds truncated, on both sides of the fast path's range.
+@Suite("Record writer: timestamps")
+struct WallClockTimestampTests {
+    @Test(arguments: [
+        (0, 0, "1970-01-01T00:00:00.000Z"),
+        (1_795_815_605, 123_999_999, "2026-11-27T21:40:05.123Z"),
+        (951_782_400, 5_000_000, "2000-02-29T00:00:00.005Z"),
+        (-1, 0, "1969-12-31T23:59:59.000Z"),
+        (253_402_300_799, 999_999_999, "9999-12-31T23:59:59.999Z"),
+        (253_402_300_800, 0, "10000-01-01T00:00:00.000Z"),
+    ])
+    func aTimeIsWrittenAsRFC3339InUTC(seconds: Int, nanoseconds: Int, expected: String) {
+        #expect(WallClock.Time(seconds: seconds, nanoseconds: nanoseconds).rfc3339 == expected)
     }
 }
