@@ -65,12 +65,28 @@ def annotate(path, inclusive):
     return costs
 
 
+def event_totals(path):
+    """The PROGRAM TOTALS line of callgrind_annotate → {event: count} (Ir, and with --cache-sim the cache and
+    branch events)."""
+    text = subprocess.run(["callgrind_annotate", "--threshold=100", path], stdout=subprocess.PIPE,
+                          stderr=subprocess.DEVNULL, text=True).stdout
+    events = next((line.split()[2:] for line in text.splitlines() if line.startswith("Events shown:")), ["Ir"])
+    for line in text.splitlines():
+        if line.rstrip().endswith("PROGRAM TOTALS"):
+            counts = re.findall(r"[\d,]+(?=\s)", line)
+            return {event: int(count.replace(",", "")) for event, count in zip(events, counts)}
+    return {}
+
+
 def per_poll(short, long, polls):
     return {k: (long.get(k, 0) - short.get(k, 0)) / polls for k in set(short) | set(long)}
 
 
+CACHE_SIM = []
+
+
 def callgrind(command, out, env):
-    result = subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}"] + command, env=env,
+    result = subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}"] + CACHE_SIM + command, env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     if result.returncode != 0 or not os.path.exists(out):
         raise SystemExit(f"callgrind failed: {[l for l in result.stderr.splitlines() if 'dwarf' not in l][-5:]}")
@@ -98,7 +114,13 @@ def main():
     parser.add_argument("--skip-build", action="store_true")
     parser.add_argument("--keep", action="store_true",
                         help="keep the callgrind output files (for callgrind_annotate --tree=caller) and print where")
+    parser.add_argument("--cache-sim", action="store_true",
+                        help="also simulate the caches and branch predictor (valgrind's model of this CPU's L1 and "
+                             "last level) and print misses per poll for both clients: where time goes that "
+                             "instructions do not show (this VM has no hardware counters)")
     args = parser.parse_args()
+    if args.cache_sim:
+        CACHE_SIM.extend(["--cache-sim=yes", "--branch-sim=yes"])
     ctx = run.Context(argparse.Namespace(quick=True, scratch=args.scratch))
     if args.skip_build:
         ctx.bin = os.path.join(ctx.scratch, "release")
@@ -164,12 +186,34 @@ def main():
         print(f"  {cost:10,.0f}  {cost / total * 100:5.1f} %  {label}")
     c_total = results["C floor"][0]
     print(f"\nkeepalive ÷ C floor: {total / c_total:.2f}× in instructions")
+    if args.cache_sim:
+        cache_side(results, work, polls)
     kernel_side(ctx, n, t, work)
     if args.keep:
         print(f"\ncallgrind output kept in {work}")
     else:
         shutil.rmtree(work, ignore_errors=True)
     shutil.rmtree(ctx.work, ignore_errors=True)
+
+
+def cache_side(results, work, polls):
+    """Per poll, both clients: instruction fetch misses (I1mr: first level, ILmr: last level), data read and
+    write misses, conditional and indirect branches mispredicted, from callgrind's simulation."""
+    rows = {}
+    for client, (_, _, a, b) in results.items():
+        short, long = event_totals(os.path.join(work, a + ".out")), event_totals(os.path.join(work, b + ".out"))
+        rows[client] = {event: (long[event] - short.get(event, 0)) / polls for event in long}
+    names = {"Ir": "instructions", "I1mr": "L1 instruction misses", "ILmr": "LL instruction misses",
+             "Dr": "data reads", "D1mr": "L1 data read misses", "DLmr": "LL data read misses", "Dw": "data writes",
+             "D1mw": "L1 data write misses", "DLmw": "LL data write misses", "Bc": "conditional branches",
+             "Bcm": "conditional mispredicted", "Bi": "indirect branches", "Bim": "indirect mispredicted"}
+    keep, floor = rows.get("keepalive", {}), rows.get("C floor", {})
+    print("\nper poll, simulated caches and branches (callgrind --cache-sim --branch-sim):")
+    print(f"  {'':28} {'keepalive':>12} {'C floor':>12} {'ratio':>7}")
+    for event, label in names.items():
+        if event in keep:
+            a, b = keep[event], floor.get(event, 0)
+            print(f"  {label:28} {a:12,.0f} {b:12,.0f} {a / b if b else float('nan'):6.2f}×")
 
 
 def kernel_side(ctx, n, t, work):
