@@ -55,7 +55,8 @@ HOT_SPOTS = {
 
 def annotate(path, inclusive):
     """callgrind_annotate → {function: instructions}."""
-    command = ["callgrind_annotate", "--threshold=100"] + (["--inclusive=yes"] if inclusive else []) + [path]
+    # Instructions only: with --cache-sim the other events would come out as more columns.
+    command = ["callgrind_annotate", "--threshold=100", "--show=Ir"] + (["--inclusive=yes"] if inclusive else []) + [path]
     text = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True).stdout
     costs = {}
     for line in text.splitlines():
