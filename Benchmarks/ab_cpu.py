@@ -5,9 +5,10 @@
 
 Each DIR holds a `keepalive` built as run.py builds it (the release flags; e.g. a copy of
 .build-bench/release/keepalive before and after a change). For every repetition and every N of the plan
-(N devices: ticks), the C floor and then each build run against one `bluez-sim --devices MAX(N)
---time-scale 0.01`, measured exactly as the cpu section of run.py measures them (`run_daemon_ticks`,
-`run_cfloor`). Prints the median per N, its ratio to the C floor of the same run, and every repetition's
+(N devices: ticks), the C floor (back to back, then at the daemon's cadence) and then each build run against
+one `bluez-sim --devices MAX(N) --time-scale 0.01`, measured exactly as the cpu section of run.py measures
+them (`run_daemon_ticks`, `run_cfloor`, `run_cfloor_paced`). Prints the median per N, its ratio to both C
+floors of the same run, and every repetition's
 value: on a shared machine a drift in load then hits every build alike, which a before and an after run
 minutes apart cannot promise. Needs run.py's products in .build-bench (bluez-sim, bluez_poll): run
 `make bench-quick` or run.py once first.
@@ -38,7 +39,7 @@ def main():
     ctx = run.Context(types.SimpleNamespace(quick=False, scratch=args.scratch))
     ctx.cfloor = os.path.join(ctx.scratch, "bluez_poll")
     simulator_bin = os.path.join(ctx.scratch, "release")
-    results = {n: {name: [] for name in ["c", *builds]} for n in plan}
+    results = {n: {name: [] for name in ["c", "c_paced", *builds]} for n in plan}
     problems = []
     with run.Simulator(types.SimpleNamespace(bin=simulator_bin, path=ctx.path), max(plan), 0.01) as sim:
         for rep in range(args.reps):
@@ -47,6 +48,9 @@ def main():
                 result = run.run_cfloor(ctx, sim, n, ticks)
                 problems += result["problems"]
                 results[n]["c"].append(result["cpu_us"])
+                result = run.run_cfloor_paced(ctx, sim, n, ticks)
+                problems += result["problems"]
+                results[n]["c_paced"].append(result["cpu_us"])
                 for build in builds:
                     ctx.bin = build
                     result = run.run_daemon_ticks(ctx, sim, n, ticks)
@@ -54,11 +58,13 @@ def main():
                     results[n][build].append(result.get("cpu_us"))
     for n in plan:
         floor = run.median(results[n]["c"])
-        line = f"N={n}: C floor {floor:.0f} µs"
+        paced = run.median(results[n]["c_paced"])
+        line = f"N={n}: C floor {floor:.0f} µs, paced {paced:.0f} µs"
         for build in builds:
             values = [v for v in results[n][build] if v is not None]
             value = run.median(values)
-            shown = f"{value:.0f} µs ({run.ratio(value, floor):.2f}×)" if value is not None and floor else "failed"
+            shown = (f"{value:.0f} µs ({run.ratio(value, floor):.2f}×, paced {run.ratio(value, paced):.2f}×)"
+                     if value is not None and floor and paced else "failed")
             line += f" | {os.path.basename(build)} {shown} {[round(v) for v in values]}"
         print(line)
     for problem in problems:

@@ -513,8 +513,8 @@ def run_daemon_ticks(ctx, sim, devices, measured_ticks):
     }
 
 
-def run_cfloor(ctx, sim, devices, rounds):
-    result = subprocess.run([ctx.cfloor, str(devices), str(rounds), "3"], env=sim.env(), stdout=subprocess.PIPE,
+def run_cfloor(ctx, sim, devices, rounds, pause_ms=0):
+    result = subprocess.run([ctx.cfloor, str(devices), str(rounds), "3", str(pause_ms)], env=sim.env(), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, timeout=900)
     line = result.stdout.strip().splitlines()[-1] if result.stdout.strip() else ""
     fields = parse_fields(line)
@@ -525,6 +525,13 @@ def run_cfloor(ctx, sim, devices, rounds):
         problems.append(f"C floor: {int(fields['failures'])} failed polls: {result.stderr.strip()[-300:]}")
     return {"problems": problems, "cpu_us": fields.get("cpu_us_per_device"), "wall_ms": fields.get("wall_ms_per_round"),
             "sync_ms": fields.get("sync_ms"), "sync_cpu_us": fields.get("sync_cpu_us")}
+
+
+def run_cfloor_paced(ctx, sim, devices, rounds):
+    """The C floor at the daemon's cadence: its rounds an interval apart (waiting in libdbus's loop), so each
+    poll starts with its code and data gone cold, as the daemon's do. The strict floor runs its rounds back to
+    back; the goal is measured against that one, this one shows how much of the gap is the cadence."""
+    return run_cfloor(ctx, sim, devices, rounds, pause_ms=round(daemon_interval(devices) * 1000))
 
 
 def run_bleak(ctx, sim, devices, rounds):
@@ -545,15 +552,15 @@ def section_cpu(ctx):
         plan, reps, sim_devices = {1: 5, 10: 3}, 1, 10
     else:
         plan, reps, sim_devices = {1: 30, 10: 20, 100: 8, 1000: 2}, ctx.args.reps, 1000
-    runs = {n: {"keepalive": [], "bleak": [], "c": []} for n in plan}
+    runs = {n: {"keepalive": [], "bleak": [], "c": [], "c_paced": []} for n in plan}
     problems = []
     with Simulator(ctx, sim_devices, 0.01) as sim:
         before = sim.call_counts()
         for rep in range(reps):
             for n, ticks in plan.items():
                 # The order rotates, so a drift in the machine's load does not always hit the same client.
-                clients = [("c", run_cfloor), ("bleak", run_bleak), ("keepalive", run_daemon_ticks)]
-                clients = clients[rep % 3:] + clients[:rep % 3]
+                clients = [("c", run_cfloor), ("bleak", run_bleak), ("keepalive", run_daemon_ticks), ("c_paced", run_cfloor_paced)]
+                clients = clients[rep % 4:] + clients[:rep % 4]
                 for name, function in clients:
                     log(f"cpu: rep {rep + 1}/{reps} N={n} {name} (load {loadavg()})")
                     result = function(ctx, sim, n, ticks)
@@ -567,12 +574,14 @@ def section_cpu(ctx):
         row = {"n": n, "ticks": plan[n], "reps": reps,
                "keepalive": m("keepalive", "cpu_us"), "busy": m("keepalive", "busy_us"),
                "quiet_us_per_s": m("keepalive", "quiet_us_per_s"), "bleak": m("bleak", "cpu_us"), "c": m("c", "cpu_us"),
+               "c_paced": m("c_paced", "cpu_us"),
                "keepalive_wall": m("keepalive", "wall_ms"), "bleak_wall": m("bleak", "wall_ms"), "c_wall": m("c", "wall_ms"),
                "interval": m("keepalive", "interval"), "startup_fixed_us": m("keepalive", "startup_fixed_us"),
                "startup_tick0_us": m("keepalive", "startup_tick0_us"), "maxrss_kb": m("keepalive", "maxrss_kb"),
                "spread": [round(r["cpu_us"]) for r in runs[n]["keepalive"] if r.get("cpu_us")]}
         row["vs_bleak"] = ratio(row["keepalive"], row["bleak"])
         row["vs_c"] = ratio(row["keepalive"], row["c"])
+        row["vs_c_paced"] = ratio(row["keepalive"], row["c_paced"])
         rows.append(row)
     calls = {k: after.get(k, 0) - before.get(k, 0) for k in after}
     ctx.results["cpu"] = {"rows": rows, "sim_devices": sim_devices, "calls": calls, "problems": problems}
@@ -1243,7 +1252,9 @@ def goals(ctx):
         worst_c = max((r["vs_c"] for r in cpu if r["vs_c"]), default=None)
         out.append(("CPU per poll ≤ 1.3× the C floor at every N",
                     ", ".join(f"N={r['n']}: {fmt(r['vs_c'], 2)}×" for r in cpu) + "; against bleak "
-                    + ", ".join(f"N={r['n']}: {fmt(r['vs_bleak'], 2)}×" for r in cpu),
+                    + ", ".join(f"N={r['n']}: {fmt(r['vs_bleak'], 2)}×" for r in cpu)
+                    + "; against the C floor at the daemon's cadence "
+                    + ", ".join(f"N={r['n']}: {fmt(r.get('vs_c_paced'), 2)}×" for r in cpu),
                     worst_c is not None and worst_c <= 1.3))
     idle = ctx.results.get("idle")
     if idle and idle.get("periods"):
@@ -1356,11 +1367,12 @@ def report(ctx, started):
         add("")
         add(f"1. Client CPU per poll (connect + read + disconnect), bluez-sim {c['sim_devices']} devices, time scale "
             f"0.01, 3 connections at a time; medians of {c['rows'][0]['reps']} runs")
-        add(f"{'N':>6} {'keepalive':>11} {'(busy)':>9} {'bleak':>9} {'C floor':>9} {'ka/bleak':>9} {'ka/C':>7}"
-            f" {'ka wall/tick':>13} {'bleak wall':>11} {'C wall':>9}")
+        add(f"{'N':>6} {'keepalive':>11} {'(busy)':>9} {'bleak':>9} {'C floor':>9} {'C paced':>9} {'ka/bleak':>9} {'ka/C':>7}"
+            f" {'ka/Cpaced':>9} {'ka wall/tick':>13} {'bleak wall':>11} {'C wall':>9}")
         for row in c["rows"]:
             add(f"{row['n']:>6} {fmt(row['keepalive'], 0):>8} µs {fmt(row['busy'], 0):>6} µs {fmt(row['bleak'], 0):>6} µs"
-                f" {fmt(row['c'], 0):>6} µs {fmt(row['vs_bleak'], 2):>8}× {fmt(row['vs_c'], 2):>6}×"
+                f" {fmt(row['c'], 0):>6} µs {fmt(row.get('c_paced'), 0):>6} µs {fmt(row['vs_bleak'], 2):>8}×"
+                f" {fmt(row['vs_c'], 2):>6}× {fmt(row.get('vs_c_paced'), 2):>8}×"
                 f" {fmt(row['keepalive_wall'], 0):>10} ms {fmt(row['bleak_wall'], 0):>8} ms {fmt(row['c_wall'], 0):>6} ms")
         fixed = [row["startup_fixed_us"] for row in c["rows"] if row["startup_fixed_us"] is not None]
         add(f"   daemon start-up CPU on the {c['sim_devices']:,}-device tree, not in the above: "
@@ -1513,16 +1525,21 @@ def markdown(ctx, started):
             "GetNameOwner, GetManagedObjects; per poll Connect, (Get Connected only if the signal did not come), "
             "wait for ServicesResolved, ReadValue, Disconnect, wait for Connected=false; the signals are parsed "
             "as far as needed. One warm-up round; getrusage of the measured rounds.")
+        add("- **C floor, paced**: the same program with its measured rounds the daemon's interval apart (it waits in "
+            "`dbus_connection_read_write_dispatch`, reading any signal that comes), so every poll starts after a quiet "
+            "period, as the daemon's do; the strict floor runs its rounds back to back, with its code and data hot. "
+            "The goal is measured against the strict floor; the paced one shows how much of the ratio is the cadence.")
         calls = c.get("calls", {})
         if calls:
             add(f"- Calls the simulator counted over the whole section: " + ", ".join(f"{k} {v:,}" for k, v in sorted(calls.items()))
                 + " (every client issues Connect, ReadValue and Disconnect once per poll).")
         add("")
-        add("| N | keepalive µs/poll | busy only | bleak µs/poll | C floor µs/poll | keepalive ÷ bleak | keepalive ÷ C | keepalive wall/tick | bleak wall/round | C wall/round | ticks × reps | interval |")
-        add("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+        add("| N | keepalive µs/poll | busy only | bleak µs/poll | C floor µs/poll | C floor paced | keepalive ÷ bleak | keepalive ÷ C | keepalive ÷ C paced | keepalive wall/tick | bleak wall/round | C wall/round | ticks × reps | interval |")
+        add("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
         for row in c["rows"]:
             add(f"| {row['n']:,} | {fmt(row['keepalive'])} | {fmt(row['busy'])} | {fmt(row['bleak'])} | {fmt(row['c'])} | "
-                f"{fmt(row['vs_bleak'], 2)}× | {fmt(row['vs_c'], 2)}× | {fmt(row['keepalive_wall'])} ms | "
+                f"{fmt(row.get('c_paced'))} | {fmt(row['vs_bleak'], 2)}× | {fmt(row['vs_c'], 2)}× | {fmt(row.get('vs_c_paced'), 2)}× | "
+                f"{fmt(row['keepalive_wall'])} ms | "
                 f"{fmt(row['bleak_wall'])} ms | {fmt(row['c_wall'])} ms | {row['ticks']} × {row['reps']} | {fmt(row['interval'], 1)} s |")
         add("")
         add("keepalive per-run values (µs/poll): " + "; ".join(f"N={row['n']}: {row['spread']}" for row in c["rows"])

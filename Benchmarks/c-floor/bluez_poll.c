@@ -11,7 +11,7 @@
  * At most CONCURRENCY polls are in flight (the daemon's default max_connections is 3).
  *
  * Build: cc -O2 -o bluez_poll bluez_poll.c $(pkg-config --cflags --libs dbus-1)
- * Run:   bluez_poll N ROUNDS [CONCURRENCY]      (bus: $DBUS_SYSTEM_BUS_ADDRESS, devices C0:FF:EE:00:HH:LL
+ * Run:   bluez_poll N ROUNDS [CONCURRENCY [PAUSE_MS]] (bus: $DBUS_SYSTEM_BUS_ADDRESS, devices C0:FF:EE:00:HH:LL
  *                                               numbered 1..N on hci0, as bluez-sim --devices makes them)
  * Prints: "first_poll_done" after the first poll (start-up measurements), then one line
  *   n=… rounds=… cpu_us_per_device=… wall_ms_per_round=… failures=… sync_ms=… sync_cpu_us=… objects=…
@@ -301,15 +301,25 @@ static int run_round(void) {
     return failures - before;
 }
 
+/* PAUSE_MS before each measured round: waits in libdbus's own loop (signals that come meanwhile are read and
+ * dispatched, as a daemon's would be), so the rounds run at a daemon's cadence instead of back to back: what a
+ * poll costs when its code and data have gone cold in the quiet between ticks. */
+static void idle(int pause_ms) {
+    double end = now_us() + pause_ms * 1e3;
+    for (double left = end - now_us(); left > 0; left = end - now_us())
+        dbus_connection_read_write_dispatch(bus, (int)(left / 1e3) + 1);
+}
+
 int main(int argc, char **argv) {
     if (argc < 3) {
-        fprintf(stderr, "usage: %s N ROUNDS [CONCURRENCY]\n", argv[0]);
+        fprintf(stderr, "usage: %s N ROUNDS [CONCURRENCY [PAUSE_MS]]\n", argv[0]);
         return 2;
     }
     device_count = atoi(argv[1]);
     int rounds = atoi(argv[2]);
     concurrency = argc > 3 ? atoi(argv[3]) : 3;
-    if (device_count < 1 || device_count > 65535 || rounds < 0 || concurrency < 1) return 2;
+    int pause_ms = argc > 4 ? atoi(argv[4]) : 0;
+    if (device_count < 1 || device_count > 65535 || rounds < 0 || concurrency < 1 || pause_ms < 0) return 2;
     if (concurrency > device_count) concurrency = device_count;
     devices = calloc(device_count + 1, sizeof(Device));
     for (int i = 0; i <= device_count; i++) devices[i].slot = -1;
@@ -353,7 +363,10 @@ int main(int argc, char **argv) {
     run_round(); /* warm-up */
     double cpu_start = cpu_us(), wall_start = now_us();
     int measured_failures = 0;
-    for (int r = 0; r < rounds; r++) measured_failures += run_round();
+    for (int r = 0; r < rounds; r++) {
+        if (pause_ms > 0) idle(pause_ms);
+        measured_failures += run_round();
+    }
     double wall = now_us() - wall_start, cpu = cpu_us() - cpu_start;
     int polls = device_count * (rounds > 0 ? rounds : 1);
     printf("n=%d rounds=%d cpu_us_per_device=%.1f wall_ms_per_round=%.1f failures=%d sync_ms=%.2f sync_cpu_us=%.0f objects=%d\n",
