@@ -221,7 +221,6 @@ enum WallClock {
                 : Time(seconds: Int(quotient), nanoseconds: Int(remainder))
         }
 
-        /// `2026-11-22T09:30:05.123Z`.
         /// `2026-11-27T21:40:05.123Z`, in UTC, milliseconds truncated. Every record has one: its 24 bytes are
         /// written in place (padding and joining eight `String`s cost 9,500 instructions, 1.3 % of a poll).
         var rfc3339: String {
