@@ -91,11 +91,10 @@ public final class PollEngine: Sendable {
     /// device waits for its own, and the connection slot stays taken until it is done.
     let teardowns = Locked<(running: [String: Teardown], nextID: UInt64)>(([:], 0))
 
-    /// A disconnect running in a task of its own: the task (to wait for it to the end) and its end as a promise
-    /// (to wait for it unless cancelled, without a second task watching the first).
+    /// A disconnect running in a task of its own, and its end as a promise the task completes last: waited for
+    /// unless cancelled by the next poll, to the end by a slot's release and the engine's shutdown.
     struct Teardown {
         let id: UInt64
-        let task: Task<Void, Never>
         let done: Promise<Void>
     }
 
@@ -177,8 +176,8 @@ public final class PollEngine: Sendable {
     /// Returns once every disconnect a cancelled or expired window left running has finished (each is bounded
     /// by `disconnectTimeout`). Call it after the scheduler stops and before closing the transport.
     public func waitUntilDisconnected() async {
-        while let pending = teardowns.withLock({ $0.running.values.first?.task }) {
-            await pending.value
+        while let pending = teardowns.withLock({ $0.running.values.first?.done }) {
+            _ = try? await pending.value()
         }
     }
 
@@ -435,27 +434,27 @@ public final class PollEngine: Sendable {
         teardowns.withLock { state in
             let id = state.nextID
             state.nextID += 1
-            let task = Task(executorPreference: transport.preferredExecutor) {
+            Task(executorPreference: transport.preferredExecutor) {
                 await transport.disconnect(peripheral, timeout: timeout)
                 teardowns.withLock { state in
                     if state.running[device]?.id == id { state.running[device] = nil }
                 }
                 done.succeed()
             }
-            state.running[device] = Teardown(id: id, task: task, done: done)
+            state.running[device] = Teardown(id: id, done: done)
         }
         _ = await done.valueUnlessCancelled()
     }
 
     /// Gives the connection slot back, or, while the device's disconnect still runs, once it has finished.
     private func releaseSlot(adapter: String, device: String) {
-        guard let pending = teardowns.withLock({ $0.running[device]?.task }) else {
+        guard let pending = teardowns.withLock({ $0.running[device]?.done }) else {
             limiter.release(adapter: adapter)
             return
         }
         let limiter = self.limiter
         Task {
-            await pending.value
+            _ = try? await pending.value()
             limiter.release(adapter: adapter)
         }
     }

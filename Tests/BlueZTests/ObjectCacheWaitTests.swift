@@ -24,6 +24,16 @@ struct ObjectCacheWaitTests {
         }
     }
 
+    /// A wait whose check never holds, with a deadline a minute away, once its deadline is on the timer thread.
+    static func waitThatNeverEnds(on cache: BlueZObjectCache, _ clock: TimerFDClock) async throws -> Task<Void, any Error> {
+        let time = cache.time  // the cache's own origin: an instant means nothing on another TimeBase
+        let wait = Task {
+            try await cache.wait(until: time.now.advanced(by: .seconds(60)), for: "nothing") { _ in .waiting }
+        }
+        try await waitUntil("the wait's deadline is scheduled") { clock.armed.pending == 1 }
+        return wait
+    }
+
     @Test func aWaitNotSatisfiedEndsAtItsDeadlineWithATimeoutNamingWhatItWaitedFor() async throws {
         try await Self.withCache { _, cache, clock in
             let time = cache.time  // the cache's own origin: an instant means nothing on another TimeBase
@@ -60,11 +70,7 @@ struct ObjectCacheWaitTests {
 
     @Test func aCancelledWaitTakesItsDeadlineBackAndSaysSo() async throws {
         try await Self.withCache { _, cache, clock in
-            let time = cache.time  // the cache's own origin: an instant means nothing on another TimeBase
-            let wait = Task {
-                try await cache.wait(until: time.now.advanced(by: .seconds(60)), for: "nothing") { _ in .waiting }
-            }
-            try await waitUntil("the wait's deadline is scheduled") { clock.armed.pending == 1 }
+            let wait = try await Self.waitThatNeverEnds(on: cache, clock)
             wait.cancel()
             await #expect(throws: CancellationError.self) { try await wait.value }
             #expect(clock.armed.pending == 0)
@@ -75,11 +81,7 @@ struct ObjectCacheWaitTests {
 
     @Test func aWaitEndedByBluetoothdLeavingTakesItsDeadlineBack() async throws {
         try await Self.withCache { h, cache, clock in
-            let time = cache.time  // the cache's own origin: an instant means nothing on another TimeBase
-            let wait = Task {
-                try await cache.wait(until: time.now.advanced(by: .seconds(60)), for: "nothing") { _ in .waiting }
-            }
-            try await waitUntil("the wait's deadline is scheduled") { clock.armed.pending == 1 }
+            let wait = try await Self.waitThatNeverEnds(on: cache, clock)
             await h.simulator.crash()
             await #expect {
                 try await wait.value
