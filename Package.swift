@@ -81,12 +81,13 @@ let package = Package(
         // Linux interfaces Glibc's module map leaves out (timerfd), as a shim header.
         .systemLibrary(name: "CLinux"),
         // One timerfd thread for every deadline of the process (one wakeup per deadline, none when idle) and
-        // the min-heap it shares with the core. See Sources/Timing/TimerThread.swift.
+        // the min-heap it shares with the core; the same timers without a thread, for a D-Bus connection's thread
+        // to host in its epoll set. See Sources/Timing/TimerThread.swift.
         .target(name: "Timing", dependencies: ["CLinux", "Locking"]),
         // The one safe Swift face of libdbus: no other module touches a libdbus pointer.
         .target(
             name: "DBus",
-            dependencies: ["CDBus", "CLinux", "Locking"]
+            dependencies: ["CDBus", "CLinux", "Locking", "Timing"]
         ),
         // BlueZ's object model over DBus and the BlueZTransport (the client side).
         .target(
@@ -302,7 +303,7 @@ let package = Package(
         ),
         .testTarget(
             name: "DBusTests",
-            dependencies: ["DBus", "DBusTesting", "KeepAliveTesting", "Locking"]
+            dependencies: ["DBus", "DBusTesting", "KeepAlive", "KeepAliveTesting", "Locking", "Timing"]
         ),
         .testTarget(
             name: "BlueZTests",

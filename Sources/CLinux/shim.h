@@ -20,6 +20,12 @@ static inline int clinux_timerfd_create_boottime(void) {
     return timerfd_create(CLOCK_BOOTTIME, TFD_CLOEXEC);
 }
 
+// The same, non-blocking: for a timerfd read when epoll says it is ready, which another thread's re-arming may
+// have made not ready again (a blocking read would then stall the thread that waits in epoll).
+static inline int clinux_timerfd_create_boottime_nonblocking(void) {
+    return timerfd_create(CLOCK_BOOTTIME, TFD_CLOEXEC | TFD_NONBLOCK);
+}
+
 // Arms (absolute, on CLOCK_BOOTTIME) for seconds + nanoseconds, or disarms when both are 0.
 static inline int clinux_timerfd_set_absolute(int fd, long long seconds, long nanoseconds) {
     struct itimerspec value = {0};

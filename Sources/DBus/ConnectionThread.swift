@@ -1,5 +1,6 @@
 import CLinux
 import Dispatch
+import Timing
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -18,6 +19,11 @@ import Glibc
 ///
 /// Work from other threads is queued under a lock and, when the thread is asleep, announced through an
 /// `eventfd`; work queued on the thread itself costs no system call.
+///
+/// The thread hosts timers too (``timers``, a `TimerThread` without a thread, its timerfd in the same `epoll`
+/// set): a `TimerFDClock` sleep or call armed on this thread fires on it. A daemon whose scheduler and ledger run
+/// here then wakes this one thread at its tick, not the timer thread first. When the thread ends for good, what
+/// is still armed moves to the process's timer thread.
 ///
 /// ```swift
 /// let thread = try ConnectionThread(name: "dbus")
@@ -70,14 +76,15 @@ final class ConnectionThread: SerialExecutor, @unchecked Sendable {
         return role
     }
 
-    /// The epoll descriptor and the eventfd a thread waits on, closed when the last holder lets go: the
-    /// thread once it has ended for good, or a waker that was writing to `wakeup` just then.
+    /// The epoll descriptor and the eventfd a thread waits on (and the hosted timers' timerfd, which it does not
+    /// own), closed when the last holder lets go: the thread once it has ended for good, or a waker that was
+    /// writing to `wakeup` just then.
     private final class WaitSet: Sendable {
         let epoll: Int32
         let wakeup: Int32
 
         /// Throws when the process is out of descriptors.
-        init() throws(DBusError) {
+        init(timers: Int32?) throws(DBusError) {
             epoll = clinux_epoll_create()
             let epollErrno = errno
             wakeup = clinux_eventfd()
@@ -91,13 +98,14 @@ final class ConnectionThread: SerialExecutor, @unchecked Sendable {
                         + String(cString: strerror(epoll < 0 ? epollErrno : wakeupErrno)))
             }
             _ = clinux_epoll_control(epoll, clinux_epoll_ctl_add, wakeup, clinux_epollin)
+            if let timers { _ = clinux_epoll_control(epoll, clinux_epoll_ctl_add, timers, clinux_epollin) }
         }
 
         /// For a thread restarted for late work of a stopped connection, which (nearly) never waits: out of
         /// descriptors there, there is nothing better to do than stop.
-        static func make() -> WaitSet {
+        static func make(timers: Int32?) -> WaitSet {
             do {
-                return try WaitSet()
+                return try WaitSet(timers: timers)
             } catch {
                 preconditionFailure("\(error)")
             }
@@ -128,6 +136,11 @@ final class ConnectionThread: SerialExecutor, @unchecked Sendable {
     private var restartsToFailForTesting = 0
     private let name: String
     private var waitSet: WaitSet?
+    /// Timers armed on this thread (see the type's comment).
+    let timers: TimerThread
+    /// Their timerfd while the thread hosts them; nil once they are handed over (closed, its number free for
+    /// reuse). On the thread only (set to nil under `mutex`, as the thread ends).
+    private var timersDescriptor: Int32?
     private weak var taskRole: TaskRole?
     /// Registered descriptors, on the thread only.
     private var handlers: [Int32: Handler] = [:]
@@ -151,11 +164,17 @@ final class ConnectionThread: SerialExecutor, @unchecked Sendable {
     /// Starts the thread (named `name`, at most 15 bytes, for top -H). It runs until ``stop()`` and then until its
     /// queue is empty. Throws `DBusError.Code.systemCall` when the process is out of descriptors or threads.
     init(name: String) throws(DBusError) {
+        guard let timers = TimerThread.hosted() else {
+            throw DBusError(
+                code: .systemCall, message: "cannot create the D-Bus connection's timerfd: " + String(cString: strerror(errno)))
+        }
         self.name = name
+        self.timers = timers
         mutex = .allocate(capacity: 1)
         mutex.initialize(to: pthread_mutex_t())
         pthread_mutex_init(mutex, nil)
-        waitSet = try WaitSet()
+        timersDescriptor = timers.descriptor
+        waitSet = try WaitSet(timers: timers.descriptor)
         isRunning = true
         let created = startThread()
         guard created == 0 else {
@@ -187,7 +206,9 @@ final class ConnectionThread: SerialExecutor, @unchecked Sendable {
             let executor = Unmanaged<ConnectionThread>.fromOpaque(context!).takeRetainedValue()
             executor.name.withCString { clinux_set_thread_name($0) }
             pthread_setspecific(ConnectionThread.currentKey, context)
+            TimerThread.setCurrentHost(executor.timers)
             executor.run()
+            TimerThread.setCurrentHost(nil)
             pthread_setspecific(ConnectionThread.currentKey, nil)
             return nil
         }, context)
@@ -332,7 +353,9 @@ final class ConnectionThread: SerialExecutor, @unchecked Sendable {
         DispatchQueue.global().async { [self] in
             let previous = pthread_getspecific(ConnectionThread.currentKey)
             pthread_setspecific(ConnectionThread.currentKey, Unmanaged.passUnretained(self).toOpaque())
+            let previousTimers = TimerThread.setCurrentHost(timers)
             run()
+            TimerThread.setCurrentHost(previousTimers)
             pthread_setspecific(ConnectionThread.currentKey, previous)
         }
     }
@@ -340,7 +363,7 @@ final class ConnectionThread: SerialExecutor, @unchecked Sendable {
     /// The descriptors to wait on, made again for a thread restarted for late work that waits. On the thread.
     private func currentWaitSet() -> WaitSet {
         if let waitSet { return waitSet }
-        let made = WaitSet.make()
+        let made = WaitSet.make(timers: timersDescriptor)
         pthread_mutex_lock(mutex)
         waitSet = made
         pthread_mutex_unlock(mutex)
@@ -360,10 +383,14 @@ final class ConnectionThread: SerialExecutor, @unchecked Sendable {
                     // The descriptors go with the thread (a closed connection still referenced holds none),
                     // unless something is still registered in them.
                     if handlers.isEmpty { waitSet = nil }
+                    // Nothing here will wait for them any more: the timer thread fires what is still armed.
+                    // Under the mutex: a thread started for late work once it is released must find them gone.
+                    timers.handOver()
+                    timersDescriptor = nil
                     pthread_mutex_unlock(mutex)
                     break
                 }
-                if waitSet == nil { waitSet = WaitSet.make() }
+                if waitSet == nil { waitSet = WaitSet.make(timers: timersDescriptor) }
                 let wait = waitSet!
                 let timeout = Self.milliseconds(until: deadline)
                 // A wait that returns at once needs no wake-up: work queued meanwhile is seen next round.
@@ -441,6 +468,8 @@ final class ConnectionThread: SerialExecutor, @unchecked Sendable {
             if fd == wait.wakeup {
                 var value: UInt64 = 0
                 _ = read(wait.wakeup, &value, MemoryLayout<UInt64>.size)
+            } else if fd == timersDescriptor {
+                timers.fire()
             } else {
                 // A handler run earlier in this round may have removed this descriptor.
                 handlers[fd]?(events[index])

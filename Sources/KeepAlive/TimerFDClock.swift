@@ -61,7 +61,8 @@ public struct TimerFDClock: Clock, Sendable {
     public var minimumResolution: Duration { .nanoseconds(1) }
 
     /// How many times this clock's timer thread has woken: one per distinct deadline reached (sleepers due
-    /// together share one), none for cancelled sleeps. All `TimerFDClock()`s of a process share one thread.
+    /// together share one), none for cancelled sleeps. All `TimerFDClock()`s of a process share one thread
+    /// (sleeps begun on a thread that hosts timers are not counted here: they wake their host).
     public var wakeups: UInt64 { thread.wakeups }
 
     /// The deadline the timer thread is armed for (nil: disarmed) and how many sleeps wait on it.
@@ -70,11 +71,20 @@ public struct TimerFDClock: Clock, Sendable {
         return (deadline.map(Instant.init(sinceBoot:)), pending)
     }
 
-    /// Calls `action` on the timer thread at `deadline` (keep it short); what is returned cancels it.
+    /// Where a timer armed now goes: the calling thread's own timers when it hosts some (a D-Bus connection's
+    /// thread does: what is armed there fires there, without waking the timer thread to hand it over), else
+    /// the clock's timer thread. An isolated clock always uses its own.
+    private var timers: TimerThread {
+        guard thread === TimerThread.shared, let host = TimerThread.currentHost else { return thread }
+        return host
+    }
+
+    /// Calls `action` at `deadline` (keep it short) on the timer thread, or on the calling thread when it hosts
+    /// timers; what is returned cancels it.
     package func call(at deadline: Instant, _ action: @escaping @Sendable () -> Void) -> TimerCall {
-        let thread = self.thread
-        let id = thread.schedule(at: deadline.sinceBoot, action)
-        return TimerCall { thread.cancel(id) }
+        let timers = self.timers
+        let id = timers.schedule(at: deadline.sinceBoot, action)
+        return TimerCall { timers.cancel(id) }
     }
 
     /// Returns at `deadline` (at once when it has passed); throws `CancellationError` when the task is
@@ -82,6 +92,6 @@ public struct TimerFDClock: Clock, Sendable {
     public func sleep(until deadline: Instant, tolerance: Duration? = nil) async throws {
         try Task.checkCancellation()
         guard deadline > now else { return }
-        try await thread.sleep(until: deadline.sinceBoot)
+        try await timers.sleep(until: deadline.sinceBoot)
     }
 }
