@@ -94,9 +94,12 @@ extension DBusTests {
             let (cancelled, sentinel) = try await bounded("the timers are armed") {
                 await withCheckedContinuation { continuation in
                     thread.async {
+                        // Margins wide enough for a loaded machine: the thread ends long before the sleep is due,
+                        // the cancelled call is never due during the test, and the sentinel comes well after the
+                        // sleep.
                         let now = TimerThread.now()
-                        let cancelled = hosted.schedule(at: now + .milliseconds(150)) { events.withLock { $0.append("cancelled") } }
-                        let sentinel = hosted.schedule(at: now + .milliseconds(300)) {
+                        let cancelled = hosted.schedule(at: now + .seconds(60)) { events.withLock { $0.append("cancelled") } }
+                        let sentinel = hosted.schedule(at: now + .milliseconds(1_500)) {
                             events.withLock { $0.append(thread.isCurrent ? "sentinel on the thread" : "sentinel") }
                         }
                         continuation.resume(returning: (cancelled, sentinel))
@@ -105,7 +108,7 @@ extension DBusTests {
             }
             let sleeper = Task {
                 try await withTaskExecutorPreference(thread.taskExecutor) {
-                    try await clock.sleep(for: .milliseconds(100))
+                    try await clock.sleep(for: .milliseconds(500))
                     events.withLock { $0.append("slept") }
                 }
             }
