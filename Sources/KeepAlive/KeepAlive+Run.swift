@@ -233,7 +233,7 @@ extension KeepAlive {
                 interval: interval,
                 power: state.power,
                 budget: registration.budget,
-                handler: registration.handler,
+                work: registration.work,
                 onReport: registration.onReport,
                 gate: registration.gate
             )
@@ -287,7 +287,8 @@ extension KeepAlive {
                         code: .forcedEnd,
                         message: "callback did not return within the grace after its window (budget \(launch.budget.compact)) expired or was cancelled"
                     )
-                    self.complete(launch, result: .failed(error), window: record, finished: false)
+                    let detail = taskBox.withLock { $0.request?.fallbackDetail }
+                    self.complete(launch, LaunchResult(.failed(error), detail: detail), window: record, finished: false)
                 },
                 driverExecutor: reportInPlace ? executor : nil
             )
@@ -303,9 +304,9 @@ extension KeepAlive {
         state.withLock { $0.unreportedLaunches += 1 }
         taskBox.withLock { $0.id = id }
         let window = PollWindow(entry: entry, tick: launch.tick, ledger: ledger)
-        let start: @Sendable () -> Void = {
+        let start: @Sendable (@escaping LaunchWork) -> Void = { work in
             let task = Task(executorPreference: executor) {
-                let result = await launch.handler(window)
+                let result = await work(window)
                 let record = self.ledger.end(id)
                 guard let record else {
                     // Force-ended earlier and already reported: only the overlap guard is left to clear.
@@ -313,9 +314,9 @@ extension KeepAlive {
                     return
                 }
                 if reportInPlace {
-                    self.complete(launch, result: result, window: record, finished: true)
+                    self.complete(launch, result, window: record, finished: true)
                 } else {
-                    Task { self.complete(launch, result: result, window: record, finished: true) }
+                    Task { self.complete(launch, result, window: record, finished: true) }
                 }
             }
             taskBox.withLock { box in
@@ -323,13 +324,31 @@ extension KeepAlive {
                 if box.cancelled { task.cancel() }
             }
         }
-        guard let gate = launch.gate else { return start() }
+        guard let gate = launch.gate else {
+            // Registered with a handler, never without: `add` is given one or the other.
+            guard let work = launch.work else { return decline(launch, id: id) }
+            return start(work)
+        }
         let request = gate.request(window, start: start)
+        if request.isDeclined { return decline(launch, id: id) }
         let cancelledWhileAsking = taskBox.withLock { box in
             box.request = request
             return box.cancelled && box.task == nil
         }
         if cancelledWhileAsking { withdraw(request, launch, taskBox) }
+    }
+
+    /// The gate declined the tick: its window ends unused, and the tick is reported as declined (backoff as it
+    /// was, counted neither as a run nor as a failure).
+    private func decline(_ launch: Launch, id: BackgroundTaskID) {
+        _ = ledger.end(id)
+        state.withLock { state in
+            state.registrations[launch.token]?.inFlight = false
+            state.statistics.callbacksRun -= 1
+            state.statistics.declined += 1
+        }
+        deliver(launch.report(.declined), to: launch.onReport)
+        finishReport()
     }
 
     /// The window of a launch still waiting for its gate ended: takes the request back and, if its callback had
@@ -338,14 +357,15 @@ extension KeepAlive {
         guard let result = request.withdraw() else { return }  // started meanwhile: its task was told
         guard let id = taskBox.withLock({ $0.id }) else { return }
         if let record = ledger.end(id) {
-            complete(launch, result: result, window: record, finished: true)
+            complete(launch, result, window: record, finished: true)
         } else {
             state.withLock { $0.registrations[launch.token]?.inFlight = false }
         }
     }
 
     /// Records a tick's result: backoff bookkeeping, statistics, the report.
-    private func complete(_ launch: Launch, result: PollResult, window: BackgroundTaskRecord, finished: Bool) {
+    private func complete(_ launch: Launch, _ launched: LaunchResult, window: BackgroundTaskRecord, finished: Bool) {
+        let result = launched.result
         let interval = launch.interval
         let maxMultiplier = configuration.maxFailureBackoffMultiplier
         state.withLock { state in
@@ -364,7 +384,12 @@ extension KeepAlive {
             }
             state.registrations[launch.token] = registration
         }
-        deliver(launch.report(.ran(result: result, window: window)), to: launch.onReport)
+        deliver(launch.report(.ran(result: result, window: window), detail: launched.detail), to: launch.onReport)
+        finishReport()
+    }
+
+    /// One begun window's report is out: `run()` may return once none is left.
+    private func finishReport() {
         let waiters = state.withLock { state in
             state.unreportedLaunches -= 1
             guard state.unreportedLaunches == 0 else { return [CheckedContinuation<Void, Never>]() }

@@ -92,21 +92,20 @@ public final class KeepAlive: Service, Sendable {
         handler: @escaping @Sendable (PollWindow) async -> PollResult
     ) throws(ConfigurationValueError) -> RegistrationToken {
         try options.validate(against: configuration)
-        return add(name: name, options: options, onReport: onReport, handler: handler)
+        return add(name: name, options: options, onReport: onReport) { window in LaunchResult(await handler(window)) }
     }
 
-    /// ``register(name:options:onReport:handler:)`` with a ``LaunchGate`` each launch waits for, in its window,
-    /// before its task is made.
+    /// A registration whose launches each wait for `gate`, in their window, before their task is made; the gate
+    /// hands over the work to run (or declines the tick), so no handler is given here.
     @discardableResult
     package func register(
         name: String,
         options: RegistrationOptions = RegistrationOptions(),
         gate: any LaunchGate,
-        onReport: (@Sendable (TickReport) -> Void)? = nil,
-        handler: @escaping @Sendable (PollWindow) async -> PollResult
+        onReport: (@Sendable (TickReport) -> Void)? = nil
     ) throws(ConfigurationValueError) -> RegistrationToken {
         try options.validate(against: configuration)
-        return add(name: name, options: options, gate: gate, onReport: onReport, handler: handler)
+        return add(name: name, options: options, gate: gate, onReport: onReport, work: nil)
     }
 
     /// ``register(name:options:onReport:handler:)`` for options already checked.
@@ -115,7 +114,7 @@ public final class KeepAlive: Service, Sendable {
         options: RegistrationOptions,
         gate: (any LaunchGate)? = nil,
         onReport: (@Sendable (TickReport) -> Void)?,
-        handler: @escaping @Sendable (PollWindow) async -> PollResult
+        work: LaunchWork?
     ) -> RegistrationToken {
         let now = time.now
         let token: RegistrationToken = state.withLock { state in
@@ -127,7 +126,7 @@ public final class KeepAlive: Service, Sendable {
                 name: name,
                 baseInterval: base,
                 budget: options.budget ?? configuration.budget(forInterval: base),
-                handler: handler,
+                work: work,
                 onReport: onReport,
                 maxTicks: options.maxTicks
             )
@@ -171,7 +170,7 @@ public final class KeepAlive: Service, Sendable {
             // The default options: valid by construction.
             let token = add(name: "onKeepAliveCallback", options: RegistrationOptions(), onReport: nil) { _ in
                 await callback()
-                return .newData
+                return LaunchResult(.newData)
             }
             state.withLock { $0.seedCallback = SeedCallback(token: token, callback: callback) }
         }
@@ -205,6 +204,12 @@ public final class KeepAlive: Service, Sendable {
         state.withLock { state in state.registrations.values.lazy.filter { !$0.isFinished }.compactMap { $0.schedule?.nextFire }.min() }
     }
 
+    /// The number of the registration's last tick that fired (0 before any): what a poll outside the grid is
+    /// numbered after.
+    package func lastTick(of token: RegistrationToken) -> UInt64 {
+        state.withLock { state in state.registrations[token].map { $0.nextTick > 0 ? $0.nextTick - 1 : 0 } ?? 0 }
+    }
+
     /// How many callbacks are registered (finished ones included, until unregistered).
     public var registrationCount: Int {
         state.withLock { $0.registrations.count }
@@ -224,5 +229,7 @@ public final class KeepAlive: Service, Sendable {
         public var missedTicks: UInt64 = 0
         public var failures: UInt64 = 0
         public var forcedEnds: UInt64 = 0
+        /// Ticks a registration's gate declined (another gateway's device): neither run nor failed.
+        public var declined: UInt64 = 0
     }
 }

@@ -23,55 +23,40 @@ extension PollEngine {
     /// limit, after a poll of it in progress (never two at once). The record goes to ``records()`` and `onRecord`
     /// like every other, with ``PollRecord/trigger`` `.command`, and is returned.
     public func pollNow(_ device: String) async throws(CommandError) -> PollRecord {
-        guard let spec = peripherals.first(where: { $0.name == device }), let deviceScratch = scratch[device] else {
+        guard let polled = devices[device] else {
             throw CommandError(code: .unknownDevice, message: "no device named `\(device)`")
         }
-        // A scratch of its own: the grid's report of a tick reads the device's scratch after its poll ends, and
-        // a command's poll may start right then.
-        let commandScratch = PollScratch(spec: spec)
-        commandScratch.adoptPresentations(of: deviceScratch)
+        let spec = polled.spec
         let interval = spec.interval ?? keepAlive.configuration.interval
         let budget = spec.budget ?? keepAlive.configuration.budget(forInterval: interval)
         let fired = keepAlive.time.now
         let transport = self.transport
         let name = "\(device) (command)"
-        let result: PollResult
+        var outcome: PollOutcome
         var windowID = BackgroundTaskID.invalid
         do {
-            (result, windowID) = try await keepAlive.ledger.withBackgroundTask(name: name, budget: budget) { window in
-                let result = await withTaskExecutorPreference(transport.preferredExecutor) {
-                    await self.poll(in: window, scratch: commandScratch)
+            (outcome, windowID) = try await keepAlive.ledger.withBackgroundTask(name: name, budget: budget) { window in
+                let outcome = await withTaskExecutorPreference(transport.preferredExecutor) {
+                    await self.poll(polled, in: window)
                 }
-                return (result, window.id)
+                return (outcome, window.id)
             }
         } catch let error as BackgroundTaskError where error.code == .refused {
             throw CommandError(code: .refused, message: "the ledger is closed (shutting down or going to sleep)")
         } catch {
-            result = .failed(error)
+            outcome = PollOutcome(result: .failed(error))
+        }
+        if outcome.declined {
+            throw CommandError(code: .notHeld, message: "`\(device)` is shared and another gateway holds it now")
         }
         let window = keepAlive.ledger.history(named: name).last { $0.id == windowID }
             ?? BackgroundTaskRecord(id: windowID, name: name, began: fired, ended: keepAlive.time.now, budget: budget, outcome: .forcedEnd)
-        let snapshot = commandScratch.snapshot(tick: 0)
-        if snapshot.declined {
-            throw CommandError(code: .notHeld, message: "`\(device)` is shared and another gateway holds it now")
-        }
-        var record = PollRecord(
-            device: device, peripheral: spec.peripheral, tick: deviceScratch.lastTick, scheduled: fired, fired: fired,
-            result: .failed, values: snapshot.values, notifications: snapshot.notifications,
-            window: PollRecord.Window(id: window.id, budget: window.budget, used: window.used, outcome: window.outcome),
-            attempts: snapshot.attempts, interval: keepAlive.effectiveInterval ?? interval, power: keepAlive.powerState,
-            trigger: .command
+        let tick = tokensByName[device].map { keepAlive.lastTick(of: $0) } ?? 0
+        let record = record(
+            of: spec, outcome: outcome, window: window, tick: tick, scheduled: fired, fired: fired,
+            interval: keepAlive.effectiveInterval ?? interval, power: keepAlive.powerState, trigger: .command
         )
-        record.holder = snapshot.holder
-        if let holder = snapshot.holder { record.peripheral.adapter = holder.adapter }
-        record.readings = spec.readings(values: snapshot.values, notifications: snapshot.notifications, presentations: commandScratch.presentations)
-        switch result {
-        case .newData: record.result = .newData
-        case .noData: record.result = .noData
-        case .failed(let error): record.failure = Self.failure(error, snapshot: snapshot, window: window)
-        }
-        onRecord?(record)
-        broadcast.publish(record)
+        publish(record)
         return record
     }
 

@@ -78,8 +78,8 @@ public final class PollEngine: Sendable {
     let onRecord: (@Sendable (PollRecord) -> Void)?
     /// Asked before each poll whether it is this engine's (a fleet of gateways); nil: every poll is.
     let admission: (any PollAdmission)?
-    /// Per device: what the poll in progress has gathered, and the last values (for newData/noData).
-    let scratch: [String: PollScratch]
+    /// Per device: what the engine remembers between its polls (never what a poll in progress gathers).
+    let devices: [String: PolledDevice]
     /// One poll of a device at a time, scheduled or on command.
     let gate = DeviceGate()
     /// Registration tokens by device name, for commands that name a device.
@@ -133,11 +133,12 @@ public final class PollEngine: Sendable {
         self.keepAlive = keepAlive
         self.logger = logger
         self.limiter = ConnectionLimiter(maxPerAdapter: configuration.maxConnections)
-        self.scratch = Dictionary(uniqueKeysWithValues: peripherals.map { ($0.name, PollScratch(spec: $0)) })
+        let devices = peripherals.map(PolledDevice.init(spec:))
+        self.devices = Dictionary(uniqueKeysWithValues: devices.map { ($0.spec.name, $0) })
         self.tokens = Locked([])
         var tokens: [RegistrationToken] = []
-        for spec in peripherals {
-            let scratch = self.scratch[spec.name]!
+        for device in devices {
+            let spec = device.spec
             tokens.append(
                 try keepAlive.register(
                     name: spec.name,
@@ -146,16 +147,10 @@ public final class PollEngine: Sendable {
                         budget: spec.budget,
                         maxTicks: configuration.maxTicks
                     ),
-                    // Each closure and the gate hold the device's scratch, which holds its spec: a spec captured
-                    // by value was a copy in each of the three (4.8 MiB at 10,000 devices, Benchmarks/NOTES.md).
-                    gate: SlotGate(engine: self, scratch: scratch),
-                    onReport: { [weak self] report in self?.record(report, scratch: scratch) },
-                    handler: { [weak self] window in
-                        guard let self else { return .failed(CancellationError()) }
-                        return await withTaskExecutorPreference(self.transport.preferredExecutor) {
-                            await self.pollAdmitted(in: window, scratch: scratch)
-                        }
-                    }
+                    // The gate and the report hold the device, which holds its spec: a spec captured by value was
+                    // a copy in each closure.
+                    gate: SlotGate(engine: self, device: device),
+                    onReport: { [weak self] report in self?.record(report, device: device) }
                 )
             )
         }
@@ -188,138 +183,154 @@ public final class PollEngine: Sendable {
 
     // MARK: One device, one window
 
-    /// A poll outside the grid (a command): the admission, a connection slot (waited for in this task), then
-    /// ``pollAdmitted(in:scratch:)``. Scheduled polls wait for their slot before their task exists
-    /// (``SlotGate``); both take the slot before the device's gate, so neither can hold what the other waits for.
-    /// The device is the scratch's.
-    func poll(in window: PollWindow, scratch: PollScratch) async -> PollResult {
-        scratch.begin(tick: window.tick)
-        guard let admitted = admit(scratch) else { return .noData }
-        let adapter = admitted.peripheral.adapter
-        do {
-            try await limiter.acquire(adapter: adapter, key: admitted.name)
-        } catch {
-            return Self.slotWaitEnded(adapter: adapter, scratch: scratch)
+    /// Who polls a device this time, as the admission decided: the spec (on the holder's adapter for a shared
+    /// device) and the holder the record names.
+    struct Admitted: Sendable {
+        var spec: PeripheralSpec
+        var holder: PollRecord.Holder?
+
+        /// An outcome that carries the admission's decision, before any attempt.
+        func outcome(_ result: PollResult) -> PollOutcome {
+            var outcome = PollOutcome(result: result)
+            outcome.holder = holder
+            return outcome
         }
-        return await pollAdmitted(in: window, scratch: scratch)
     }
 
-    /// Asks the admission about this poll: the spec to poll (on the holder's adapter for a shared device), or
-    /// `nil` when another gateway holds the device.
-    private func admit(_ scratch: PollScratch) -> PeripheralSpec? {
-        let spec = scratch.spec
-        guard let admission else { return spec }
+    /// Asks the admission about a poll of `device`: who polls it and where, or `nil` when another gateway holds it.
+    func admit(_ device: PolledDevice) -> Admitted? {
+        let spec = device.spec
+        guard let admission else { return Admitted(spec: spec, holder: nil) }
         switch admission.admit(spec.name) {
         case .decline:
-            scratch.decline()
             return nil
         case .poll(let holder):
-            scratch.setHolder(holder)
             var spec = spec
             if let holder { spec.peripheral.adapter = holder.adapter }
-            return spec
+            return Admitted(spec: spec, holder: holder)
         }
     }
 
     /// A scheduled poll's way in, before its task exists: the admission, then a place in the adapter's queue.
-    /// `start` runs the poll's task once the slot is its own (at once if one is free); a declined poll starts at
-    /// once and writes no record.
-    func requestSlot(in window: PollWindow, scratch: PollScratch, start: @escaping @Sendable () -> Void) -> LaunchRequest {
-        scratch.begin(tick: window.tick)
-        guard let admitted = admit(scratch) else {
-            start()
-            return .started
+    /// `start` is given the poll to run once the slot is its own (at once if one is free); a declined tick starts
+    /// nothing.
+    func requestSlot(
+        in window: PollWindow, device: PolledDevice, start: @escaping @Sendable (@escaping LaunchWork) -> Void
+    ) -> LaunchRequest {
+        guard let admitted = admit(device) else { return .declined }
+        let work: LaunchWork = { [weak self] window in
+            guard let self else { return LaunchResult(.failed(CancellationError())) }
+            let outcome = await self.pollAdmitted(admitted, device: device, in: window)
+            return LaunchResult(outcome.result, detail: outcome)
         }
-        let adapter = admitted.peripheral.adapter
-        guard let ticket = limiter.request(adapter: adapter, key: admitted.name, granted: start) else {
-            start()
-            return .started
+        let adapter = admitted.spec.peripheral.adapter
+        let unfinished = admitted.outcome(.noData)
+        guard let ticket = limiter.request(adapter: adapter, key: admitted.spec.name, granted: { start(work) }) else {
+            start(work)
+            return LaunchRequest(fallbackDetail: unfinished)
         }
-        return LaunchRequest { [limiter] in
+        return LaunchRequest(fallbackDetail: unfinished) { [limiter] in
             guard limiter.withdraw(ticket) else { return nil }
-            return Self.slotWaitEnded(adapter: adapter, scratch: scratch)
+            let outcome = Self.slotWaitEnded(admitted)
+            return LaunchResult(outcome.result, detail: outcome)
         }
     }
 
-    private static func slotWaitEnded(adapter: String, scratch: PollScratch) -> PollResult {
-        let failure = TransportError(.timeout, "window ended while waiting for a connection slot on \(adapter)")
-        scratch.fail(failure)
-        return .failed(failure)
+    /// A poll outside the grid (a command): the admission and a connection slot (waited for in this task), then
+    /// ``pollAdmitted(_:device:in:)``. Scheduled polls wait for their slot before their task exists
+    /// (``requestSlot(in:device:start:)``); both take the slot before the device's gate, so neither can hold what
+    /// the other waits for.
+    func poll(_ device: PolledDevice, in window: PollWindow) async -> PollOutcome {
+        guard let admitted = admit(device) else { return .declined }
+        do {
+            try await limiter.acquire(adapter: admitted.spec.peripheral.adapter, key: admitted.spec.name)
+        } catch {
+            return Self.slotWaitEnded(admitted)
+        }
+        return await pollAdmitted(admitted, device: device, in: window)
+    }
+
+    private static func slotWaitEnded(_ admitted: Admitted) -> PollOutcome {
+        let adapter = admitted.spec.peripheral.adapter
+        return admitted.outcome(.failed(TransportError(.timeout, "window ended while waiting for a connection slot on \(adapter)")))
     }
 
     /// The poll once admitted and holding its connection slot, which it gives back at the end: the device's
     /// gate (one poll of a device at a time), the previous poll's disconnect, then the attempts.
-    func pollAdmitted(in window: PollWindow, scratch: PollScratch) async -> PollResult {
-        let admission = scratch.admission
-        if admission.declined { return .noData }
-        var spec = scratch.spec
-        if let holder = admission.holder { spec.peripheral.adapter = holder.adapter }
+    func pollAdmitted(_ admitted: Admitted, device: PolledDevice, in window: PollWindow) async -> PollOutcome {
+        let spec = admitted.spec
         defer { releaseSlot(adapter: spec.peripheral.adapter, device: spec.name) }
         do {
             try await gate.enter(spec.name)
         } catch {
-            let failure = TransportError(.timeout, "window ended while another poll of this device (a command's) was running")
-            scratch.fail(failure)
-            return .failed(failure)
+            return admitted.outcome(
+                .failed(TransportError(.timeout, "window ended while another poll of this device (a command's) was running")))
         }
         defer { gate.leave(spec.name) }
         if let previous = teardowns.withLock({ $0.running[spec.name]?.done }) {
             // The last window's disconnect is still running: never connect over it.
             _ = await previous.valueUnlessCancelled()
             if Task.isCancelled {
-                let failure = TransportError(.timeout, "window ended while the previous poll's disconnect was still running")
-                scratch.fail(failure)
-                return .failed(failure)
+                return admitted.outcome(
+                    .failed(TransportError(.timeout, "window ended while the previous poll's disconnect was still running")))
             }
         }
-        return await attempts(spec, in: window, scratch: scratch)
+        return await attempts(admitted, device: device, in: window)
     }
 
     /// The attempts of one window, once it holds a connection slot. Kept out of line: an async function's frame
     /// holds everything its inlined callees keep across a suspension, and the frames of the callers are
     /// allocated while a poll waits for the device's gate or a command waits for its slot.
     @inline(never)
-    private func attempts(_ spec: PeripheralSpec, in window: PollWindow, scratch: PollScratch) async -> PollResult {
+    private func attempts(_ admitted: Admitted, device: PolledDevice, in window: PollWindow) async -> PollOutcome {
+        let spec = admitted.spec
         let peripheral = spec.peripheral
-        var attempt = 0
+        var outcome = admitted.outcome(.noData)
         while true {
-            attempt += 1
-            scratch.setAttempts(attempt)
+            outcome.attempts += 1
+            // Values and notifications belong to one attempt: a retry starts them afresh.
+            let gathered = Gathered()
+            let failure: TransportError
             do {
-                try await pollOnce(spec, window: window, scratch: scratch)
-                return scratch.finishSuccess() ? .newData : .noData
+                try await pollOnce(spec, device: device, window: window, into: gathered)
+                (outcome.values, outcome.notifications) = gathered.contents
+                outcome.result = device.succeeded(values: outcome.values, notifications: outcome.notifications) ? .newData : .noData
+                outcome.readings = device.readings(values: outcome.values, notifications: outcome.notifications)
+                return outcome
             } catch {
-                let failure = Self.transportError(error)
-                scratch.fail(failure)
-                let context: Logger.Metadata = [
-                    "device": "\(spec.name)", "address": "\(peripheral.address)", "attempt": "\(attempt)",
-                    "error": "\(failure)",
-                ]
-                // A zombie link is not retried in its window: the record says so, the next poll makes a new link.
-                guard failure.isTransient, failure.code != .silentLink, !Task.isCancelled else {
-                    logger.warning("poll failed", metadata: context)
-                    return .failed(failure)
-                }
-                guard let delay = configuration.retry.delay(afterAttempt: attempt),
-                    window.timeRemaining > delay + configuration.retry.minimumAttemptTime
-                else {
-                    logger.warning("poll failed; no attempt left in this window", metadata: context)
-                    return .failed(failure)
-                }
-                logger.info("poll failed; retrying", metadata: context.merging(["delay": "\(delay.compact)"]) { $1 })
-                do {
-                    try await window.time.sleep(for: delay)
-                } catch {
-                    return .failed(failure)
-                }
+                failure = Self.transportError(error)
+            }
+            // A failed attempt's record still shows what it read before failing.
+            (outcome.values, outcome.notifications) = gathered.contents
+            outcome.readings = device.readings(values: outcome.values, notifications: outcome.notifications)
+            outcome.result = .failed(failure)
+            let context: Logger.Metadata = [
+                "device": "\(spec.name)", "address": "\(peripheral.address)", "attempt": "\(outcome.attempts)",
+                "error": "\(failure)",
+            ]
+            // A zombie link is not retried in its window: the record says so, the next poll makes a new link.
+            guard failure.isTransient, failure.code != .silentLink, !Task.isCancelled else {
+                logger.warning("poll failed", metadata: context)
+                return outcome
+            }
+            guard let delay = configuration.retry.delay(afterAttempt: outcome.attempts),
+                window.timeRemaining > delay + configuration.retry.minimumAttemptTime
+            else {
+                logger.warning("poll failed; no attempt left in this window", metadata: context)
+                return outcome
+            }
+            logger.info("poll failed; retrying", metadata: context.merging(["delay": "\(delay.compact)"]) { $1 })
+            do {
+                try await window.time.sleep(for: delay)
+            } catch {
+                return outcome
             }
         }
     }
 
     /// connect → write → read → listen, then disconnect on every path.
-    private func pollOnce(_ spec: PeripheralSpec, window: PollWindow, scratch: PollScratch) async throws {
+    private func pollOnce(_ spec: PeripheralSpec, device: PolledDevice, window: PollWindow, into gathered: Gathered) async throws {
         let peripheral = spec.peripheral
-        scratch.resetAttemptData()
         // The transport's deadline ends a little before the window's (a tenth of what is left, at most 250 ms): a
         // scan that found nothing or a connect that never completed is recorded as what it was (deviceNotFound,
         // timeout), not as the window's expiry. With both at the same instant, which of the two timers fired
@@ -333,11 +344,11 @@ public final class PollEngine: Sendable {
             }
             for characteristic in spec.reads {
                 let bytes = try await transport.read(characteristic, from: peripheral)
-                scratch.add(value: PollRecord.Value(characteristic: characteristic, bytes: bytes))
+                gathered.add(value: PollRecord.Value(characteristic: characteristic, bytes: bytes))
             }
-            await readPresentationFormats(spec, scratch: scratch)
+            await readPresentationFormats(spec, device: device)
             if !spec.notifications.isEmpty {
-                try await listen(spec, window: window, scratch: scratch)
+                try await listen(spec, window: window, into: gathered)
             }
         } catch {
             await disconnect(peripheral, device: spec.name)
@@ -349,8 +360,8 @@ public final class PollEngine: Sendable {
     /// Asks, once per device, for the 0x2904 descriptor of each characteristic it decides the readings of. A
     /// failed read is logged and asked again next poll; it never fails the poll (the value is still recorded,
     /// shown as hex meanwhile).
-    private func readPresentationFormats(_ spec: PeripheralSpec, scratch: PollScratch) async {
-        for characteristic in spec.presentationCandidates where !scratch.knowsPresentation(of: characteristic) {
+    private func readPresentationFormats(_ spec: PeripheralSpec, device: PolledDevice) async {
+        for characteristic in spec.presentationCandidates where !device.knowsPresentation(of: characteristic) {
             do {
                 let bytes = try await transport.presentationFormat(of: characteristic, from: spec.peripheral)
                 var format: PresentationFormat?
@@ -364,7 +375,7 @@ public final class PollEngine: Sendable {
                         )
                     }
                 }
-                scratch.setPresentation(format, of: characteristic)
+                device.setPresentation(format, of: characteristic)
             } catch {
                 logger.debug(
                     "0x2904 descriptor not read, asked again next poll",
@@ -375,7 +386,7 @@ public final class PollEngine: Sendable {
     }
 
     /// Subscribes to every notifying characteristic and collects values for each one's duration, in parallel.
-    private func listen(_ spec: PeripheralSpec, window: PollWindow, scratch: PollScratch) async throws {
+    private func listen(_ spec: PeripheralSpec, window: PollWindow, into gathered: Gathered) async throws {
         let peripheral = spec.peripheral
         var streams: [(PeripheralSpec.Subscription, AsyncThrowingStream<[UInt8], any Error>)] = []
         for subscription in spec.notifications {
@@ -392,7 +403,7 @@ public final class PollEngine: Sendable {
                             for try await bytes in stream {
                                 let now = time.now
                                 lastHeard.withLock { $0 = now }
-                                scratch.add(
+                                gathered.add(
                                     notification: PollRecord.Notification(
                                         characteristic: subscription.characteristic,
                                         at: now,
@@ -468,19 +479,34 @@ public final class PollEngine: Sendable {
     }
 }
 
-/// A scheduled poll's ``LaunchGate``: ``PollEngine/requestSlot(in:scratch:start:)``.
+/// A scheduled poll's ``LaunchGate``: ``PollEngine/requestSlot(in:device:start:)``.
 struct SlotGate: LaunchGate {
     weak let engine: PollEngine?
-    let scratch: PollScratch
+    let device: PolledDevice
 
     var preferredExecutor: (any TaskExecutor)? { engine?.transport.preferredExecutor }
     var reportsOnPreferredExecutor: Bool { engine?.configuration.recordsOnTransportExecutor ?? false }
 
-    func request(_ window: PollWindow, start: @escaping @Sendable () -> Void) -> LaunchRequest {
-        guard let engine else {
-            start()
-            return .started
-        }
-        return engine.requestSlot(in: window, scratch: scratch, start: start)
+    func request(_ window: PollWindow, start: @escaping @Sendable (@escaping LaunchWork) -> Void) -> LaunchRequest {
+        guard let engine else { return .declined }
+        return engine.requestSlot(in: window, device: device, start: start)
+    }
+}
+
+/// What one attempt of a poll has gathered so far: its values, and the notifications its listeners add from
+/// tasks of their own. The attempt's own, never shared with another poll or the report.
+final class Gathered: Sendable {
+    private let state = Locked<(values: [PollRecord.Value], notifications: [PollRecord.Notification])>(([], []))
+
+    func add(value: PollRecord.Value) {
+        state.withLock { $0.values.append(value) }
+    }
+
+    func add(notification: PollRecord.Notification) {
+        state.withLock { $0.notifications.append(notification) }
+    }
+
+    var contents: (values: [PollRecord.Value], notifications: [PollRecord.Notification]) {
+        state.withLock { $0 }
     }
 }

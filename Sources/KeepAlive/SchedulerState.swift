@@ -6,7 +6,8 @@ struct Registration {
     var budget: Duration
     /// The budget was given (``KeepAlive/RegistrationOptions/budget``), not derived from the interval.
     var explicitBudget = false
-    let handler: @Sendable (PollWindow) async -> PollResult
+    /// The callback; `nil` when the gate hands each launch its work (``LaunchGate``).
+    let work: LaunchWork?
     let onReport: (@Sendable (TickReport) -> Void)?
     /// What a launch waits for before its task exists (``LaunchGate``).
     var gate: (any LaunchGate)?
@@ -68,11 +69,11 @@ struct Launch {
     let interval: Duration
     let power: PowerState
     let budget: Duration
-    let handler: @Sendable (PollWindow) async -> PollResult
+    let work: LaunchWork?
     let onReport: (@Sendable (TickReport) -> Void)?
     let gate: (any LaunchGate)?
 
-    func report(_ outcome: TickReport.Outcome) -> TickReport {
+    func report(_ outcome: TickReport.Outcome, detail: (any Sendable)? = nil) -> TickReport {
         TickReport(
             name: name,
             token: token,
@@ -81,7 +82,8 @@ struct Launch {
             fired: fired,
             interval: interval,
             power: power,
-            outcome: outcome
+            outcome: outcome,
+            detail: detail
         )
     }
 }

@@ -13,6 +13,9 @@ public struct TickReport: Sendable {
         /// The callback ran in `window`; `result` is what it returned (or a failure if it was force-ended).
         case ran(result: PollResult, window: BackgroundTaskRecord)
         case skipped(SkipReason)
+        /// The registration's gate declined the tick before any work ran: it belongs to someone else (a device
+        /// another gateway of a fleet holds). Neither a success nor a failure: backoff is left as it was.
+        case declined
     }
 
     public var name: String
@@ -27,12 +30,17 @@ public struct TickReport: Sendable {
     public var interval: Duration
     public var power: PowerState
     public var outcome: Outcome
+    /// What the work returned beside its result, for whoever registered it (the poll engine's
+    /// ``PollOutcome``); `nil` for skips, declines, forced ends and plain callbacks.
+    public var detail: (any Sendable)? = nil
 
-    /// The callback's result, with skips reported as failures (a skipped tick is a missed poll).
+    /// The callback's result, with skips reported as failures (a skipped tick is a missed poll) and a declined
+    /// tick as `noData` (switch on ``outcome`` to tell it from a poll that found nothing new).
     public var result: PollResult {
         switch outcome {
         case .ran(let result, _): result
         case .skipped(let reason): .failed(KeepAliveError(code: .skipped, message: "tick skipped: \(reason.rawValue)"))
+        case .declined: .noData
         }
     }
 }

@@ -10,18 +10,24 @@ import Testing
 struct LaunchGateTests {
     let clock = TestClock()
 
-    /// Holds every request until the test opens it.
+    /// Holds every request until the test opens it; then runs `handler` as the launch's work.
     final class HeldGate: LaunchGate {
         private let requests = Locked<[(start: @Sendable () -> Void, done: Bool)]>([])
+        private let handler: @Sendable (PollWindow) async -> PollResult
 
-        func request(_ window: PollWindow, start: @escaping @Sendable () -> Void) -> LaunchRequest {
+        init(handler: @escaping @Sendable (PollWindow) async -> PollResult) {
+            self.handler = handler
+        }
+
+        func request(_ window: PollWindow, start: @escaping @Sendable (@escaping LaunchWork) -> Void) -> LaunchRequest {
+            let handler = self.handler
             let index = requests.withLock { requests in
-                requests.append((start, false))
+                requests.append(({ start { window in LaunchResult(await handler(window)) } }, false))
                 return requests.count - 1
             }
             return LaunchRequest { [self] in
                 guard take(index) != nil else { return nil }
-                return .failed(TransportError(.timeout, "window ended while waiting for the gate"))
+                return LaunchResult(.failed(TransportError(.timeout, "window ended while waiting for the gate")))
             }
         }
 
@@ -53,13 +59,13 @@ struct LaunchGateTests {
 
     @Test func aLaunchWaitsForItsGateAndRunsInTheSameWindowOnceLetIn() async throws {
         let keepAlive = try makeKeepAlive()
-        let gate = HeldGate()
         let calls = Locked(0)
-        let events = Collector(keepAlive.events())
-        try keepAlive.register(name: "sensor", options: .init(budget: .seconds(10)), gate: gate) { window in
+        let gate = HeldGate { window in
             calls.withLock { $0 += 1 }
             return window.timeRemaining > .zero ? .newData : .noData
         }
+        let events = Collector(keepAlive.events())
+        try keepAlive.register(name: "sensor", options: .init(budget: .seconds(10)), gate: gate)
         try await withRunning(keepAlive) {
             try await waitUntil("the launch asked its gate", timeout: .seconds(10)) { gate.count == 1 }
             #expect(keepAlive.ledger.openCount == 1, "the window is open while the launch waits")
@@ -83,13 +89,13 @@ struct LaunchGateTests {
 
     @Test func aWindowThatEndsWhileWaitingIsReportedWithTheGatesResultAndTheCallbackNeverRuns() async throws {
         let keepAlive = try makeKeepAlive()
-        let gate = HeldGate()
         let calls = Locked(0)
-        let events = Collector(keepAlive.events())
-        try keepAlive.register(name: "sensor", options: .init(budget: .seconds(10)), gate: gate) { _ in
+        let gate = HeldGate { _ in
             calls.withLock { $0 += 1 }
             return .newData
         }
+        let events = Collector(keepAlive.events())
+        try keepAlive.register(name: "sensor", options: .init(budget: .seconds(10)), gate: gate)
         try await withRunning(keepAlive) {
             try await waitUntil("the launch asked its gate", timeout: .seconds(10)) { gate.count == 1 }
             // The ledger's driver sleeps until the warning (2/3 of the budget): past it and the deadline at once.
@@ -125,13 +131,13 @@ struct LaunchGateTests {
 
     @Test func stopWithdrawsWaitingLaunchesAndReturnsWithoutWaitingForThem() async throws {
         let keepAlive = try makeKeepAlive()
-        let gate = HeldGate()
+        let gate = HeldGate { _ in .newData }
         let reports = Locked<[TickReport]>([])
         for index in 0..<3 {
             try keepAlive.register(
                 name: "sensor-\(index)", options: .init(budget: .seconds(10)), gate: gate,
                 onReport: { report in reports.withLock { $0.append(report) } }
-            ) { _ in .newData }
+            )
         }
         let running = Task { try await keepAlive.run() }
         try await waitUntil("every launch asked its gate", timeout: .seconds(10)) { gate.count == 3 }

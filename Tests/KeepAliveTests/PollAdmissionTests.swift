@@ -84,4 +84,29 @@ struct PollAdmissionTests {
         // Tick 0, the refused command, tick 1, the second command.
         #expect(admission.asked.withLock { $0.filter { $0 == "shared" }.count } == 4, "asked before every poll")
     }
+
+    @Test func aDeclinedTickIsReportedAsDeclinedAndCountsNeitherAsASuccessNorAsAFailure() async throws {
+        let transport = MockTransport(clock: clock)
+        transport.add(shared, characteristics: [battery: .fixed([10])])
+        transport.add(own, characteristics: [battery: .fixed([20])])
+        let admission = Admission()
+        let (keepAlive, engine) = try engine(transport, admission: admission)
+        let events = Collector(keepAlive.events())
+        let records = Collector(engine.records())
+        try await withRunning(keepAlive) {
+            let report = try await events.next { event in
+                if case .report(let report) = event { report.name == "shared" } else { false }
+            }
+            guard case .report(let declined) = report, case .declined = declined.outcome else {
+                Issue.record("expected the shared device's tick to be reported as declined: \(report)")
+                return
+            }
+            #expect(declined.detail == nil)
+            #expect(try await records.next().device == "own", "the declined tick wrote no record")
+            #expect(keepAlive.statistics.declined == 1)
+            #expect(keepAlive.statistics.failures == 0, "a declined tick is no failure: it does not back off")
+            #expect(keepAlive.statistics.callbacksRun == 1, "only the own device's poll ran")
+        }
+        #expect(transport.calls(.connect, on: shared).isEmpty)
+    }
 }
