@@ -55,7 +55,7 @@ func benchmarkRecordLine(iterations: Int) -> (withReadings: Double, withoutReadi
         var bytes = 0
         let start = cpuTime()
         for sequence in 0..<iterations {
-            bytes &+= RecordWriter.line(for: record, sequence: UInt64(sequence)).utf8.count
+            bytes &+= RecordLine.line(for: record, sequence: UInt64(sequence)).utf8.count
         }
         let elapsed = cpuTime() - start
         return bytes > 0 ? microseconds(elapsed) * 1_000 / Double(iterations) : 0

@@ -72,27 +72,6 @@ extension DaemonConfiguration {
 }
 
 extension Daemon {
-    /// Records into the bridge's spool, in `seq` order, under the writer's lock; an interval that changed (low
-    /// power, a command) re-announces the device's `expire_after`.
-    static func bridgeSink(
-        _ bridge: MQTTBridge, configuration: DaemonConfiguration, logger: Logger
-    ) -> @Sendable (PollRecord, UInt64, String) -> Void {
-        let intervals = LockedIntervals(Dictionary(configuration.devices.map { ($0.name, $0.interval ?? configuration.interval) }) { first, _ in first })
-        return { record, sequence, line in
-            do {
-                try bridge.submit(
-                    device: record.device, sequence: sequence, succeeded: record.result != .failed, readings: record.readings,
-                    payload: Array(line.utf8)
-                )
-            } catch {
-                logger.error("a record could not be spooled for MQTT", metadata: ["device": "\(record.device)", "seq": "\(sequence)", "error": "\(error)"])
-            }
-            if intervals.changed(record.device, to: record.interval) {
-                bridge.intervalChanged(device: record.device, to: record.interval)
-            }
-        }
-    }
-
     /// Gives the bridge up to `bound` to deliver what is still spooled while it is connected (a broker that is
     /// away keeps them for the next start). Checked every 20 ms: shutdown only, and bounded.
     static func drain(_ bridge: MQTTBridge, within bound: Duration) async {
@@ -127,22 +106,6 @@ extension Daemon {
                     }
                 }
             }
-        }
-    }
-}
-
-/// The last interval seen per device.
-private final class LockedIntervals: Sendable {
-    private let last: Locked<[String: Duration]>
-
-    init(_ initial: [String: Duration]) {
-        last = Locked(initial)
-    }
-
-    func changed(_ device: String, to interval: Duration) -> Bool {
-        last.withLock { last in
-            defer { last[device] = interval }
-            return last[device].map { $0 != interval } ?? false
         }
     }
 }

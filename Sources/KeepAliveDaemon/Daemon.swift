@@ -79,8 +79,11 @@ public final class Daemon: Service {
     public let options: Options
     /// The scheduler: subscribe to its `events()` and its ledger's for a live view.
     public let keepAlive: KeepAlive
-    /// `nil` when ``Options/writesRecords`` is off and there is no MQTT bridge (which needs the records' `seq`).
-    public let writer: RecordWriter?
+    /// Numbers every record and hands it to the sinks: the JSON Lines output (unless ``Options/writesRecords`` is
+    /// off or the output is `none`) and the MQTT bridge.
+    public let sequencer: RecordSequencer
+    /// The JSON Lines output, closed at the end of ``run()``.
+    private let output: JSONLinesSink?
     /// The MQTT bridge, when the configuration has `mqtt:`; it runs with the daemon.
     public let bridge: MQTTBridge?
     /// The fleet's binding, when the configuration has `fleet:`: shared devices are polled only while held.
@@ -146,19 +149,21 @@ public final class Daemon: Service {
             bridge = nil
             fleet = nil
         }
-        if options.writesRecords || bridge != nil {
-            let progress = self.progress
-            writer = try RecordWriter(
-                output: options.writesRecords ? configuration.output : .none,
-                onFailure: { error in
-                    logger.critical("output failed, stopping: \(error)")
-                    progress.withLock { $0.failure = error }
-                    Self.stopScheduler(progress)
-                },
-                sink: bridge.map { Self.bridgeSink($0, configuration: configuration, logger: logger) }
-            )
+        // The spool first: a line in the output is then always in the spool too (RecordSequencer).
+        var sinks: [any RecordSink] = []
+        if let bridge { sinks.append(MQTTRecordSink(bridge, configuration: configuration, logger: logger)) }
+        if options.writesRecords, configuration.output != .none {
+            let output = try JSONLinesSink(output: configuration.output)
+            sinks.append(output)
+            self.output = output
         } else {
-            writer = nil
+            self.output = nil
+        }
+        let progress = self.progress
+        sequencer = RecordSequencer(sinks: sinks) { error in
+            logger.critical("output failed, stopping: \(error)")
+            progress.withLock { $0.failure = error }
+            Self.stopScheduler(progress)
         }
     }
 
@@ -175,7 +180,7 @@ public final class Daemon: Service {
         // Records are written on the D-Bus connection's thread, where the poll ended, only when nothing in
         // `onRecord` can wait: a regular file or no output, no MQTT spool (it may `fdatasync` each record), no
         // caller's callback. Else each record costs a task and a thread switch, but never stalls the polls.
-        engineConfiguration.recordsOnTransportExecutor = (writer?.neverBlocks ?? true) && bridge == nil && options.onRecord == nil
+        engineConfiguration.recordsOnTransportExecutor = sequencer.neverBlocks && options.onRecord == nil
         let specs = configuration.peripheralSpecs()
         let healer = makeHealer(specs: specs, transport: transport)
         let engine = try PollEngine(
@@ -185,8 +190,8 @@ public final class Daemon: Service {
             configuration: engineConfiguration,
             logger: logger,
             admission: fleet,
-            onRecord: { [writer, options, progress, fleet] record in
-                writer?.write(record, healing: healer?.note(for: record.device))
+            onRecord: { [sequencer, options, progress, fleet] record in
+                sequencer.submit(record, healing: healer?.note(for: record.device))
                 fleet?.pollCompleted(record)
                 healer?.observe(record)
                 if record.result != .failed { options.repeatedWarnings?.flush(device: record.device) }
@@ -282,7 +287,7 @@ public final class Daemon: Service {
             fleetTask.cancel()
             await fleetTask.value
         }
-        writer?.close()
+        output?.close()
         if let bridge, let bridgeTask {
             await Self.drain(bridge, within: .seconds(3))
             bridgeTask.cancel()
@@ -293,7 +298,7 @@ public final class Daemon: Service {
         logger.info(
             "stopped",
             metadata: [
-                "records": "\(writer?.written ?? 0)", "polls": "\(stats.callbacksRun)", "failures": "\(stats.failures)",
+                "records": "\(sequencer.written)", "polls": "\(stats.callbacksRun)", "failures": "\(stats.failures)",
                 "skipped": "\(stats.skippedBackoff + stats.skippedOverlap + stats.refused)",
                 "openWindows": "\(keepAlive.ledger.openCount)",
             ]

@@ -4,8 +4,8 @@ import Testing
 
 /// Whether a record write can wait for a reader decides where the daemon writes records: on the D-Bus
 /// connection's thread (a regular file, no output) or from a task of their own (anything a reader drains).
-@Suite("Record writer: can a write block?")
-struct RecordWriterTests {
+@Suite("JSON Lines output: can a write block?")
+struct JSONLinesSinkTests {
     @Test func aRegularFileAndNoOutputNeverBlock() throws {
         var template = Array("/tmp/keepalive-records-XXXXXX".utf8CString)
         let directory = try #require(mkdtemp(&template).map { String(cString: $0) })
@@ -13,9 +13,9 @@ struct RecordWriterTests {
             unlink(directory + "/records.jsonl")
             rmdir(directory)
         }
-        let file = try RecordWriter(output: .file(directory + "/records.jsonl"))
+        let file = try JSONLinesSink(output: .file(directory + "/records.jsonl"))
         #expect(file.neverBlocks)
-        #expect(try RecordWriter(output: .none).neverBlocks)
+        #expect(RecordSequencer(sinks: []).neverBlocks, "no output at all never blocks")
     }
 
     @Test func aPipeMayBlock() throws {
@@ -26,14 +26,15 @@ struct RecordWriterTests {
             close(ends[1])
         }
         // The pipe's write end opened again by path, as `output:` would open a FIFO.
-        let writer = try RecordWriter(output: .file("/proc/self/fd/\(ends[1])"))
+        let writer = try JSONLinesSink(output: .file("/proc/self/fd/\(ends[1])"))
         #expect(!writer.neverBlocks)
+        #expect(!RecordSequencer(sinks: [writer]).neverBlocks)
     }
 }
 
 /// Every record's `ts` (and every log line's) is written byte by byte: the digits, their padding and the
 /// separators must come out as RFC 3339 in UTC, milliseconds truncated, on both sides of the fast path's range.
-@Suite("Record writer: timestamps")
+@Suite("Record line: timestamps")
 struct WallClockTimestampTests {
     @Test(arguments: [
         (0, 0, "1970-01-01T00:00:00.000Z"),
