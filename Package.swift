@@ -37,8 +37,7 @@ let package = Package(
             name: "KeepAlive",
             dependencies: [
                 "Readings",
-                "Locking",
-                "Timing",
+                "Basics",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
@@ -46,14 +45,14 @@ let package = Package(
         // GATT values into numbers with units: the SIG's formats as data, the 0x2904 descriptor, configured field
         // layouts. Pure (bytes in, readings out: no I/O, no clock, no Foundation), so the core can hand readings to
         // callbacks without importing anything Bluetooth-transport. See Sources/Readings/ReadingsDecoder.swift.
-        .target(name: "Readings"),
-        .testTarget(name: "ReadingsTests", dependencies: ["Readings", "Locking"]),
+        .target(name: "Readings", dependencies: ["Basics"]),
+        .testTarget(name: "ReadingsTests", dependencies: ["Readings", "Basics"]),
         // The fleet protocol (#12, docs/FLEET.md): several gateways on one broker, every shared device held by one
         // of them through a lease. A pure state machine (events in, effects out: no I/O, no Foundation), and a
         // seeded deterministic simulator of gateways, a broker, delays, kills, partitions and clock drift that
         // checks its invariants after every step. The daemon binds it to MQTT (Sources/KeepAliveDaemon/FleetBinding.swift).
-        .target(name: "Fleet", dependencies: ["JSONWriter"]),
-        .target(name: "FleetSimulation", dependencies: ["Fleet", "Locking"]),
+        .target(name: "Fleet", dependencies: ["Basics"]),
+        .target(name: "FleetSimulation", dependencies: ["Fleet", "Basics"]),
         .testTarget(name: "FleetTests", dependencies: ["Fleet", "FleetSimulation"]),
         // libyaml 0.2 (the YAML 1.1 parser), as a system library: a module map and a shim header.
         .systemLibrary(name: "CYAML", pkgConfig: "yaml-0.1", providers: [.apt(["libyaml-dev"])]),
@@ -61,11 +60,10 @@ let package = Package(
         // matched by hand (no regular expressions, so no Foundation or ICU in the daemon). docs/ARCHITECTURE.md.
         .target(name: "YAML", dependencies: ["CYAML"]),
         .testTarget(name: "YAMLTests", dependencies: ["YAML"]),
-        // The one JSON writer: records' lines, discovery payloads, JSON logs (keys in order, no Foundation).
-        .target(name: "JSONWriter"),
-        // The one lock every module uses: a pthread mutex, which ThreadSanitizer sees (Synchronization.Mutex it
-        // does not, on Linux with Swift 6.3). See Sources/Locking/Locked.swift.
-        .target(name: "Locking"),
+        // What every module uses, once: the lock (a pthread mutex, which ThreadSanitizer sees) and a promise,
+        // threads, the process's timerfd thread and its min-heap, the JSON writer and reader, durations and hex.
+        .target(name: "Basics", dependencies: ["CLinux"]),
+        .testTarget(name: "BasicsTests", dependencies: ["Basics"]),
         // libdbus-1, as a system library: a module map and a shim header only.
         .systemLibrary(
             name: "CDBus",
@@ -80,14 +78,10 @@ let package = Package(
         ),
         // Linux interfaces Glibc's module map leaves out (timerfd), as a shim header.
         .systemLibrary(name: "CLinux"),
-        // One timerfd thread for every deadline of the process (one wakeup per deadline, none when idle) and
-        // the min-heap it shares with the core; the same timers without a thread, for a D-Bus connection's thread
-        // to host in its epoll set. See Sources/Timing/TimerThread.swift.
-        .target(name: "Timing", dependencies: ["CLinux", "Locking"]),
         // The one safe Swift face of libdbus: no other module touches a libdbus pointer.
         .target(
             name: "DBus",
-            dependencies: ["CDBus", "CLinux", "Locking", "Timing"]
+            dependencies: ["CDBus", "CLinux", "Basics"]
         ),
         // BlueZ's object model over DBus and the BlueZTransport (the client side).
         .target(
@@ -95,7 +89,7 @@ let package = Package(
             dependencies: [
                 "DBus",
                 "KeepAlive",
-                "Locking",
+                "Basics",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
@@ -104,7 +98,7 @@ let package = Package(
             name: "KeepAliveTesting",
             dependencies: [
                 "KeepAlive",
-                "Locking",
+                "Basics",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
@@ -115,7 +109,7 @@ let package = Package(
                 "KeepAliveDaemon",
                 "Readings",
                 "KeepAliveTesting",
-                "Locking",
+                "Basics",
                 .product(name: "Logging", package: "swift-log"),
             ],
             path: "Benchmarks/KeepAliveBenchmarks"
@@ -155,18 +149,18 @@ let package = Package(
         // The MQTT bridge against a Python paho-mqtt publisher (issue #11): CPU per record, poll end → subscriber.
         .executableTarget(
             name: "MQTTBenchmark",
-            dependencies: ["MQTTBridge", "MQTT", "Readings", "Locking", .product(name: "Logging", package: "swift-log")],
+            dependencies: ["MQTTBridge", "MQTT", "Readings", "Basics", .product(name: "Logging", package: "swift-log")],
             path: "Benchmarks/MQTTBenchmark"
         ),
         .executableTarget(
             name: "DBusBenchmark",
-            dependencies: ["DBus", "Locking"],
+            dependencies: ["DBus", "Basics"],
             path: "Benchmarks/DBusBenchmark"
         ),
         // A real dbus-daemon on a private bus, subprocesses and waiting helpers, for tests and the simulator.
         .target(
             name: "DBusTesting",
-            dependencies: ["DBus", "Locking"]
+            dependencies: ["DBus", "Basics"]
         ),
         // A bluetoothd 5.66 look-alike owning org.bluez on a given bus. Deliberately independent of the BlueZ
         // client module, so that a wrong shared constant cannot hide on both sides.
@@ -174,7 +168,7 @@ let package = Package(
             name: "BlueZSimulator",
             dependencies: [
                 "DBus",
-                "Locking",
+                "Basics",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
@@ -193,18 +187,17 @@ let package = Package(
         .systemLibrary(name: "CMosquitto", providers: [.apt(["libmosquitto-dev"])]),
         // The one safe Swift face of libmosquitto, shaped like DBus: one thread per client (epoll, no wake-ups
         // beyond MQTT's keep-alive), awaited PUBACK/PUBCOMP/SUBACK, typed errors naming the call.
-        .target(name: "MQTT", dependencies: ["CMosquitto", "CLinux", "Locking"]),
-        .testTarget(name: "MQTTTests", dependencies: ["MQTT", "DBusTesting", "Locking"]),
+        .target(name: "MQTT", dependencies: ["CMosquitto", "CLinux", "Basics"]),
+        .testTarget(name: "MQTTTests", dependencies: ["MQTT", "DBusTesting", "Basics"]),
         // Poll records to MQTT: topics, commands, Home Assistant discovery and a crash-safe on-disk spool, over the
         // MQTT client. Beside BlueZ and HostPower (the daemon wires it); the core does not know it exists.
         .target(
             name: "MQTTBridge",
             dependencies: [
-                "JSONWriter",
+                "Basics",
                 "MQTT",
                 "KeepAlive",
                 "Readings",
-                "Locking",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
@@ -216,7 +209,7 @@ let package = Package(
                 "MQTT",
                 "Readings",
                 "DBusTesting",
-                "Locking",
+                "Basics",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
@@ -228,14 +221,14 @@ let package = Package(
             dependencies: [
                 "DBus",
                 "KeepAlive",
-                "Locking",
+                "Basics",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
         .testTarget(
             name: "HostPowerTests",
-            dependencies: ["HostPower", "DBus", "DBusTesting", "KeepAlive", "KeepAliveTesting", "Locking"]
+            dependencies: ["HostPower", "DBus", "DBusTesting", "KeepAlive", "KeepAliveTesting", "Basics"]
         ),
         // The daemon as a library: configuration file, JSON Lines output, wiring, doctor, systemd notify. A library
         // rather than code inside the `keepalive` executable (the plain layout puts it there; docs/ARCHITECTURE.md)
@@ -244,7 +237,7 @@ let package = Package(
             name: "KeepAliveDaemon",
             dependencies: [
                 "Fleet",
-                "JSONWriter",
+                "Basics",
                 "KeepAlive",
                 "Readings",
                 "MQTT",
@@ -254,7 +247,6 @@ let package = Package(
                 "HostPower",
                 "CBluetooth",
                 "CLinux",
-                "Locking",
                 "YAML",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -280,7 +272,7 @@ let package = Package(
                 "DBus",
                 "DBusTesting",
                 "MQTT",
-                "Locking",
+                "Basics",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -288,30 +280,33 @@ let package = Package(
         ),
         .testTarget(
             name: "KeepAliveDaemonTests",
-            dependencies: ["KeepAliveDaemon", "KeepAlive", "KeepAliveTesting", "Readings", "DBus", "DBusTesting", "BlueZSimulator", "Locking"]
+            dependencies: [
+                "KeepAliveDaemon", "KeepAlive", "KeepAliveTesting", "Readings", "DBus", "DBusTesting", "BlueZSimulator", "Basics",
+                "MQTT", "MQTTBridge", .product(name: "Logging", package: "swift-log"),
+            ]
         ),
         // The `keepalive` command end to end: the built binary against a private bus and the simulator.
         .testTarget(
             name: "KeepAliveCLITests",
-            dependencies: ["KeepAliveDaemon", "Readings", "MQTT", "BlueZSimulator", "DBus", "DBusTesting", "Locking"]
+            dependencies: ["KeepAliveDaemon", "Readings", "MQTT", "BlueZSimulator", "DBus", "DBusTesting", "Basics"]
         ),
         // The hardware-in-the-loop suite: skipped unless KEEPALIVE_HIL_* name a BlueZ to test (the simulator,
         // the qemu lab's real bluetoothd, or real hardware; see README "Hardware in the loop").
         .testTarget(
             name: "HILTests",
-            dependencies: ["BlueZ", "DBus", "DBusTesting", "KeepAlive", "Locking", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["BlueZ", "DBus", "DBusTesting", "KeepAlive", "Basics", .product(name: "Logging", package: "swift-log")]
         ),
         .testTarget(
             name: "DBusTests",
-            dependencies: ["DBus", "DBusTesting", "KeepAlive", "KeepAliveTesting", "Locking", "Timing"]
+            dependencies: ["DBus", "DBusTesting", "KeepAlive", "KeepAliveTesting", "Basics"]
         ),
         .testTarget(
             name: "BlueZTests",
-            dependencies: ["BlueZ", "DBus", "KeepAlive", "KeepAliveTesting", "DBusTesting", "BlueZSimulator", "Locking"]
+            dependencies: ["BlueZ", "DBus", "KeepAlive", "KeepAliveTesting", "DBusTesting", "BlueZSimulator", "Basics"]
         ),
         .testTarget(
             name: "BlueZSimulatorTests",
-            dependencies: ["BlueZSimulator", "DBus", "DBusTesting", "Locking"]
+            dependencies: ["BlueZSimulator", "DBus", "DBusTesting", "Basics"]
         ),
         .testTarget(
             name: "PackagingTests",
@@ -321,7 +316,7 @@ let package = Package(
             name: "KeepAliveTests",
             dependencies: [
                 "KeepAlive",
-                "Locking",
+                "Basics",
                 "KeepAliveTesting",
                 .product(name: "Logging", package: "swift-log"),
             ]

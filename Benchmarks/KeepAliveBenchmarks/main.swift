@@ -18,7 +18,7 @@ import Darwin
 import KeepAlive
 import KeepAliveTesting
 import Logging
-import Locking
+import Basics
 
 let quick = CommandLine.arguments.contains("--quick")
 let logger = Logger(label: "bench", factory: { _ in SwiftLogNoOpLogHandler() })

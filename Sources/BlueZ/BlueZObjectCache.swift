@@ -1,7 +1,7 @@
 public import DBus
 public import KeepAlive
 public import Logging
-import Locking
+import Basics
 import Synchronization
 
 /// One local copy of BlueZ's object tree for one D-Bus connection: `GetManagedObjects` once, then kept current

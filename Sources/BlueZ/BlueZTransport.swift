@@ -2,7 +2,7 @@ public import DBus
 public import KeepAlive
 public import Logging
 public import ServiceLifecycle
-import Locking
+import Basics
 
 /// Polls real Bluetooth hardware through BlueZ over D-Bus: the production `PeripheralTransport` (from `KeepAlive`).
 ///

@@ -1,3 +1,4 @@
+import Basics
 import DBus
 import KeepAlive
 
@@ -69,7 +70,7 @@ struct GattObject: Sendable, Equatable {
                 var cursor = utf8.index(index, offsetBy: name.utf8.count)
                 var value: UInt16 = 0
                 for _ in 0..<4 {
-                    guard cursor != utf8.endIndex, let digit = hexValue(utf8[cursor]) else { return nil }
+                    guard cursor != utf8.endIndex, let digit = Hex.lowercaseValue(of: utf8[cursor]) else { return nil }
                     value = value << 4 | UInt16(digit)
                     cursor = utf8.index(after: cursor)
                 }
@@ -87,14 +88,6 @@ struct GattObject: Sendable, Equatable {
                 }
             }
             return (device, key)
-        }
-
-        private static func hexValue(_ byte: UInt8) -> UInt8? {
-            switch byte {
-            case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
-            case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
-            default: nil
-            }
         }
 
         /// The object's path below `device`, as bluetoothd writes it.

@@ -1,6 +1,6 @@
 public import DBus
 public import Logging
-import Locking
+import Basics
 
 /// A bluetoothd 5.66 look-alike: owns `org.bluez` on a bus and behaves as BlueZ does towards its clients
 /// (bleak, bluetoothctl, the keep-alive daemon) — object tree, discovery sessions, Connect/Disconnect with

@@ -1,5 +1,5 @@
 public import DBus
-import Locking
+import Basics
 public import Logging
 
 /// An `org.bluez` that gets every type wrong: the simulator's hostile mode (`bluez-sim --hostile`).

@@ -1,5 +1,5 @@
 import DBus
-import Locking
+import Basics
 
 // Device1.Connect / Disconnect and the link's life: GATT objects on the first connection, ServicesResolved,
 // the battery plugin, link loss.

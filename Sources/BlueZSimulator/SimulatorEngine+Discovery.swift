@@ -1,5 +1,5 @@
 import DBus
-import Locking
+import Basics
 
 // Adapter behaviour: discovery sessions per client connection, filters, power and rfkill, RemoveDevice.
 

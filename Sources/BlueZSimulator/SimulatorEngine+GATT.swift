@@ -1,5 +1,5 @@
 import DBus
-import Locking
+import Basics
 
 // GattCharacteristic1 / GattDescriptor1 behaviour: shared reads, writes, notify sessions per client.
 

@@ -1,6 +1,6 @@
 import DBus
 import Logging
-import Locking
+import Basics
 
 /// The behaviour behind `BlueZSimulator`: owns the org.bluez connection and the model.
 final class SimulatorEngine: Sendable {

@@ -1,5 +1,5 @@
 import DBus
-import Locking
+import Basics
 
 // The simulator's state: one value behind one lock (SimulatorEngine.model). Property getters read it without
 // suspending, which keeps GetManagedObjects of 10,000 devices fast; behaviour mutates it in short critical

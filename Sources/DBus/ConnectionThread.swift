@@ -1,6 +1,6 @@
 import CLinux
 import Dispatch
-import Timing
+import Basics
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -68,8 +68,8 @@ final class ConnectionThread: SerialExecutor, @unchecked Sendable {
     /// Where tasks that should run on this thread (exported methods' handlers, `withTaskExecutorPreference`)
     /// send their jobs: one object for as long as anyone holds it (`DBusConnection` does, for its whole life).
     var taskExecutor: TaskRole {
-        pthread_mutex_lock(mutex)
-        defer { pthread_mutex_unlock(mutex) }
+        mutex.lock()
+        defer { mutex.unlock() }
         if let taskRole { return taskRole }
         let role = TaskRole(thread: self)
         taskRole = role
@@ -125,7 +125,7 @@ final class ConnectionThread: SerialExecutor, @unchecked Sendable {
     /// The descriptor's handler, given the `epoll` events that occurred (EPOLLIN, EPOLLOUT, EPOLLHUP, EPOLLERR).
     typealias Handler = (_ events: UInt32) -> Void
 
-    private let mutex: UnsafeMutablePointer<pthread_mutex_t>
+    private let mutex = PthreadMutex()
     private var pending: [Work] = []
     /// The thread is in (or about to enter) a blocking `epoll_wait`: whoever queues work must write to `wakeup`.
     private var isSleeping = false
@@ -170,9 +170,6 @@ final class ConnectionThread: SerialExecutor, @unchecked Sendable {
         }
         self.name = name
         self.timers = timers
-        mutex = .allocate(capacity: 1)
-        mutex.initialize(to: pthread_mutex_t())
-        pthread_mutex_init(mutex, nil)
         timersDescriptor = timers.descriptor
         waitSet = try WaitSet(timers: timers.descriptor)
         isRunning = true
@@ -185,9 +182,7 @@ final class ConnectionThread: SerialExecutor, @unchecked Sendable {
     }
 
     deinit {
-        pthread_mutex_destroy(mutex)
-        mutex.deinitialize(count: 1)
-        mutex.deallocate()
+        mutex.destroy()
     }
 
     /// Identifies the running `ConnectionThread` on its thread (`isCurrent`).
@@ -200,24 +195,17 @@ final class ConnectionThread: SerialExecutor, @unchecked Sendable {
 
     /// Starts a thread that runs the loop, holding `self` until the loop ends; pthread_create's result.
     private func startThread() -> Int32 {
-        let context = Unmanaged.passRetained(self).toOpaque()
-        var thread = pthread_t()
-        let created = pthread_create(&thread, nil, { context in
-            let executor = Unmanaged<ConnectionThread>.fromOpaque(context!).takeRetainedValue()
-            executor.name.withCString { clinux_set_thread_name($0) }
-            pthread_setspecific(ConnectionThread.currentKey, context)
-            TimerThread.setCurrentHost(executor.timers)
-            executor.run()
+        let started = PlatformThread.start(name: name) { [self] in
+            pthread_setspecific(ConnectionThread.currentKey, Unmanaged.passUnretained(self).toOpaque())
+            TimerThread.setCurrentHost(timers)
+            run()
             TimerThread.setCurrentHost(nil)
             pthread_setspecific(ConnectionThread.currentKey, nil)
-            return nil
-        }, context)
-        guard created == 0 else {
-            Unmanaged<ConnectionThread>.fromOpaque(context).release()
-            return created
         }
-        pthread_detach(thread)
-        return 0
+        switch started {
+        case .success: return 0
+        case .failure(let error): return error.number
+        }
     }
 
     /// True on the connection's thread (then no hop is needed to reach the connection).
@@ -233,11 +221,11 @@ final class ConnectionThread: SerialExecutor, @unchecked Sendable {
     /// Lets the thread end once its queue is empty. Work queued later still runs (by a thread started for it),
     /// so a late job of a finished connection is not lost.
     func stop() {
-        pthread_mutex_lock(mutex)
+        mutex.lock()
         isStopping = true
         let waker = isSleeping ? waitSet : nil
         isSleeping = false
-        pthread_mutex_unlock(mutex)
+        mutex.unlock()
         waker?.signal()
     }
 
@@ -322,7 +310,7 @@ final class ConnectionThread: SerialExecutor, @unchecked Sendable {
     // MARK: The loop
 
     fileprivate func queue(_ work: Work) {
-        pthread_mutex_lock(mutex)
+        mutex.lock()
         pending.append(work)
         // Held until written to: the thread may run this work, end and let go of its descriptors meanwhile.
         let waker = isSleeping ? waitSet : nil
@@ -331,7 +319,7 @@ final class ConnectionThread: SerialExecutor, @unchecked Sendable {
         isRunning = true
         let failRestart = restart && restartsToFailForTesting > 0
         if failRestart { restartsToFailForTesting -= 1 }
-        pthread_mutex_unlock(mutex)
+        mutex.unlock()
         waker?.signal()
         // Work for a stopped connection (a call failing "closed", a late cancellation) still runs, in order.
         // Without a thread it would never run and its task would hang.
@@ -340,9 +328,9 @@ final class ConnectionThread: SerialExecutor, @unchecked Sendable {
 
     /// Makes the next `count` restarts fail as if the process were out of threads.
     func failRestartsForTesting(_ count: Int) {
-        pthread_mutex_lock(mutex)
+        mutex.lock()
         restartsToFailForTesting = count
-        pthread_mutex_unlock(mutex)
+        mutex.unlock()
     }
 
     /// Out of threads (pthread_create failed) when late work came for a stopped connection: runs the loop on one
@@ -364,9 +352,9 @@ final class ConnectionThread: SerialExecutor, @unchecked Sendable {
     private func currentWaitSet() -> WaitSet {
         if let waitSet { return waitSet }
         let made = WaitSet.make(timers: timersDescriptor)
-        pthread_mutex_lock(mutex)
+        mutex.lock()
         waitSet = made
-        pthread_mutex_unlock(mutex)
+        mutex.unlock()
         return made
     }
 
@@ -376,7 +364,7 @@ final class ConnectionThread: SerialExecutor, @unchecked Sendable {
         var descriptors = [Int32](repeating: 0, count: 32)
         var events = [UInt32](repeating: 0, count: 32)
         while true {
-            pthread_mutex_lock(mutex)
+            mutex.lock()
             if pending.isEmpty {
                 if isStopping {
                     isRunning = false
@@ -387,7 +375,7 @@ final class ConnectionThread: SerialExecutor, @unchecked Sendable {
                     // Under the mutex: a thread started for late work once it is released must find them gone.
                     timers.handOver()
                     timersDescriptor = nil
-                    pthread_mutex_unlock(mutex)
+                    mutex.unlock()
                     break
                 }
                 if waitSet == nil { waitSet = WaitSet.make(timers: timersDescriptor) }
@@ -395,7 +383,7 @@ final class ConnectionThread: SerialExecutor, @unchecked Sendable {
                 let timeout = Self.milliseconds(until: deadline)
                 // A wait that returns at once needs no wake-up: work queued meanwhile is seen next round.
                 isSleeping = timeout != 0
-                pthread_mutex_unlock(mutex)
+                mutex.unlock()
                 let ready = waitForDescriptors(wait, timeout: timeout, &descriptors, &events)
                 // Timed out, or the deadline had passed already (a steady stream of messages must not keep
                 // postponing it): read the clock only then.
@@ -405,7 +393,7 @@ final class ConnectionThread: SerialExecutor, @unchecked Sendable {
             }
             swap(&batch, &pending)
             isSleeping = false
-            pthread_mutex_unlock(mutex)
+            mutex.unlock()
             // Work that keeps queueing more work must not starve the socket or the deadline: look at both now
             // and then (a D-Bus call resumes its task with one batch, so this is rare).
             batchesInARow += 1
@@ -458,9 +446,9 @@ final class ConnectionThread: SerialExecutor, @unchecked Sendable {
         let count = clinux_epoll_wait(wait.epoll, &descriptors, &events, Int32(descriptors.count), timeout)
         if timeout != 0 {
             // Awake: work the handlers below queue (a reply resuming its task) must not write to `wakeup`.
-            pthread_mutex_lock(mutex)
+            mutex.lock()
             isSleeping = false
-            pthread_mutex_unlock(mutex)
+            mutex.unlock()
         }
         guard count > 0 else { return false }  // EINTR, or nothing ready
         for index in 0..<Int(count) {

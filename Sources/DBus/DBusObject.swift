@@ -1,4 +1,4 @@
-import Locking
+import Basics
 
 /// An object to export on the bus: a set of interfaces with methods, properties and signals.
 ///

@@ -1,4 +1,4 @@
-import Locking
+import Basics
 
 /// A value handed from the connection's thread to a task resumed by a continuation.
 ///

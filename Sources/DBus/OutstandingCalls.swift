@@ -1,3 +1,5 @@
+import Basics
+
 /// The method calls a connection has sent and waits for, by serial, with their deadlines in a binary heap.
 ///
 /// Why not libdbus's pending calls (`dbus_connection_send_with_reply`, the first design): libdbus builds the
@@ -18,13 +20,13 @@
 struct OutstandingCalls {
     private var bySerial: [UInt32: ReplyBox] = [:]
     /// Calls with a deadline, earliest first (`ReplyBox.heapIndex` is each one's place).
-    private var heap: [ReplyBox] = []
+    private var heap = Heap<ReplyBox>(positions: { box, index in box.heapIndex = index })
 
     var count: Int { bySerial.count }
     var isEmpty: Bool { bySerial.isEmpty }
 
     /// The earliest deadline (nanoseconds since boot, `ConnectionThread.now()`), nil without one.
-    var earliestDeadline: Int64? { heap.first?.deadline }
+    var earliestDeadline: Int64? { heap.min?.deadline }
 
     /// Adds a sent call; one without a deadline (`ReplyBox.noDeadline`) never times out. Returns the call it
     /// displaced: one still waiting with the same serial, sent 2³² calls before (libdbus's serials wrap), which
@@ -33,11 +35,7 @@ struct OutstandingCalls {
     mutating func insert(_ box: ReplyBox) -> ReplyBox? {
         let displaced = bySerial.updateValue(box, forKey: box.serial)
         if let displaced { removeFromHeap(displaced) }
-        if box.deadline != ReplyBox.noDeadline {
-            box.heapIndex = heap.count
-            heap.append(box)
-            siftUp(heap.count - 1)
-        }
+        if box.deadline != ReplyBox.noDeadline { heap.insert(box) }
         return displaced
     }
 
@@ -51,7 +49,7 @@ struct OutstandingCalls {
     /// Removes and returns every call whose deadline is at or before `now`, earliest first.
     mutating func removeDue(now: Int64) -> [ReplyBox] {
         var due: [ReplyBox] = []
-        while let first = heap.first, first.deadline <= now {
+        while let first = heap.min, first.deadline <= now {
             removeFromHeap(first)
             bySerial[first.serial] = nil
             due.append(first)
@@ -63,51 +61,19 @@ struct OutstandingCalls {
     mutating func removeAll() -> [ReplyBox] {
         let all = Array(bySerial.values)
         bySerial.removeAll()
-        for box in heap { box.heapIndex = -1 }
-        heap.removeAll()
+        while let box = heap.popMin() { box.heapIndex = -1 }
         return all
     }
 
-    // MARK: The heap
-
     private mutating func removeFromHeap(_ box: ReplyBox) {
-        let index = box.heapIndex
-        guard index >= 0 else { return }
+        guard box.heapIndex >= 0 else { return }
+        heap.remove(at: box.heapIndex)
         box.heapIndex = -1
-        let last = heap.removeLast()
-        guard index < heap.count else { return }
-        heap[index] = last
-        last.heapIndex = index
-        siftDown(index)
-        siftUp(index)
     }
+}
 
-    private mutating func siftUp(_ start: Int) {
-        var index = start
-        while index > 0 {
-            let parent = (index - 1) / 2
-            guard heap[index].deadline < heap[parent].deadline else { return }
-            swapAt(index, parent)
-            index = parent
-        }
-    }
-
-    private mutating func siftDown(_ start: Int) {
-        var index = start
-        while true {
-            let left = 2 * index + 1
-            guard left < heap.count else { return }
-            let right = left + 1
-            let child = right < heap.count && heap[right].deadline < heap[left].deadline ? right : left
-            guard heap[child].deadline < heap[index].deadline else { return }
-            swapAt(index, child)
-            index = child
-        }
-    }
-
-    private mutating func swapAt(_ first: Int, _ second: Int) {
-        heap.swapAt(first, second)
-        heap[first].heapIndex = first
-        heap[second].heapIndex = second
-    }
+/// Calls are ordered by deadline in the heap; two calls are the same only if they are one object.
+extension ReplyBox: Comparable {
+    static func < (lhs: ReplyBox, rhs: ReplyBox) -> Bool { lhs.deadline < rhs.deadline }
+    static func == (lhs: ReplyBox, rhs: ReplyBox) -> Bool { lhs === rhs }
 }

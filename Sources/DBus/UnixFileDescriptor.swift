@@ -1,4 +1,4 @@
-import Locking
+import Basics
 
 /// The owner of one Unix file descriptor that travels in D-Bus messages as type `h`.
 ///

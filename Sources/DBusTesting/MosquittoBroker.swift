@@ -1,4 +1,4 @@
-import Locking
+import Basics
 
 #if canImport(Glibc)
 public import Glibc

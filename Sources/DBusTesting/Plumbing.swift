@@ -1,4 +1,4 @@
-import Locking
+import Basics
 
 #if canImport(Glibc)
     import Glibc
@@ -60,7 +60,7 @@ enum TextFile {
 
 /// Removes `path` and everything under it (`rm -rf`, without following symbolic links); errors are ignored, as
 /// the helpers only clean up their own temporary directories.
-func removeTree(_ path: String) {
+public func removeTree(_ path: String) {
     var status = stat()
     guard lstat(path, &status) == 0 else { return }
     if status.st_mode & S_IFMT == S_IFDIR {

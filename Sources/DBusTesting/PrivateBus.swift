@@ -1,5 +1,5 @@
 public import DBus
-import Locking
+import Basics
 
 #if canImport(Glibc)
 public import Glibc

@@ -1,3 +1,5 @@
+public import Basics
+
 /// Why a payload from the broker was ignored. Reported as a diagnostic, never thrown past the state machine.
 public enum FleetDecodingError: Error, Equatable, Sendable {
     case syntax(JSONSyntaxError)

@@ -1,6 +1,6 @@
-import Locking
+import Basics
 
-/// The package's one seeded generator (`SplitMix64`, in Locking) with the draws the simulator needs: all its
+/// The package's one seeded generator (`SplitMix64`, in Basics) with the draws the simulator needs: all its
 /// choices (topology, delays, faults) come from one of these, so a seed is a complete, replayable scenario.
 public struct SimulationRandom: Sendable {
     private var generator: SplitMix64

@@ -1,6 +1,6 @@
 import DBus
 import KeepAlive
-import Locking
+import Basics
 import Logging
 
 /// One D-Bus object whose properties a source mirrors.

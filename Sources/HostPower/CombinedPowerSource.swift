@@ -1,7 +1,7 @@
 public import KeepAlive
 public import Logging
 public import ServiceLifecycle
-import Locking
+import Basics
 
 /// Several power sources as one: the most severe of their states (`.critical` over `.lowPower` over
 /// `.normal`), unless a manual override is set, which wins.

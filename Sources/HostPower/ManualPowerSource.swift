@@ -1,5 +1,5 @@
 public import KeepAlive
-import Locking
+import Basics
 
 /// A power state set by hand — a command, a configuration key — usually as the override of a
 /// ``CombinedPowerSource``: while it is set, it wins over everything the host says.

@@ -1,5 +1,5 @@
 import KeepAlive
-import Locking
+import Basics
 
 /// The cached state of one source and the streams that follow it: what every source in this module keeps.
 ///

@@ -1,7 +1,7 @@
 public import DBus
 public import Logging
 public import ServiceLifecycle
-import Locking
+import Basics
 
 /// Ties the host's sleep to the daemon through logind: while it runs it holds a *delay* sleep inhibitor
 /// (`Inhibit("sleep", who, why, "delay")`), so a suspend waits (up to logind's `InhibitDelayMaxSec`, 5 s by

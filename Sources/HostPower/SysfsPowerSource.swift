@@ -1,7 +1,7 @@
 public import KeepAlive
 public import Logging
 public import ServiceLifecycle
-import Locking
+import Basics
 
 /// The host's power read from the kernel's `/sys/class/power_supply`, for hosts without UPower.
 ///

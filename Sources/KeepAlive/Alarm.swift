@@ -1,4 +1,4 @@
-import Locking
+import Basics
 
 /// A wait that ends at an instant on the clock or when someone rings, whichever comes first.
 ///

@@ -1,4 +1,4 @@
-import Timing
+import Basics
 
 extension BackgroundTaskLedger {
     /// Runs while windows are open: sleeps until the next timer, then warns, expires or force-ends.

@@ -1,4 +1,4 @@
-import Locking
+import Basics
 
 /// Why `withBackgroundTask` did not return the body's value.
 public struct BackgroundTaskError: Error, Sendable, Hashable, CustomStringConvertible {

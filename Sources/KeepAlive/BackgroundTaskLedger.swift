@@ -1,5 +1,5 @@
 public import Logging
-import Locking
+import Basics
 
 /// Keeps every bounded background window: the Linux analogue of iOS's `beginBackgroundTask(withName:
 /// expirationHandler:)`, `endBackgroundTask(_:)` and `backgroundTimeRemaining`.

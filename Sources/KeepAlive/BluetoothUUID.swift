@@ -1,3 +1,5 @@
+import Basics
+
 /// A Bluetooth attribute UUID, accepted in its 16-, 32- or 128-bit form and kept as 128 bits.
 ///
 /// Short forms expand over the Bluetooth base UUID `0000xxxx-0000-1000-8000-00805f9b34fb`, so `"2a19"`,
@@ -54,7 +56,7 @@ public struct BluetoothUUID: Hashable, Comparable, Sendable, CustomStringConvert
             result.reserveCapacity(digits.count / 2)
             var index = 0
             while index < digits.count {
-                guard let high = Self.hexValue(digits[index]), let low = Self.hexValue(digits[index + 1]) else {
+                guard let high = Hex.value(of: digits[index]), let low = Hex.value(of: digits[index + 1]) else {
                     throw ParseError(input: string, reason: "only hexadecimal digits are allowed")
                 }
                 result.append(high << 4 | low)
@@ -121,15 +123,6 @@ public struct BluetoothUUID: Hashable, Comparable, Sendable, CustomStringConvert
         self.init(short: UInt32(value))
     }
 
-    private static func hexValue(_ byte: UInt8) -> UInt8? {
-        switch byte {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
-        case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
-        default: nil
-        }
-    }
-
     /// Lower-case 8-4-4-4-12, the form BlueZ uses in its `UUID` properties.
     public var description: String {
         // Formatted as ASCII bytes: it is on every poll's path (record keys, error contexts), and a String per
@@ -138,7 +131,7 @@ public struct BluetoothUUID: Hashable, Comparable, Sendable, CustomStringConvert
         text.reserveCapacity(36)
         for nibble in 0..<32 {
             if nibble == 8 || nibble == 12 || nibble == 16 || nibble == 20 { text.append(UInt8(ascii: "-")) }
-            text.append(Self.hexDigit(self.nibble(nibble)))
+            text.append(Hex.digit(self.nibble(nibble)))
         }
         return String(decoding: text, as: UTF8.self)
     }
@@ -163,13 +156,9 @@ public struct BluetoothUUID: Hashable, Comparable, Sendable, CustomStringConvert
         var text: [UInt8] = []
         text.reserveCapacity(8)
         for nibble in (high >> 48 == 0 ? 4 : 0)..<8 {
-            text.append(Self.hexDigit(self.nibble(nibble)))
+            text.append(Hex.digit(self.nibble(nibble)))
         }
         return String(decoding: text, as: UTF8.self)
-    }
-
-    private static func hexDigit(_ nibble: UInt8) -> UInt8 {
-        nibble < 10 ? UInt8(ascii: "0") + nibble : UInt8(ascii: "a") + nibble - 10
     }
 
     public static func < (lhs: BluetoothUUID, rhs: BluetoothUUID) -> Bool {

@@ -1,5 +1,5 @@
 import Synchronization
-import Locking
+import Basics
 
 /// Fans one sequence of events out to any number of `AsyncStream` subscribers.
 ///

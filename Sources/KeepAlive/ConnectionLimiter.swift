@@ -1,5 +1,4 @@
-import Locking
-import Timing
+import Basics
 
 /// Bounds simultaneous connections per adapter, fairly: when a slot frees, the waiting device served least
 /// recently gets it, so no device starves however the ticks' tasks happen to arrive.

@@ -1,4 +1,4 @@
-import Locking
+import Basics
 
 /// One poll of a device at a time: a scheduled poll and a poll asked for by a command wait for each other here
 /// (first come, first served), so a device is never connected twice at once. The scheduler already keeps two

@@ -1,5 +1,5 @@
 import ServiceLifecycle
-import Locking
+import Basics
 
 extension KeepAlive {
     /// Runs the scheduler until the task is cancelled, a graceful shutdown is signalled (in a `ServiceGroup`),

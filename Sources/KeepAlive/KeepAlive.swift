@@ -1,6 +1,6 @@
 public import Logging
 public import ServiceLifecycle
-import Locking
+import Basics
 
 /// Fires periodic callbacks, each inside a bounded background window: the keep-alive timer of an iOS app's
 /// background mode, for a Linux gateway.

@@ -1,4 +1,4 @@
-import Timing
+import Basics
 
 /// The ledger's state, only ever touched under its lock. Pure bookkeeping: no logging, no callbacks; the
 /// results say what the caller must do once the lock is released.

@@ -1,4 +1,4 @@
-import Locking
+import Basics
 
 extension PollEngine {
     /// Zombie links (issue #15): throws ``TransportError/Code/silentLink`` as soon as `bound` passes with no

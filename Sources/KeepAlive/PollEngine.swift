@@ -1,5 +1,5 @@
 public import Logging
-import Locking
+import Basics
 import Readings
 
 /// Polls peripherals on the scheduler's ticks: each due device, in its own ledger window, is connected,

@@ -1,5 +1,5 @@
 public import Readings
-import Locking
+import Basics
 
 /// What one poll of one device came to, returned by the poll as a value: the engine makes the device's
 /// ``PollRecord`` from it (``PollEngine/record(of:outcome:window:)``), for a scheduled poll and a poll on command

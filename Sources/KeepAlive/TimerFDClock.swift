@@ -1,4 +1,4 @@
-import Timing
+import Basics
 
 /// A continuous clock (`CLOCK_BOOTTIME`, like `ContinuousClock` on Linux: it keeps counting through suspend)
 /// whose sleeps wake the process exactly once, at their deadline.

@@ -1,6 +1,6 @@
 import KeepAlive
 import KeepAliveDaemon
-import Locking
+import Basics
 
 #if canImport(Glibc)
 import Glibc

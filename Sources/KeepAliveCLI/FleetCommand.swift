@@ -1,6 +1,6 @@
 import ArgumentParser
 import KeepAliveDaemon
-import Locking
+import Basics
 import MQTT
 
 /// `keepalive fleet`: every gateway of a fleet and every shared device, from the broker.

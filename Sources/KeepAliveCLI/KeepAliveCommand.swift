@@ -14,7 +14,7 @@ struct KeepAliveCommand: AsyncParsableCommand {
 
             Start with `keepalive demo` (no hardware needed) and `keepalive doctor`.
             """,
-        version: KeepAliveVersion.current,
+        version: versionWithExecutors,
         subcommands: [
             RunCommand.self, ScanCommand.self, ReadCommand.self, ProfilesCommand.self, FleetCommand.self, DoctorCommand.self, SimulateCommand.self,
             DemoCommand.self,

@@ -1,3 +1,4 @@
+import Basics
 import ArgumentParser
 import KeepAlive
 import KeepAliveDaemon
@@ -59,6 +60,6 @@ struct ProfilesCommand: ParsableCommand {
     }
 
     private static func hex(_ bytes: [UInt8]) -> String {
-        bytes.map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined()
+        Hex.string(bytes)
     }
 }

@@ -1,3 +1,4 @@
+import Basics
 import ArgumentParser
 import BlueZ
 import KeepAlive
@@ -140,7 +141,7 @@ struct ReadCommand: AsyncParsableCommand {
 
     /// `2a19  33  battery 51 %`, or one JSON object with the hex, the printable text and the readings.
     static func format(_ characteristic: BluetoothUUID, _ bytes: [UInt8], readings: [Reading], json: Bool) -> String {
-        let hex = bytes.map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined()
+        let hex = Hex.string(bytes)
         let printable = !bytes.isEmpty && bytes.allSatisfy { (0x20..<0x7F).contains($0) }
         let text = printable ? String(decoding: bytes, as: UTF8.self) : nil
         if json {

@@ -68,6 +68,7 @@ struct RunCommand: AsyncParsableCommand {
             metadata: [
                 "config": "\(config)", "devices": "\(configuration.devices.count)",
                 "interval": "\(configuration.interval.compact)", "output": "\(configuration.output)",
+                "executors": "\(executorsInUse)",
             ]
         )
         let group = ServiceGroup(

@@ -2,7 +2,7 @@ import ArgumentParser
 import BlueZ
 import KeepAlive
 import KeepAliveDaemon
-import Locking
+import Basics
 import Logging
 
 /// `keepalive scan`: what is advertising nearby.
@@ -136,7 +136,7 @@ final class ScanTable: Sendable {
         fields.append("\"services\":[" + advertisement.serviceUUIDs.map { "\"\($0.shortDescription)\"" }.joined(separator: ",") + "]")
         let manufacturers = advertisement.manufacturerData.keys.sorted().map { identifier in
             let name = HostBluetooth.companyName(identifier).map(JSONText.quoted) ?? "null"
-            let data = advertisement.manufacturerData[identifier, default: []].map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined()
+            let data = Hex.string(advertisement.manufacturerData[identifier, default: []])
             return "{\"id\":\(identifier),\"name\":\(name),\"hex\":\"\(data)\"}"
         }
         fields.append("\"manufacturers\":[" + manufacturers.joined(separator: ",") + "]")

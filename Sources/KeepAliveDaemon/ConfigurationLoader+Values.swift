@@ -1,93 +1,23 @@
+internal import Basics
 internal import KeepAlive
 internal import YAML
 
 extension ConfigurationLoader {
-    /// The longest duration the file accepts anywhere: a keep-alive that ticks less than daily keeps nothing
-    /// alive, and the bound keeps the scheduler's arithmetic (interval × power multiplier × failure backoff, in
-    /// `Duration`'s 128-bit attoseconds) far from overflowing, which would trap.
-    static let longestDuration = Duration.seconds(24 * 60 * 60)
-
-    /// The largest power multiplier the file accepts, for the same overflow reason as ``longestDuration``.
+    /// The largest power multiplier the file accepts, for the same overflow reason as `DurationText.longest`.
     static let largestMultiplier = 1000.0
 
     /// The longest value a write may carry: the ATT maximum attribute length (Core spec Vol 3 Part F 3.2.9).
     static let longestWrite = 512
 
-    /// Parses a duration written as a decimal number and a unit: `500ms`, `30s`, `2m`, `1h`, `1.5s`.
-    ///
-    /// No sign, no spaces, and a unit is required: a bare `30` could mean seconds or milliseconds, so it is
-    /// refused. Returns `nil` for anything else, or for a value finer than a nanosecond or beyond ~292 years.
+    /// Parses a duration written as a decimal number and a unit (`500ms`, `30s`, `2m`, `1h`, `1.5s`): the
+    /// package's one duration grammar, shared with the command line and the MQTT commands. `nil` for anything else.
     ///
     /// ```swift
     /// ConfigurationLoader.parseDuration("1.5s")  // .milliseconds(1500)
     /// ConfigurationLoader.parseDuration("30")    // nil
     /// ```
     public static func parseDuration(_ text: String) -> Duration? {
-        let units: [(suffix: String, nanoseconds: Int64)] = [
-            ("ms", 1_000_000), ("s", 1_000_000_000), ("m", 60_000_000_000), ("h", 3_600_000_000_000),
-        ]
-        // "ms" comes first so that "500ms" is not read as 500m followed by a stray "s".
-        guard let unit = units.first(where: { text.hasSuffix($0.suffix) }) else { return nil }
-        let number = text.dropLast(unit.suffix.count)
-        let parts = number.split(separator: ".", maxSplits: 1, omittingEmptySubsequences: false)
-        let whole = parts[0]
-        let fraction = parts.count == 2 ? parts[1] : ""
-        let isDigits = { (digits: Substring) in
-            digits.utf8.allSatisfy { $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }
-        }
-        guard !whole.isEmpty, isDigits(whole), isDigits(fraction), parts.count == 1 || !fraction.isEmpty else {
-            return nil
-        }
-        // Exact decimal arithmetic in nanoseconds (`Double` would turn 0.1s into 99.999…ms); every step
-        // reports overflow instead of trapping.
-        var scaled: Int64 = 0
-        for digit in (whole + fraction).utf8 {
-            let (times10, overflowed) = scaled.multipliedReportingOverflow(by: 10)
-            let (sum, overflowedAgain) = times10.addingReportingOverflow(Int64(digit - UInt8(ascii: "0")))
-            guard !overflowed, !overflowedAgain else { return nil }
-            scaled = sum
-        }
-        let (product, overflowed) = scaled.multipliedReportingOverflow(by: unit.nanoseconds)
-        guard !overflowed else { return nil }
-        var divisor: Int64 = 1
-        for _ in 0..<fraction.count {
-            let (next, overflowed) = divisor.multipliedReportingOverflow(by: 10)
-            guard !overflowed else { return nil }
-            divisor = next
-        }
-        guard product % divisor == 0 else { return nil }
-        return .nanoseconds(product / divisor)
-    }
-
-    /// Why `text` is not a duration, with the closest correct spelling when one is obvious.
-    static func durationAdvice(_ text: String) -> String {
-        let example = "a number and a unit (ms, s, m or h), e.g. 500ms, 30s, 2m, 1h"
-        let trimmed = text.filter { !$0.isWhitespace }
-        if trimmed.hasPrefix("-") {
-            return "`\(shown(text))` is negative: a duration is \(example)"
-        }
-        if Double(trimmed) != nil {
-            return "a bare number is ambiguous (seconds? milliseconds?): write `\(shown(trimmed))s` or another unit, "
-                + "e.g. 500ms, 30s, 2m, 1h"
-        }
-        let spelledOut: [(words: [String], unit: String)] = [
-            (["milliseconds", "millisecond", "millis", "msec"], "ms"),
-            (["seconds", "second", "secs", "sec"], "s"),
-            (["minutes", "minute", "mins", "min"], "m"),
-            (["hours", "hour", "hrs", "hr"], "h"),
-        ]
-        for (words, unit) in spelledOut {
-            for word in words where trimmed.lowercased().hasSuffix(word) {
-                let number = trimmed.dropLast(word.count)
-                if !number.isEmpty, Double(number) != nil {
-                    return "`\(shown(text))` is not a duration: write `\(shown(number))\(unit)`"
-                }
-            }
-        }
-        if parseDuration(trimmed) != nil {
-            return "`\(shown(text))` has spaces: write `\(shown(trimmed))`"
-        }
-        return "`\(shown(text))` is not a duration: expected \(example)"
+        DurationText.parse(text)
     }
 
     /// Parses a write value: hexadecimal bytes as `01ff`, `0x01ff`, `01:ff` or `01 ff` (one separator kind
@@ -116,8 +46,8 @@ extension ConfigurationLoader {
         var bytes: [UInt8] = []
         bytes.reserveCapacity(groups.count)
         for group in groups {
-            // Checked digit by digit: `UInt8(_:radix:)` alone would take a sign ("+f", "-0").
-            guard group.utf8.count == 2, group.utf8.allSatisfy(isHexDigit), let byte = UInt8(group, radix: 16) else {
+            // Digit by digit (Hex): `UInt8(_:radix:)` would take a sign ("+f", "-0").
+            guard group.utf8.count == 2, let byte = Hex.bytes(group)?.first else {
                 return .failure(HexValueError("\"\(shown(text))\" is not hex bytes: expected \(forms)"))
             }
             bytes.append(byte)
@@ -128,29 +58,15 @@ extension ConfigurationLoader {
         return .success(bytes)
     }
 
-    private static func isHexDigit(_ byte: UInt8) -> Bool {
-        switch byte {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "a")...UInt8(ascii: "f"),
-            UInt8(ascii: "A")...UInt8(ascii: "F"):
-            true
-        default:
-            false
-        }
-    }
-
     /// Why a write value is not hexadecimal bytes.
     struct HexValueError: Error {
         var message: String
         init(_ message: String) { self.message = message }
     }
 
-    /// Input as messages quote it: at most 40 characters and control characters escaped, so that a message
-    /// stays one short line whatever the file holds.
+    /// Input as messages quote it (``MessageText/shown(_:)``).
     static func shown(_ text: some StringProtocol) -> String {
-        let escaped = text.unicodeScalars.map { scalar in
-            scalar.properties.generalCategory == .control ? scalar.escaped(asASCII: true) : String(scalar)
-        }
-        return escaped.count > 40 ? escaped.prefix(39).joined() + "…" : escaped.joined()
+        MessageText.shown(text)
     }
 
     /// The edit distance (insertions, deletions, substitutions) between two keys, for "did you mean" hints.
@@ -381,20 +297,15 @@ extension ConfigurationLoader.Document {
         return Array(sequence)
     }
 
-    /// A duration in `0...longestDuration`, or in `>0...` unless `allowZero`.
+    /// A duration in `0...DurationText.longest`, or in `>0...` unless `allowZero`.
     func duration(_ node: YAMLNode, _ field: String, allowZero: Bool = false) throws(ConfigurationError) -> Duration {
         let written = try text(node, field, expected: "a duration like 30s")
-        guard let value = ConfigurationLoader.parseDuration(written) else {
-            throw error(.badDuration, at: node, field, ConfigurationLoader.durationAdvice(written))
+        switch DurationText.check(written, allowZero: allowZero) {
+        case .success(let value):
+            return value
+        case .failure(let problem):
+            throw error(problem.kind == .notADuration ? .badDuration : .invalidValue, at: node, field, problem.message)
         }
-        guard allowZero || value > .zero else {
-            throw error(.invalidValue, at: node, field, "must be longer than 0, e.g. 30s")
-        }
-        guard value <= ConfigurationLoader.longestDuration else {
-            let hours = ConfigurationLoader.longestDuration.components.seconds / 3600
-            throw error(.invalidValue, at: node, field, "\(shown(written)) is longer than \(hours)h, the most allowed")
-        }
-        return value
     }
 
     /// A YAML number (not a quoted string) between `range`'s bounds.

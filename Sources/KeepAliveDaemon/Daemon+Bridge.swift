@@ -1,5 +1,5 @@
 import KeepAlive
-import Locking
+import Basics
 import Logging
 import MQTT
 import MQTTBridge

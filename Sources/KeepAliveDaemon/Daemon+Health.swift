@@ -1,7 +1,7 @@
 internal import BlueZ
 internal import DBus
 internal import KeepAlive
-internal import Locking
+internal import Basics
 internal import Logging
 
 /// The healing ladder at work (issue #15): every record's signal goes into the pure ``HealingLadder``; what it

@@ -1,5 +1,5 @@
 internal import KeepAlive
-internal import Locking
+internal import Basics
 
 extension Daemon {
     /// Pings systemd's watchdog (`WATCHDOG=1`) only while the scheduler keeps up (``ProgressWatchdog``), from

@@ -6,7 +6,7 @@ public import DBus
 public import KeepAlive
 public import Logging
 public import ServiceLifecycle
-internal import Locking
+internal import Basics
 
 #if canImport(Glibc)
 internal import Glibc

@@ -1,5 +1,5 @@
 public import Logging
-import JSONWriter
+import Basics
 
 #if canImport(Glibc)
 internal import Glibc

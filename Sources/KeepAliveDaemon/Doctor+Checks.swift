@@ -1,5 +1,5 @@
 import DBus
-import Locking
+import Basics
 import MQTTBridge
 
 #if canImport(Glibc)

@@ -1,6 +1,6 @@
 import Fleet
 import KeepAlive
-import Locking
+import Basics
 import Logging
 import MQTT
 

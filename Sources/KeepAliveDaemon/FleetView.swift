@@ -1,5 +1,5 @@
 import Fleet
-import JSONWriter
+import Basics
 
 /// What `keepalive fleet` shows: every gateway and every shared device, from the broker's retained fleet topics
 /// and the records on the state topics. Fed message by message; rendered as a table or a JSON object.

@@ -1,4 +1,4 @@
-import JSONWriter
+import Basics
 import Readings
 
 extension JSONLine {

@@ -1,7 +1,7 @@
 public import Readings
-import JSONWriter
+import Basics
 
-/// A record's JSON line, written by the package's one JSON writer (module JSONWriter).
+/// A record's JSON line, written by the package's one JSON writer (Basics/JSONWriter.swift).
 typealias JSONLine = JSONObject
 
 /// JSON string literals for the command's other JSON outputs (`scan`, `read`, `doctor`).
@@ -34,13 +34,6 @@ public enum JSONText {
 extension Array where Element == UInt8 {
     /// Lower-case hex, two digits a byte, no separators: how values appear in the output.
     var hexString: String {
-        let digits: [UInt8] = Array("0123456789abcdef".utf8)
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity(count * 2)
-        for byte in self {
-            bytes.append(digits[Int(byte >> 4)])
-            bytes.append(digits[Int(byte & 0x0F)])
-        }
-        return String(decoding: bytes, as: UTF8.self)
+        Hex.string(self)
     }
 }

@@ -1,4 +1,4 @@
-internal import Locking
+internal import Basics
 
 #if canImport(Glibc)
     internal import Glibc
@@ -40,18 +40,8 @@ final class PeriodicThread: Sendable {
         guard pipe(&ends) == 0 else { return nil }
         for end in ends { _ = fcntl(end, F_SETFD, FD_CLOEXEC) }
         pipeEnds = (ends[0], ends[1])
-        let context = Unmanaged.passRetained(Context(interval: interval, body: body, wake: ends[0])).toOpaque()
-        var created = pthread_t()
-        let status = pthread_create(
-            &created, nil,
-            { context in
-                let box = Unmanaged<Context>.fromOpaque(context!)
-                box.takeUnretainedValue().loop()
-                box.release()
-                return nil
-            }, context)
-        guard status == 0 else {
-            Unmanaged<Context>.fromOpaque(context).release()
+        let context = Context(interval: interval, body: body, wake: ends[0])
+        guard case .success(let created) = PlatformThread.start(name: nil, joinable: true, { context.loop() }) else {
             close(ends[0])
             close(ends[1])
             return nil
@@ -69,7 +59,7 @@ final class PeriodicThread: Sendable {
         else { return }
         var byte: UInt8 = 1
         _ = write(pipeEnds.write, &byte, 1)
-        pthread_join(running, nil)
+        PlatformThread.join(running)
         close(pipeEnds.read)
         close(pipeEnds.write)
     }

@@ -1,5 +1,5 @@
 internal import CLinux
-internal import Locking
+internal import Basics
 
 #if canImport(Glibc)
 internal import Glibc
@@ -95,22 +95,11 @@ final class SignalRelay: Sendable {
             ProcessIO.write("keepalive: cannot make the signal pipe: errno \(errno)\n", to: STDERR_FILENO)
             return false
         }
-        let context = Unmanaged.passRetained(self).toOpaque()
-        var thread = pthread_t()
-        let created = pthread_create(
-            &thread, nil,
-            { context in
-                let relay = Unmanaged<SignalRelay>.fromOpaque(context!).takeRetainedValue()
-                clinux_set_thread_name("signals")
-                relay.readLoop(clinux_signal_pipe())
-                return nil
-            }, context)
-        guard created == 0 else {
-            Unmanaged<SignalRelay>.fromOpaque(context).release()
-            ProcessIO.write("keepalive: cannot start the signal thread: error \(created)\n", to: STDERR_FILENO)
+        let started = PlatformThread.start(name: "signals") { [self] in readLoop(clinux_signal_pipe()) }
+        if case .failure(let error) = started {
+            ProcessIO.write("keepalive: cannot start the signal thread: \(error)\n", to: STDERR_FILENO)
             return false
         }
-        pthread_detach(thread)
         return true
     }
 

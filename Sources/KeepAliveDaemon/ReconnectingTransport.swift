@@ -1,6 +1,6 @@
 internal import BlueZ
 internal import KeepAlive
-internal import Locking
+internal import Basics
 
 /// The daemon's transport across bus connections: it forwards to the `BlueZTransport` of the current
 /// connection, and while there is none (the bus was lost and is being reconnected) every call fails at once

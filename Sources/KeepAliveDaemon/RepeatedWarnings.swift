@@ -1,5 +1,5 @@
 internal import Logging
-internal import Locking
+internal import Basics
 
 /// The daemon's log flood guard (issue #15): a ``RepeatSuppressor`` behind a lock, shared by every
 /// ``DaemonLogHandler`` of the process. It thins info and warning lines that carry a `device` and an `error`

@@ -1,4 +1,4 @@
-import Locking
+import Basics
 
 /// The daemon's ``DaemonStatus`` under a lock, telling its observers of every change (the MQTT bridge publishes
 /// it; `STATUS=` is sent by whoever changed it, as before).

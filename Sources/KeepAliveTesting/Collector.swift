@@ -1,4 +1,4 @@
-import Locking
+import Basics
 
 /// Buffers everything a stream yields so a test can wait for the next element that matches, with a real-time
 /// safety timeout (a failing test reports instead of hanging).

@@ -1,5 +1,5 @@
 public import KeepAlive
-import Locking
+import Basics
 
 /// A power source a test switches by hand.
 ///

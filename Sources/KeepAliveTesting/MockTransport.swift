@@ -1,5 +1,5 @@
 public import KeepAlive
-import Locking
+import Basics
 
 /// A scriptable ``PeripheralTransport`` for tests and demos: per-device values or generators, latency on the
 /// injected clock, failure scripts, a call log, and the most simultaneous connections it ever saw.

@@ -1,4 +1,4 @@
-import Locking
+import Basics
 
 /// A clock that moves only when a test moves it: sleepers wake in deadline order, time never goes backwards.
 ///

@@ -1,5 +1,5 @@
 import CLinux
-import Locking
+import Basics
 
 #if canImport(Glibc)
 import Glibc
@@ -18,7 +18,7 @@ final class ClientThread: @unchecked Sendable {
     // `watchedEvents`, `handler`, `deadline` and `deadlineHandler` only on the thread; `epoll` and `wakeup`
     // are immutable and closed once the loop has ended (a late `signal` may then write to a closed descriptor
     // number: it is only written while `isSleeping`, which the ended loop never sets again).
-    private let mutex: UnsafeMutablePointer<pthread_mutex_t>
+    private let mutex = PthreadMutex()
     private var pending: [() -> Void] = []
     private var isSleeping = false
     private var isStopping = false
@@ -39,9 +39,6 @@ final class ClientThread: @unchecked Sendable {
     /// Starts the thread. Throws `.systemCall` when out of descriptors or threads.
     init(name: String) throws(MQTTError) {
         self.name = String(name.utf8.prefix(15)) ?? "mqtt"
-        mutex = .allocate(capacity: 1)
-        mutex.initialize(to: pthread_mutex_t())
-        pthread_mutex_init(mutex, nil)
         epoll = clinux_epoll_create()
         let epollErrno = errno
         wakeup = clinux_eventfd()
@@ -55,31 +52,22 @@ final class ClientThread: @unchecked Sendable {
                 message: "cannot create the MQTT client's epoll descriptor and eventfd")
         }
         _ = clinux_epoll_control(epoll, clinux_epoll_ctl_add, wakeup, clinux_epollin)
-        let context = Unmanaged.passRetained(self).toOpaque()
-        var thread = pthread_t()
-        let created = pthread_create(&thread, nil, { context in
-            let owner = Unmanaged<ClientThread>.fromOpaque(context!).takeRetainedValue()
-            owner.name.withCString { clinux_set_thread_name($0) }
-            pthread_setspecific(ClientThread.currentKey, context)
-            owner.run()
+        let started = PlatformThread.start(name: self.name) { [self] in
+            pthread_setspecific(ClientThread.currentKey, Unmanaged.passUnretained(self).toOpaque())
+            run()
             pthread_setspecific(ClientThread.currentKey, nil)
-            return nil
-        }, context)
-        guard created == 0 else {
-            Unmanaged<ClientThread>.fromOpaque(context).release()
+        }
+        if case .failure(let error) = started {
             close(epoll)
             close(wakeup)
             throw MQTTError(
-                code: .systemCall, call: "pthread_create", libraryText: String(cString: strerror(created)),
+                code: .systemCall, call: "pthread_create", libraryText: error.description,
                 message: "cannot start the MQTT client's thread")
         }
-        pthread_detach(thread)
     }
 
     deinit {
-        pthread_mutex_destroy(mutex)
-        mutex.deinitialize(count: 1)
-        mutex.deallocate()
+        mutex.destroy()
     }
 
     private static let currentKey: pthread_key_t = {
@@ -97,9 +85,9 @@ final class ClientThread: @unchecked Sendable {
     /// has ended.
     @discardableResult
     func async(_ block: @escaping @Sendable () -> Void) -> Bool {
-        pthread_mutex_lock(mutex)
+        mutex.lock()
         guard !hasEnded else {
-            pthread_mutex_unlock(mutex)
+            mutex.unlock()
             return false
         }
         pending.append(block)
@@ -109,13 +97,13 @@ final class ClientThread: @unchecked Sendable {
             var one: UInt64 = 1
             _ = write(wakeup, &one, MemoryLayout<UInt64>.size)
         }
-        pthread_mutex_unlock(mutex)
+        mutex.unlock()
         return true
     }
 
     /// Ends the loop once the queue is empty; the descriptors are closed then. On any thread.
     func stop() {
-        pthread_mutex_lock(mutex)
+        mutex.lock()
         isStopping = true
         let wake = isSleeping
         isSleeping = false
@@ -123,7 +111,7 @@ final class ClientThread: @unchecked Sendable {
             var one: UInt64 = 1
             _ = write(wakeup, &one, MemoryLayout<UInt64>.size)
         }
-        pthread_mutex_unlock(mutex)
+        mutex.unlock()
     }
 
     // MARK: On the thread only
@@ -182,21 +170,21 @@ final class ClientThread: @unchecked Sendable {
         var descriptors = [Int32](repeating: 0, count: 4)
         var events = [UInt32](repeating: 0, count: 4)
         while true {
-            pthread_mutex_lock(mutex)
+            mutex.lock()
             if pending.isEmpty {
                 if isStopping {
                     hasEnded = true
-                    pthread_mutex_unlock(mutex)
+                    mutex.unlock()
                     break
                 }
                 let timeout = Self.milliseconds(until: deadline)
                 isSleeping = timeout != 0
-                pthread_mutex_unlock(mutex)
+                mutex.unlock()
                 let count = clinux_epoll_wait(epoll, &descriptors, &events, Int32(descriptors.count), timeout)
                 if timeout != 0 {
-                    pthread_mutex_lock(mutex)
+                    mutex.lock()
                     isSleeping = false
-                    pthread_mutex_unlock(mutex)
+                    mutex.unlock()
                     wakeups.withLock { $0 += 1 }
                 }
                 if count > 0 {
@@ -213,7 +201,7 @@ final class ClientThread: @unchecked Sendable {
                 continue
             }
             swap(&batch, &pending)
-            pthread_mutex_unlock(mutex)
+            mutex.unlock()
             for block in batch { block() }
             batch.removeAll(keepingCapacity: true)
         }

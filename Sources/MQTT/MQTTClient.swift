@@ -1,4 +1,4 @@
-import Locking
+import Basics
 
 /// An MQTT client over libmosquitto: one connection, one thread, awaited completions.
 ///

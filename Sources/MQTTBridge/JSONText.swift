@@ -1,4 +1,4 @@
-import JSONWriter
+import Basics
 
 /// A tiny JSON writer for discovery payloads: keys in the order written, strings escaped per RFC 8259.
 ///

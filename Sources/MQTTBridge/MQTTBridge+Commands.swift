@@ -1,3 +1,4 @@
+import Basics
 import KeepAlive
 import Logging
 import MQTT
@@ -74,12 +75,12 @@ extension MQTTBridge {
             return .success(message.retain ? nil : .pollNow(device: device))
         }
         let text = String(decoding: message.payload, as: UTF8.self)
-        guard let interval = DurationText.parse(text) else {
-            return .failure(
-                CommandRejection(
-                    topic: topics.error(device),
-                    message: "\(message.topic): \"\(text)\" is not a duration (write e.g. 500ms, 30s, 2m, 1h)"))
+        // The configuration's own grammar and bounds (DurationText): what `interval:` accepts, a command accepts.
+        switch DurationText.check(text) {
+        case .success(let interval):
+            return .success(.setInterval(device: device, interval))
+        case .failure(let problem):
+            return .failure(CommandRejection(topic: topics.error(device), message: "\(message.topic): \(problem.message)"))
         }
-        return .success(.setInterval(device: device, interval))
     }
 }

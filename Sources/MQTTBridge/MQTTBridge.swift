@@ -1,5 +1,5 @@
 import KeepAlive
-import Locking
+import Basics
 public import Logging
 import MQTT
 public import Readings

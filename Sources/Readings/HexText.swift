@@ -1,7 +1,7 @@
+import Basics
+
 /// Hexadecimal spellings for messages and for the `hex` format, without Foundation's `String(format:)`.
 enum HexText {
-    private static let lowercaseDigits: [Character] = Array("0123456789abcdef")
-
     /// `0x07FF`: uppercase, zero-padded to `digits`, as the Bluetooth specifications write raw values.
     static func number(_ value: UInt64, digits: Int) -> String {
         let text = String(value, radix: 16, uppercase: true)
@@ -11,12 +11,6 @@ enum HexText {
 
     /// `0a1bff`: two lowercase digits a byte, no separators.
     static func bytes(_ bytes: some Collection<UInt8>) -> String {
-        var text = ""
-        text.reserveCapacity(bytes.count * 2)
-        for byte in bytes {
-            text.append(lowercaseDigits[Int(byte >> 4)])
-            text.append(lowercaseDigits[Int(byte & 0x0F)])
-        }
-        return text
+        Hex.string(bytes)
     }
 }

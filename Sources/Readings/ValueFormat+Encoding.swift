@@ -1,3 +1,5 @@
+import Basics
+
 extension ValueFormat {
     /// Encodes a value in this format: the inverse of decoding, for simulators and tests.
     ///
@@ -51,7 +53,7 @@ extension ValueFormat {
         case (.text, .text(let text)):
             return Array(text.utf8)
         case (.hex, .text(let text)):
-            guard let bytes = Self.parseHex(text) else { throw refuse("not hexadecimal") }
+            guard let bytes = Basics.Hex.bytes(text) else { throw refuse("not hexadecimal") }
             return bytes
         default:
             throw refuse("wrong kind of value")
@@ -67,26 +69,4 @@ extension ValueFormat {
         return result
     }
 
-    private static func parseHex(_ text: String) -> [UInt8]? {
-        let digits = Array(text.utf8)
-        guard digits.count % 2 == 0 else { return nil }
-        var result: [UInt8] = []
-        result.reserveCapacity(digits.count / 2)
-        var index = 0
-        while index < digits.count {
-            guard let high = hexValue(digits[index]), let low = hexValue(digits[index &+ 1]) else { return nil }
-            result.append(high << 4 | low)
-            index &+= 2
-        }
-        return result
-    }
-
-    private static func hexValue(_ digit: UInt8) -> UInt8? {
-        switch digit {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): digit &- UInt8(ascii: "0")
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): digit &- UInt8(ascii: "a") &+ 10
-        case UInt8(ascii: "A")...UInt8(ascii: "F"): digit &- UInt8(ascii: "A") &+ 10
-        default: nil
-        }
-    }
 }

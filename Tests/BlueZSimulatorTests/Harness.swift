@@ -1,7 +1,7 @@
 import BlueZSimulator
 import DBus
 import DBusTesting
-import Locking
+import Basics
 import Foundation
 import Testing
 

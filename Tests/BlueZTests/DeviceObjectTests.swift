@@ -1,7 +1,7 @@
 @testable import BlueZ
 import DBus
 import KeepAlive
-import Locking
+import Basics
 import Testing
 
 /// The cache's compact `Device1`: whatever bluetoothd sends, it reads back exactly what `BlueZProperties` would

@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 @testable import DBus
-import Locking
+import Basics
 import DBusTesting
 
 extension DBusTests {

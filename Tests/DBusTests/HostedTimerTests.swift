@@ -1,8 +1,7 @@
 import DBusTesting
 import KeepAlive
-import Locking
+import Basics
 import Testing
-import Timing
 @testable import DBus
 
 extension DBusTests {

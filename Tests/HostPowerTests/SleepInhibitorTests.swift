@@ -1,7 +1,7 @@
 import DBus
 import DBusTesting
 import HostPower
-import Locking
+import Basics
 import Testing
 
 /// logind's names, spelled here independently of the module under test.

@@ -1,7 +1,7 @@
 import BlueZSimulator
 import DBusTesting
 import Foundation
-import Locking
+import Basics
 import MQTT
 import Testing
 

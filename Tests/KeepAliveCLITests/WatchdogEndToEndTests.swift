@@ -2,7 +2,7 @@ import BlueZSimulator
 import DBus
 import DBusTesting
 import Foundation
-import Locking
+import Basics
 import Testing
 
 #if canImport(Glibc)

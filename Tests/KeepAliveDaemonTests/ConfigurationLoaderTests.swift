@@ -366,23 +366,6 @@ struct ConfigurationLoaderTests {
 
     // MARK: - Forms
 
-    @Test(arguments: [
-        ("500ms", Duration.milliseconds(500)), ("30s", .seconds(30)), ("2m", .seconds(120)), ("1h", .seconds(3600)),
-        ("1.5s", .milliseconds(1500)), ("0.1s", .milliseconds(100)), ("0s", .zero), ("1.25m", .seconds(75)),
-        ("0.5ms", .microseconds(500)),
-    ])
-    func durationsAreANumberAndAUnit(text: String, expected: Duration) {
-        #expect(ConfigurationLoader.parseDuration(text) == expected)
-    }
-
-    @Test(arguments: [
-        "30", "-1s", "+1s", "30 s", " 30s", "30S", "1.s", ".5s", "1e3s", "s", "", "1,5s", "30sec", "1.0000000001s",
-        "99999999999999999999h", "9223372036854775807h",
-    ])
-    func anythingElseIsNotADuration(text: String) {
-        #expect(ConfigurationLoader.parseDuration(text) == nil)
-    }
-
     /// A configuration with one write of `value`.
     private func writing(_ value: String) -> String {
         """

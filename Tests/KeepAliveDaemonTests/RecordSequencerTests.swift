@@ -1,6 +1,6 @@
 import KeepAlive
 import KeepAliveDaemon
-import Locking
+import Basics
 import Testing
 
 /// The one place records are numbered: every sink sees every record once, in `seq` order and in the sinks'

@@ -1,6 +1,6 @@
 import KeepAlive
 import KeepAliveTesting
-import Locking
+import Basics
 import Testing
 
 /// A fleet's admission: only the holder of a shared device polls it, and only its polls are recorded.

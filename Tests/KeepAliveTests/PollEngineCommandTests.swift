@@ -1,6 +1,6 @@
 import KeepAlive
 import KeepAliveTesting
-import Locking
+import Basics
 import Testing
 
 /// Polls asked for outside the grid, and intervals changed at run time.

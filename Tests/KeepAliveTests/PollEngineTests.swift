@@ -1,7 +1,7 @@
 import Dispatch
 import KeepAlive
 import KeepAliveTesting
-import Locking
+import Basics
 import Testing
 
 @Suite("Poll engine")

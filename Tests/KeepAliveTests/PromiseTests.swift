@@ -1,4 +1,4 @@
-import Locking
+import Basics
 import Testing
 
 /// `Promise.valueUnlessCancelled()` is how a poll waits for its disconnect: it must return the result when it

@@ -2,7 +2,7 @@ import KeepAlive
 import KeepAliveTesting
 import Logging
 import Synchronization
-import Locking
+import Basics
 import Testing
 
 @Suite("KeepAlive scheduler")

@@ -1,6 +1,6 @@
 import KeepAlive
 import KeepAliveTesting
-import Locking
+import Basics
 
 extension TestClock.Instant {
     init(_ instant: KeepAliveInstant) {

@@ -1,7 +1,7 @@
 import Testing
 @testable import MQTTBridge
 
-/// The package's one JSON writer (module JSONWriter, here through the bridge's names for it): what every record
+/// The package's one JSON writer (Basics/JSONWriter.swift): what every record
 /// line, discovery payload and JSON log line is written with.
 @Suite struct JSONWriterTests {
     @Test func nestedObjectsAndArraysComeOutInTheOrderWritten() {

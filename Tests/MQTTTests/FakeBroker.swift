@@ -1,6 +1,6 @@
 import DBusTesting
 import Foundation
-import Locking
+import Basics
 
 #if canImport(Glibc)
 import Glibc

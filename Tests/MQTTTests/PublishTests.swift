@@ -1,6 +1,6 @@
 import DBusTesting
 import Foundation
-import Locking
+import Basics
 import MQTT
 import Testing
 

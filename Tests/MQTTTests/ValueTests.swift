@@ -1,4 +1,4 @@
-import Locking
+import Basics
 import MQTT
 import Testing
 

@@ -1,4 +1,4 @@
-import Locking
+import Basics
 @testable import Readings
 
 #if canImport(Glibc)

@@ -1,4 +1,4 @@
-internal import Locking
+internal import Basics
 
 #if canImport(Glibc)
 internal import Glibc

@@ -1,5 +1,5 @@
 public import KeepAlive
-internal import Locking
+internal import Basics
 
 /// A record with its place in the process's output.
 public struct SequencedRecord: Sendable {

@@ -1,6 +1,6 @@
 @testable import DBus
 import DBusTesting
-import Locking
+import Basics
 
 #if canImport(Glibc)
 import Glibc

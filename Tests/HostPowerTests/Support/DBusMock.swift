@@ -1,7 +1,7 @@
 import DBus
 import DBusTesting
 import Foundation
-import Locking
+import Basics
 
 #if canImport(Glibc)
 import Glibc

@@ -1,7 +1,7 @@
 import DBusTesting
 import Foundation
 import KeepAlive
-import Locking
+import Basics
 import Logging
 
 /// A log handler keeping every message, to count the lines a source writes.

@@ -22,27 +22,22 @@ import Darwin
 /// counts.withLock { $0["hci0", default: 0] += 1 }
 /// ```
 package final class Locked<Value>: @unchecked Sendable {
-    // @unchecked Sendable: `value` is only ever read or written between pthread_mutex_lock and _unlock.
-    private let mutex: UnsafeMutablePointer<pthread_mutex_t>
+    // @unchecked Sendable: `value` is only ever read or written between the mutex's lock and unlock.
+    private let mutex = PthreadMutex()
     private var value: Value
 
     package init(_ value: Value) {
         self.value = value
-        mutex = .allocate(capacity: 1)
-        mutex.initialize(to: pthread_mutex_t())
-        pthread_mutex_init(mutex, nil)
     }
 
     deinit {
-        pthread_mutex_destroy(mutex)
-        mutex.deinitialize(count: 1)
-        mutex.deallocate()
+        mutex.destroy()
     }
 
     /// Runs `body` with exclusive access to the value. Never call back into the same lock from `body`.
     package func withLock<Result>(_ body: (inout Value) throws -> Result) rethrows -> Result {
-        pthread_mutex_lock(mutex)
-        defer { pthread_mutex_unlock(mutex) }
+        mutex.lock()
+        defer { mutex.unlock() }
         return try body(&value)
     }
 }

@@ -217,3 +217,54 @@ enum JSONNumber {
         bytes[start...].reverse()
     }
 }
+
+// MARK: Any value
+
+extension JSONObject {
+    /// A member holding any JSON value (a tree the reader made, written back).
+    package mutating func value(_ name: String, _ value: JSONValue) {
+        key(name)
+        Self.append(value, to: &utf8)
+    }
+
+    fileprivate static func append(_ value: JSONValue, to utf8: inout [UInt8]) {
+        switch value {
+        case .null: utf8.append(contentsOf: "null".utf8)
+        case .bool(let flag): utf8.append(contentsOf: (flag ? "true" : "false").utf8)
+        case .integer(let number): JSONNumber.appendDigits(number.magnitude, negative: number < 0, to: &utf8)
+        case .number(let text): utf8.append(contentsOf: text.utf8)
+        case .string(let text): JSONString.append(text, to: &utf8)
+        case .array(let elements):
+            var nested = JSONArray(continuing: utf8)
+            utf8 = []
+            for element in elements { nested.value(element) }
+            utf8 = nested.utf8
+            utf8.append(UInt8(ascii: "]"))
+        case .object(let members):
+            var nested = JSONObject(continuing: utf8)
+            utf8 = []
+            for (name, member) in members { nested.value(name, member) }
+            utf8 = nested.utf8
+            utf8.append(UInt8(ascii: "}"))
+        }
+    }
+}
+
+extension JSONArray {
+    /// An element holding any JSON value.
+    package mutating func value(_ value: JSONValue) {
+        separate()
+        JSONObject.append(value, to: &utf8)
+    }
+}
+
+extension JSONValue {
+    /// Compact JSON in UTF-8, keys in their given order, no whitespace: byte for byte the same every time, which
+    /// keeps retained messages comparable and tests exact.
+    package func encoded() -> [UInt8] {
+        var utf8: [UInt8] = []
+        utf8.reserveCapacity(96)
+        JSONObject.append(self, to: &utf8)
+        return utf8
+    }
+}

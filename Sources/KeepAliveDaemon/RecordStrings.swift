@@ -1,3 +1,5 @@
+import Basics
+
 /// The top-level string members of a poll record (`address`, `holder`, `ts`, `result`, …), for the fleet view,
 /// which shows the last poll of every shared device from the records on the state topics.
 package enum RecordStrings {

@@ -2,7 +2,7 @@ import DBusTesting
 import Testing
 @testable import MQTTBridge
 
-@Suite struct TopicAndDurationTests {
+@Suite struct TopicTests {
     @Test func namesBecomeSingleTopicLevels() {
         #expect(BridgeTopics.level("kitchen") == "kitchen")
         #expect(BridgeTopics.level("a/b+c#d") == "a_b_c_d")
@@ -17,19 +17,6 @@ import Testing
     @Test func discoveryIdentifiersKeepOnlyWhatHomeAssistantAccepts() {
         #expect(BridgeTopics.identifier("Pi-4.local") == "pi-4_local")
         #expect(DiscoveryPayloads.addressIdentifier("AA:BB:CC:DD:EE:01") == "aabbccddee01")
-    }
-
-    @Test(arguments: [
-        ("30s", Duration.seconds(30)), ("2m", .seconds(120)), ("500ms", .milliseconds(500)), ("1h", .seconds(3_600)),
-        ("1.5s", .milliseconds(1_500)), (" 45s\n", .seconds(45)), ("0.25m", .seconds(15)),
-    ])
-    func durationsParse(text: String, expected: Duration) {
-        #expect(DurationText.parse(text) == expected)
-    }
-
-    @Test(arguments: ["", "s", "30", "30x", "-5s", "0s", "1.2345s", "1..5s", "3 s", "9999999999h", "1e3s"])
-    func malformedDurationsAreRejected(text: String) {
-        #expect(DurationText.parse(text) == nil)
     }
 }
 

@@ -12,9 +12,9 @@ public enum JSONSyntaxError: Error, Equatable, Sendable {
 
 /// A strict, bounded JSON reader: every read is bounds-checked, nesting and size are capped, and anything
 /// surprising is a typed error — payloads come from the broker, so from anyone who can publish there.
-struct JSONParser {
-    static let maximumBytes = 16_384
-    static let maximumDepth = 8
+package struct JSONParser {
+    package static let maximumBytes = 16_384
+    package static let maximumDepth = 8
 
     private let bytes: [UInt8]
     private var position = 0
@@ -22,12 +22,12 @@ struct JSONParser {
     private let anyNumber: Bool
 
     /// The fleet's own messages: integers only, at most `maximumBytes`.
-    static func parse(_ bytes: [UInt8]) throws(JSONSyntaxError) -> JSONValue {
+    package static func parse(_ bytes: [UInt8]) throws(JSONSyntaxError) -> JSONValue {
         try parse(bytes, anyNumber: false, maximumBytes: maximumBytes)
     }
 
     /// Any JSON (poll records, whose readings are decimals), up to `maximumBytes` and `maximumDepth`.
-    static func parse(_ bytes: [UInt8], anyNumber: Bool, maximumBytes: Int) throws(JSONSyntaxError) -> JSONValue {
+    package static func parse(_ bytes: [UInt8], anyNumber: Bool, maximumBytes: Int) throws(JSONSyntaxError) -> JSONValue {
         guard bytes.count <= maximumBytes else { throw .tooLong(bytes.count) }
         var parser = JSONParser(bytes: bytes, anyNumber: anyNumber)
         let value = try parser.parseValue(depth: 0)
@@ -176,7 +176,7 @@ struct JSONParser {
                     var code: UInt32 = 0
                     for _ in 0..<4 {
                         let hex = try next()
-                        guard let nibble = Self.hexValue(hex) else { throw .invalidEscape(at: start) }
+                        guard let nibble = Hex.value(of: hex).map(UInt32.init) else { throw .invalidEscape(at: start) }
                         code = code << 4 | nibble
                     }
                     // Surrogate pairs are refused rather than decoded: no fleet field needs them.
@@ -204,15 +204,6 @@ struct JSONParser {
             }
         }
         raw.removeAll(keepingCapacity: true)
-    }
-
-    private static func hexValue(_ byte: UInt8) -> UInt32? {
-        switch byte {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): return UInt32(byte - UInt8(ascii: "0"))
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): return UInt32(byte - UInt8(ascii: "a") + 10)
-        case UInt8(ascii: "A")...UInt8(ascii: "F"): return UInt32(byte - UInt8(ascii: "A") + 10)
-        default: return nil
-        }
     }
 
     private mutating func parseArray(depth: Int) throws(JSONSyntaxError) -> JSONValue {

@@ -2,7 +2,6 @@ import CLinux
 #if canImport(Glibc)
 import Glibc
 #endif
-import Locking
 import Synchronization
 
 /// One thread blocked in `read(2)` on one `timerfd` (`CLOCK_BOOTTIME`, absolute), armed for the earliest
@@ -69,16 +68,9 @@ package final class TimerThread: Sendable {
         // Fails only without kernel support (Linux < 2.6.25) or out of descriptors at start-up.
         precondition(descriptor >= 0, "timerfd_create(CLOCK_BOOTTIME) failed: errno \(errno)")
         self.descriptor = descriptor
-        let context = Unmanaged.passRetained(self).toOpaque()
-        var thread = pthread_t()
-        let created = pthread_create(&thread, nil, { context in
-            // A thread inherits its creator's name (often a libdispatch worker's): give it its own for top/ps.
-            clinux_set_thread_name("timerfd")
-            Unmanaged<TimerThread>.fromOpaque(context!).takeUnretainedValue().loop()
-            return nil
-        }, context)
-        precondition(created == 0, "pthread_create for the timer thread failed: \(created)")
-        pthread_detach(thread)
+        // Made at the first deadline of the process, before any other thread could have used them all up.
+        let started = PlatformThread.start(name: "timerfd") { [self] in loop() }
+        if case .failure(let error) = started { preconditionFailure("cannot start the timer thread: \(error)") }
     }
 
     private init(hostedDescriptor: Int32) {
