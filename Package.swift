@@ -19,7 +19,7 @@ let package = Package(
         .library(name: "MQTT", targets: ["MQTT"]),
         .library(name: "MQTTBridge", targets: ["MQTTBridge"]),
         .library(name: "KeepAliveTesting", targets: ["KeepAliveTesting"]),
-        .library(name: "DBusTesting", targets: ["DBusTesting"]),
+        .library(name: "LocalServices", targets: ["LocalServices"]),
         .library(name: "BlueZSimulator", targets: ["BlueZSimulator"]),
         .library(name: "KeepAliveDaemon", targets: ["KeepAliveDaemon"]),
         .executable(name: "bluez-sim", targets: ["bluez-sim"]),
@@ -143,7 +143,7 @@ let package = Package(
         // The soak (issue #9): `keepalive run` for minutes or hours against the simulator with random faults.
         .executableTarget(
             name: "keepalive-soak",
-            dependencies: ["BlueZSimulator", "DBus", "DBusTesting", "KeepAliveTesting"],
+            dependencies: ["BlueZSimulator", "DBus", "LocalServices", "TestHarness", "KeepAliveTesting"],
             path: "Benchmarks/Soak"
         ),
         // The MQTT bridge against a Python paho-mqtt publisher (issue #11): CPU per record, poll end → subscriber.
@@ -157,11 +157,12 @@ let package = Package(
             dependencies: ["DBus", "Basics"],
             path: "Benchmarks/DBusBenchmark"
         ),
-        // A real dbus-daemon on a private bus, subprocesses and waiting helpers, for tests and the simulator.
-        .target(
-            name: "DBusTesting",
-            dependencies: ["DBus", "Basics"]
-        ),
+        // A private dbus-daemon and a private mosquitto on this machine, and the subprocesses behind them: what
+        // `keepalive demo` and `simulate`, bluez-sim and the soak start, and the tests too.
+        .target(name: "LocalServices", dependencies: ["DBus", "Basics"]),
+        // The tests' own harness, never linked into the daemon: the built `keepalive` as a process, test
+        // certificates, waiting on conditions with deadlines.
+        .target(name: "TestHarness", dependencies: ["LocalServices", "DBus", "Basics"]),
         // A bluetoothd 5.66 look-alike owning org.bluez on a given bus. Deliberately independent of the BlueZ
         // client module, so that a wrong shared constant cannot hide on both sides.
         .target(
@@ -177,7 +178,7 @@ let package = Package(
             dependencies: [
                 "BlueZSimulator",
                 "DBus",
-                "DBusTesting",
+                "LocalServices",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
@@ -188,7 +189,7 @@ let package = Package(
         // The one safe Swift face of libmosquitto, shaped like DBus: one thread per client (epoll, no wake-ups
         // beyond MQTT's keep-alive), awaited PUBACK/PUBCOMP/SUBACK, typed errors naming the call.
         .target(name: "MQTT", dependencies: ["CMosquitto", "CLinux", "Basics"]),
-        .testTarget(name: "MQTTTests", dependencies: ["MQTT", "DBusTesting", "Basics"]),
+        .testTarget(name: "MQTTTests", dependencies: ["MQTT", "LocalServices", "TestHarness", "Basics"]),
         // Poll records to MQTT: topics, commands, Home Assistant discovery and a crash-safe on-disk spool, over the
         // MQTT client. Beside BlueZ and HostPower (the daemon wires it); the core does not know it exists.
         .target(
@@ -208,7 +209,7 @@ let package = Package(
                 "MQTTBridge",
                 "MQTT",
                 "Readings",
-                "DBusTesting",
+                "LocalServices", "TestHarness",
                 "Basics",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -228,7 +229,7 @@ let package = Package(
         ),
         .testTarget(
             name: "HostPowerTests",
-            dependencies: ["HostPower", "DBus", "DBusTesting", "KeepAlive", "KeepAliveTesting", "Basics"]
+            dependencies: ["HostPower", "DBus", "LocalServices", "TestHarness", "KeepAlive", "KeepAliveTesting", "Basics"]
         ),
         // The daemon as a library: configuration file, JSON Lines output, wiring, doctor, systemd notify. A library
         // rather than code inside the `keepalive` executable (the plain layout puts it there; docs/ARCHITECTURE.md)
@@ -270,7 +271,7 @@ let package = Package(
                 "BlueZSimulator",
                 "CLinux",
                 "DBus",
-                "DBusTesting",
+                "LocalServices",
                 "MQTT",
                 "Basics",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -281,36 +282,36 @@ let package = Package(
         .testTarget(
             name: "KeepAliveDaemonTests",
             dependencies: [
-                "KeepAliveDaemon", "KeepAlive", "KeepAliveTesting", "Readings", "DBus", "DBusTesting", "BlueZSimulator", "Basics",
+                "KeepAliveDaemon", "KeepAlive", "KeepAliveTesting", "Readings", "DBus", "LocalServices", "TestHarness", "BlueZSimulator", "Basics",
                 "MQTT", "MQTTBridge", .product(name: "Logging", package: "swift-log"),
             ]
         ),
         // The `keepalive` command end to end: the built binary against a private bus and the simulator.
         .testTarget(
             name: "KeepAliveCLITests",
-            dependencies: ["KeepAliveDaemon", "Readings", "MQTT", "BlueZSimulator", "DBus", "DBusTesting", "Basics"]
+            dependencies: ["KeepAliveDaemon", "Readings", "MQTT", "BlueZSimulator", "DBus", "LocalServices", "TestHarness", "Basics"]
         ),
         // The hardware-in-the-loop suite: skipped unless KEEPALIVE_HIL_* name a BlueZ to test (the simulator,
         // the qemu lab's real bluetoothd, or real hardware; see README "Hardware in the loop").
         .testTarget(
             name: "HILTests",
-            dependencies: ["BlueZ", "DBus", "DBusTesting", "KeepAlive", "Basics", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["BlueZ", "DBus", "LocalServices", "TestHarness", "KeepAlive", "Basics", .product(name: "Logging", package: "swift-log")]
         ),
         .testTarget(
             name: "DBusTests",
-            dependencies: ["DBus", "DBusTesting", "KeepAlive", "KeepAliveTesting", "Basics"]
+            dependencies: ["DBus", "LocalServices", "TestHarness", "KeepAlive", "KeepAliveTesting", "Basics"]
         ),
         .testTarget(
             name: "BlueZTests",
-            dependencies: ["BlueZ", "DBus", "KeepAlive", "KeepAliveTesting", "DBusTesting", "BlueZSimulator", "Basics"]
+            dependencies: ["BlueZ", "DBus", "KeepAlive", "KeepAliveTesting", "LocalServices", "TestHarness", "BlueZSimulator", "Basics"]
         ),
         .testTarget(
             name: "BlueZSimulatorTests",
-            dependencies: ["BlueZSimulator", "DBus", "DBusTesting", "Basics"]
+            dependencies: ["BlueZSimulator", "DBus", "LocalServices", "TestHarness", "Basics"]
         ),
         .testTarget(
             name: "PackagingTests",
-            dependencies: ["DBusTesting"]
+            dependencies: ["LocalServices", "TestHarness"]
         ),
         .testTarget(
             name: "KeepAliveTests",

@@ -343,7 +343,7 @@ class Simulator:
             log(f"bluez-sim --devices {self.devices} took {self.stop_seconds:.1f} s to stop (exit {status})")
         # bluez-sim stops its private dbus-daemon on the way out; if it could not (killed), we do, by PID: the
         # one whose configuration sits next to this bus's socket. SIGKILL: that dbus-daemon inherited a signal
-        # mask with SIGTERM blocked (DBusTesting's posix_spawn from a dispatch thread), so SIGTERM does nothing.
+        # mask with SIGTERM blocked (LocalServices' posix_spawn from a dispatch thread), so SIGTERM does nothing.
         if self.address:
             directory = os.path.dirname(self.address.split("path=", 1)[-1].split(",")[0])
             for pid in os.listdir("/proc"):

@@ -15,7 +15,8 @@
 // when a check fails.
 import BlueZSimulator
 import DBus
-import DBusTesting
+import LocalServices
+import TestHarness
 import Foundation
 import KeepAliveTesting
 

@@ -1,7 +1,7 @@
 import ArgumentParser
 import BlueZSimulator
 import DBus
-import DBusTesting
+import LocalServices
 import KeepAlive
 import KeepAliveDaemon
 import Logging

@@ -1,7 +1,7 @@
 import ArgumentParser
 import BlueZSimulator
 import DBus
-import DBusTesting
+import LocalServices
 import Logging
 
 /// `keepalive simulate`: the BlueZ simulator, for trying the daemon, scripts and other BlueZ clients without

@@ -8,7 +8,7 @@
 
 import BlueZSimulator
 import DBus
-import DBusTesting
+import LocalServices
 import Dispatch
 import Logging
 

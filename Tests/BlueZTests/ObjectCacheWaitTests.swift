@@ -1,6 +1,7 @@
 @testable import BlueZ
 import DBus
-import DBusTesting
+import LocalServices
+import TestHarness
 import KeepAlive
 import KeepAliveTesting
 import Testing

@@ -1,7 +1,8 @@
 import BlueZ
 import BlueZSimulator
 import DBus
-import DBusTesting
+import LocalServices
+import TestHarness
 import KeepAlive
 import KeepAliveTesting
 import Logging

@@ -1,7 +1,8 @@
 import Foundation
 import Testing
 @testable import DBus
-import DBusTesting
+import LocalServices
+import TestHarness
 
 extension DBusTests {
     @Suite struct CommandLineClients {

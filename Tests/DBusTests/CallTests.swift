@@ -2,7 +2,8 @@ import Foundation
 import Testing
 @testable import DBus
 import Basics
-import DBusTesting
+import LocalServices
+import TestHarness
 
 extension DBusTests {
     @Suite struct Calls {

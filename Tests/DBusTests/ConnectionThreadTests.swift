@@ -1,7 +1,8 @@
 import Basics
 import Testing
 @testable import DBus
-import DBusTesting
+import LocalServices
+import TestHarness
 
 extension DBusTests {
     /// The thread each connection runs on (`ConnectionThread`): its deadlines (libdbus's earliest timeout and

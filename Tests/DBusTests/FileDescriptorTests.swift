@@ -1,6 +1,7 @@
 import Testing
 @testable import DBus
-import DBusTesting
+import LocalServices
+import TestHarness
 
 #if canImport(Glibc)
 import Glibc

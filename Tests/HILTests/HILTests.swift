@@ -1,6 +1,7 @@
 import BlueZ
 import DBus
-import DBusTesting
+import LocalServices
+import TestHarness
 import KeepAlive
 import Logging
 import Testing

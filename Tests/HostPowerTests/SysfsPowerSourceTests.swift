@@ -1,4 +1,5 @@
-import DBusTesting
+import LocalServices
+import TestHarness
 import HostPower
 import KeepAlive
 import KeepAliveTesting

@@ -1,6 +1,7 @@
 import BlueZSimulator
 import DBus
-import DBusTesting
+import LocalServices
+import TestHarness
 import Testing
 
 #if canImport(Glibc)

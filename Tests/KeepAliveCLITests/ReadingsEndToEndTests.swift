@@ -1,5 +1,6 @@
 import BlueZSimulator
-import DBusTesting
+import LocalServices
+import TestHarness
 import Foundation
 import Testing
 

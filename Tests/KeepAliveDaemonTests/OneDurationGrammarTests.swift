@@ -1,4 +1,5 @@
-import DBusTesting
+import LocalServices
+import TestHarness
 import KeepAliveDaemon
 import Logging
 import MQTT

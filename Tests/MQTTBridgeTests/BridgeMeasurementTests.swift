@@ -1,4 +1,5 @@
-import DBusTesting
+import LocalServices
+import TestHarness
 import Foundation
 import MQTT
 @testable import MQTTBridge

@@ -1,4 +1,5 @@
-import DBusTesting
+import LocalServices
+import TestHarness
 import Foundation
 import Basics
 import MQTT
@@ -7,7 +8,7 @@ import MQTT
 import Glibc
 #endif
 
-/// The shared mosquitto helper (Sources/DBusTesting/MosquittoBroker.swift), under the names these tests use.
+/// The shared mosquitto helper (Sources/LocalServices/MosquittoBroker.swift), under the names these tests use.
 typealias Broker = MosquittoBroker
 typealias Watched = WatchedProcess
 

@@ -1,5 +1,6 @@
 import DBus
-import DBusTesting
+import LocalServices
+import TestHarness
 import Testing
 
 #if canImport(Glibc)

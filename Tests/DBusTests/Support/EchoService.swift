@@ -1,6 +1,7 @@
 import Foundation
 @testable import DBus
-import DBusTesting
+import LocalServices
+import TestHarness
 
 /// Mutable state behind the echo service's properties and counters.
 actor EchoState {

@@ -1,5 +1,6 @@
 @testable import DBus
-import DBusTesting
+import LocalServices
+import TestHarness
 import Basics
 
 #if canImport(Glibc)

@@ -131,3 +131,10 @@ private let spawns = Locked(0)
 public enum SubprocessError: Error, Sendable {
     case spawnFailed(Int32)
 }
+
+extension Subprocess {
+    /// Runs `arguments` to the end; its exit status, or -1 when it could not be started.
+    public static func runBlockingIgnoringErrors(_ arguments: [String]) -> Int32 {
+        (try? runBlocking(arguments).status) ?? -1
+    }
+}

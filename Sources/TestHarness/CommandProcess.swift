@@ -1,3 +1,4 @@
+import LocalServices
 import Basics
 
 #if canImport(Glibc)
@@ -13,16 +14,15 @@ public let keepaliveBinary: String = {
     return directory + "/keepalive"
 }()
 
-/// Whether this test process (and so the `keepalive` built beside it) is instrumented by ThreadSanitizer: its
-/// runtime is linked in. Swift has no compile-time condition for sanitizers.
-public let runningUnderThreadSanitizer: Bool = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "__tsan_init") != nil
+/// Whether this test process (and so the `keepalive` built beside it) is instrumented by ThreadSanitizer.
+public let runningUnderThreadSanitizer = Sanitizers.thread
 
 /// Whether it is instrumented by AddressSanitizer.
-public let runningUnderAddressSanitizer: Bool = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "__asan_init") != nil
+public let runningUnderAddressSanitizer = Sanitizers.address
 
-/// How much longer a wall-clock bound must be under a sanitizer (the code runs 2–5× slower, and the whole
-/// suite in parallel on two cores more so): bounds that prove "bounded, not hung" are multiplied by it.
-public let sanitizerSlowdown: Int64 = runningUnderThreadSanitizer || runningUnderAddressSanitizer ? 3 : 1
+/// How much longer a wall-clock bound must be under a sanitizer: bounds that prove "bounded, not hung" are
+/// multiplied by it.
+public let sanitizerSlowdown = Sanitizers.slowdown
 
 /// A running `keepalive`: its output collected as it comes (by a thread per pipe), signals, a bounded wait.
 public final class CommandProcess: Sendable {
@@ -116,8 +116,3 @@ public struct POSIXFailure: Error {
     public var errno: Int32
 }
 
-extension Subprocess {
-    public static func runBlockingIgnoringErrors(_ arguments: [String]) -> Int32 {
-        (try? runBlocking(arguments).status) ?? -1
-    }
-}

@@ -1,3 +1,4 @@
+import LocalServices
 
 /// A throwaway PKI for TLS tests, made with `openssl`: a CA, a server certificate it signs for `serverNames`,
 /// and an unrelated second CA (`other-ca.crt`) for the refusal cases. Files: `ca.crt`, `ca.key`, `server.crt`,

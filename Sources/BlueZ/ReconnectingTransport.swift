@@ -1,18 +1,19 @@
-internal import BlueZ
-internal import KeepAlive
-internal import Basics
+package import KeepAlive
+package import Basics
 
 /// The daemon's transport across bus connections: it forwards to the `BlueZTransport` of the current
 /// connection, and while there is none (the bus was lost and is being reconnected) every call fails at once
-/// with ``TransportError/Code/serviceUnavailable``, so each tick still gets its record, saying why.
-final class ReconnectingTransport: PeripheralTransport {
-    let current = Locked<BlueZTransport?>(nil)
+/// with `TransportError.Code.serviceUnavailable`, so each tick still gets its record, saying why.
+package final class ReconnectingTransport: PeripheralTransport {
+    package init() {}
+
+    package let current = Locked<BlueZTransport?>(nil)
     /// Adapters followed to another name (configured → on the bus now): one unplugged and back under a new
-    /// index (``AdapterHealer``). Calls go to the adapter's current name; records keep the configured one.
-    let aliases = Locked<[String: String]>([:])
+    /// index (the daemon's adapter healer). Calls go to the adapter's current name; records keep the configured one.
+    package let aliases = Locked<[String: String]>([:])
 
     /// The name `adapter` has on the bus now.
-    func actual(_ adapter: String) -> String {
+    package func actual(_ adapter: String) -> String {
         aliases.withLock { $0[adapter] } ?? adapter
     }
 
@@ -21,7 +22,7 @@ final class ReconnectingTransport: PeripheralTransport {
         return adapter == peripheral.adapter ? peripheral : Peripheral(address: peripheral.address, adapter: adapter)
     }
 
-    func attach(_ transport: BlueZTransport?) {
+    package func attach(_ transport: BlueZTransport?) {
         current.withLock { $0 = transport }
     }
 
@@ -32,7 +33,7 @@ final class ReconnectingTransport: PeripheralTransport {
         return transport
     }
 
-    func discover(on adapter: String, filter: DiscoveryFilter) -> AsyncThrowingStream<Advertisement, any Error> {
+    package func discover(on adapter: String, filter: DiscoveryFilter) -> AsyncThrowingStream<Advertisement, any Error> {
         do {
             return try transport().discover(on: actual(adapter), filter: filter)
         } catch {
@@ -40,32 +41,32 @@ final class ReconnectingTransport: PeripheralTransport {
         }
     }
 
-    func connect(_ peripheral: Peripheral, options: ConnectOptions) async throws {
+    package func connect(_ peripheral: Peripheral, options: ConnectOptions) async throws {
         try await transport().connect(actual(peripheral), options: options)
     }
 
-    func read(_ characteristic: BluetoothUUID, from peripheral: Peripheral) async throws -> [UInt8] {
+    package func read(_ characteristic: BluetoothUUID, from peripheral: Peripheral) async throws -> [UInt8] {
         try await transport().read(characteristic, from: actual(peripheral))
     }
 
-    func write(_ value: [UInt8], to characteristic: BluetoothUUID, of peripheral: Peripheral, type: WriteType) async throws {
+    package func write(_ value: [UInt8], to characteristic: BluetoothUUID, of peripheral: Peripheral, type: WriteType) async throws {
         try await transport().write(value, to: characteristic, of: actual(peripheral), type: type)
     }
 
-    func notifications(from characteristic: BluetoothUUID, of peripheral: Peripheral) async throws -> AsyncThrowingStream<[UInt8], any Error> {
+    package func notifications(from characteristic: BluetoothUUID, of peripheral: Peripheral) async throws -> AsyncThrowingStream<[UInt8], any Error> {
         try await transport().notifications(from: characteristic, of: actual(peripheral))
     }
 
-    func presentationFormat(of characteristic: BluetoothUUID, from peripheral: Peripheral) async throws -> [UInt8]? {
+    package func presentationFormat(of characteristic: BluetoothUUID, from peripheral: Peripheral) async throws -> [UInt8]? {
         try await transport().presentationFormat(of: characteristic, from: actual(peripheral))
     }
 
     /// The current connection's thread (a poll started before a reconnection finishes on the old one).
-    var preferredExecutor: (any TaskExecutor)? {
+    package var preferredExecutor: (any TaskExecutor)? {
         current.withLock { $0 }?.preferredExecutor
     }
 
-    func disconnect(_ peripheral: Peripheral, timeout: Duration) async {
+    package func disconnect(_ peripheral: Peripheral, timeout: Duration) async {
         // With no bus there is nothing to disconnect through (and bluetoothd lost its bus too).
         guard let transport = current.withLock({ $0 }) else { return }
         await transport.disconnect(actual(peripheral), timeout: timeout)

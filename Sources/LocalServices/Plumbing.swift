@@ -11,13 +11,13 @@ import Basics
 /// Runs `body` on a detached thread of its own (a blocking read or wait that must not hold a task's thread).
 /// A process out of threads stops here with the reason, as Foundation's `Thread.start()` did: these helpers
 /// cannot work without one.
-func startThread(_ body: @escaping @Sendable () -> Void) {
+package func startThread(_ body: @escaping @Sendable () -> Void) {
     precondition(startDetachedThread(body), "pthread_create failed: the process has no thread to spare")
 }
 
-enum TextFile {
+package enum TextFile {
     /// Writes `text` to `path` through a temporary file renamed over it, so a reader never sees half of it.
-    static func write(_ text: String, to path: String) throws(SystemCallFailed) {
+    package static func write(_ text: String, to path: String) throws(SystemCallFailed) {
         let temporary = path + ".partial"
         let descriptor = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
         guard descriptor >= 0 else { throw SystemCallFailed(errno: errno) }
@@ -42,7 +42,7 @@ enum TextFile {
     }
 
     /// The file's text (invalid UTF-8 repaired), nil when it cannot be opened.
-    static func read(_ path: String) -> String? {
+    package static func read(_ path: String) -> String? {
         let descriptor = open(path, O_RDONLY | O_CLOEXEC)
         guard descriptor >= 0 else { return nil }
         defer { close(descriptor) }
