@@ -59,6 +59,15 @@ struct DaemonConfigurationValidationTests {
                 "devices[0].notify[0].for"
             ),
             (configuration([.init(name: "idle", address: "C0:FF:EE:00:00:05")]), "devices[0]"),
+            // Rules the file loader used to check on its own: now validate()'s, for a configuration made in code too.
+            (
+                configuration([
+                    .init(
+                        name: "deaf", address: "C0:FF:EE:00:00:05",
+                        notifications: [.init(characteristic: battery, duration: .seconds(2), silence: .seconds(2))])
+                ]),
+                "devices[0].notify[0].expect_every"
+            ),
         ]
         for (configuration, field) in cases {
             let error = refusal(configuration)

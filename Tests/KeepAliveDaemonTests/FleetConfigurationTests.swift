@@ -58,7 +58,8 @@ struct FleetConfigurationTests {
         ),
         // Values.
         (mqtt + "fleet: {lease: 1s}\n" + sharedDevice, 4, 16, "fleet.lease", "from 3s to 1h"),
-        (mqtt + "fleet: {lease: 3s}\n" + sharedDevice, 4, 8, "fleet.lease", "does not fit a poll"),
+        // At the lease itself: the rule is about its length.
+        (mqtt + "fleet: {lease: 3s}\n" + sharedDevice, 4, 16, "fleet.lease", "does not fit a poll"),
         (mqtt + "fleet: {topic_prefix: a/+/b}\n" + sharedDevice, 4, 23, "fleet.topic_prefix", "topic prefix"),
         (mqtt + "fleet: {adapters: [hci0, hci0]}\n" + sharedDevice, 4, 26, "fleet.adapters[1]", "twice"),
         (mqtt + "fleet: {adapters: [bt0]}\n" + sharedDevice, 4, 20, "fleet.adapters[0]", "adapter name"),

@@ -45,34 +45,10 @@ extension ConfigurationLoader {
                 let scan = try Fields(value, path: field, allowed: ["every", "for"], in: document, expected: "a mapping like {every: 60s, for: 5s}")
                 if let every = scan["every"] { fleet.scanEvery = try document.duration(every, scan.field("every")) }
                 if let duration = scan["for"] { fleet.scanFor = try document.duration(duration, scan.field("for")) }
-                if fleet.scanFor >= fleet.scanEvery {
-                    throw document.error(.invalidValue, at: value, field, "scanning for \(fleet.scanFor.compact) every \(fleet.scanEvery.compact): `for` must be shorter than `every`")
-                }
             default: break
             }
         }
         return fleet
-    }
-
-    /// The fleet's cross-field rules, at the place that breaks them: a shared device needs `fleet:`, which needs
-    /// `mqtt:` and a shared device; a shared device is listed once (the fleet picks the adapter); the lease leaves
-    /// time to poll between renewals.
-    static func checkFleet(
-        _ configuration: DaemonConfiguration, fleetNode: YAMLNode?, sharedNodes: [YAMLNode?], in document: Document
-    ) throws(ConfigurationError) {
-        guard let fleetNode else {
-            if let index = configuration.devices.firstIndex(where: \.shared), let node = sharedNodes[index] {
-                throw document.error(
-                    .missingKey, at: node, "devices[\(index)].shared",
-                    "a shared device needs a `fleet:` section (and `mqtt:`): the gateways share it through the broker"
-                )
-            }
-            return
-        }
-        if let problem = configuration.fleetProblem() {
-            let node = problem.device.flatMap { sharedNodes[$0] } ?? fleetNode
-            throw document.error(.invalidValue, at: node, problem.field, problem.message)
-        }
     }
 }
 
@@ -81,9 +57,18 @@ extension DaemonConfiguration {
     func fleetProblem() -> (field: String, message: String, device: Int?)? {
         if fleet == nil {
             if let index = devices.firstIndex(where: \.shared) {
-                return ("devices[\(index)].shared", "a shared device needs a `fleet:` section (and `mqtt:`)", index)
+                return (
+                    "devices[\(index)].shared",
+                    "a shared device needs a `fleet:` section (and `mqtt:`): the gateways share it through the broker", index
+                )
             }
             return nil
+        }
+        if let fleet, fleet.scanFor >= fleet.scanEvery {
+            return (
+                "fleet.scan",
+                "scanning for \(fleet.scanFor.compact) every \(fleet.scanEvery.compact): `for` must be shorter than `every`", nil
+            )
         }
         guard mqtt != nil else {
             return ("fleet", "the fleet works through the broker: add an `mqtt:` section", nil)

@@ -49,20 +49,3 @@ extension ConfigurationLoader {
         }
     }
 }
-
-extension ConfigurationLoader {
-    /// `devices[].notify[].expect_every`: the longest silence allowed on a stream while the link is up (a zombie
-    /// link past it); shorter than the listening, or it could never be noticed.
-    static func expectEvery(
-        _ node: YAMLNode, field: String, listening: Duration, in document: Document
-    ) throws(ConfigurationError) -> Duration {
-        let bound = try document.duration(node, field)
-        guard bound < listening else {
-            throw document.error(
-                .invalidValue, at: node, field,
-                "expect_every \(bound.compact) must be shorter than `for` (\(listening.compact)): a silence that long could never be noticed within the listening"
-            )
-        }
-        return bound
-    }
-}

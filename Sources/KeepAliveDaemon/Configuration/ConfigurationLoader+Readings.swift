@@ -28,6 +28,8 @@ extension ConfigurationLoader {
             var duration: Duration
             var location: SourceLocation
             var field: String
+            /// Where `expect_every` was written, when it was.
+            var silenceLocation: SourceLocation? = nil
         }
 
         /// `other` on top of these: its writes after these; a characteristic both declare is read (or listened
@@ -95,10 +97,13 @@ extension ConfigurationLoader {
                 }
                 let duration = try document.duration(durationNode, "\(itemPath).for")
                 let silence = try extras["expect_every"].map { node throws(ConfigurationError) in
-                    try expectEvery(node, field: "\(itemPath).expect_every", listening: duration, in: document)
+                    try document.duration(node, "\(itemPath).expect_every")
                 }
                 operations.notifications.append(.init(characteristic: uuid, duration: duration, silence: silence))
-                operations.listenings.append(.init(characteristic: uuid, duration: duration, location: document.location(durationNode), field: "\(itemPath).for"))
+                operations.listenings.append(
+                    .init(
+                        characteristic: uuid, duration: duration, location: document.location(durationNode), field: "\(itemPath).for",
+                        silenceLocation: extras["expect_every"].map(document.location)))
                 operations.decoding[uuid] = decoding
                 operations.origins[uuid] = origin
             }

@@ -93,31 +93,22 @@ public enum ConfigurationLoader {
             }
         }
         _ = try fields.required("devices")
-
-        // Cross-field checks, once every value is known, at the place of the value that breaks them; the same
-        // rules as `DaemonConfiguration.validate()` (and the core's `validate()`), said with lines and columns.
-        let interval = configuration.interval
-        let intervalNote = fields["interval"].map { " (line \(document.location($0).line))" } ?? " (the default)"
-        if let node = fields["jitter"], configuration.jitter >= interval {
-            throw document.error(
-                .invalidValue, at: node, "jitter",
-                "jitter \(configuration.jitter.compact) must be shorter than "
-                    + "interval \(interval.compact)\(intervalNote)"
-            )
+        for pair in fields.pairs {
+            configuration.origins[pair.key] = DaemonConfiguration.Origin(location: document.location(pair.value), field: pair.key)
+            // And one level down (`fleet.scan`, `low_power.multiplier`): where a section's own rules point.
+            guard case .mapping(let section) = pair.value else { continue }
+            for (keyNode, value) in section {
+                guard case .scalar(let key) = keyNode else { continue }
+                let field = "\(pair.key).\(key.string)"
+                configuration.origins[field] = DaemonConfiguration.Origin(location: document.location(value), field: field)
+            }
         }
-        if let node = fields["window_budget"], let budget = configuration.windowBudget, budget >= interval {
-            throw document.error(
-                .invalidValue, at: node, "window_budget",
-                "window_budget \(budget.compact) must be shorter than interval \(interval.compact)\(intervalNote), "
-                    + "so that each tick's windows close before the next tick"
-            )
-        }
-        try check(entries, against: configuration, in: document)
+        for entry in entries { configuration.origins.merge(entry.origins) { first, _ in first } }
         configuration.devices = entries.map(\.device)
-        try checkFleet(configuration, fleetNode: fields["fleet"], sharedNodes: entries.map(\.sharedNode), in: document)
-        // The checks a configuration built in code gets: the ones above have already given their precise
-        // places, so this only catches what they would miss (and keeps the two from drifting apart).
+        // Every rule across values is `validate()`'s, said at the place of the value that breaks it (`origins`).
         try configuration.validate()
+        // Passed: nothing is left to point at, and at 10,000 devices the positions would cost megabytes for good.
+        configuration.origins = [:]
         return configuration
     }
 
@@ -184,16 +175,10 @@ public enum ConfigurationLoader {
 
     // MARK: - Devices
 
-    /// A device and the nodes its cross-checks point at.
+    /// A device and where the file wrote its values (``DaemonConfiguration/origins``).
     private struct DeviceEntry {
         var device: DaemonConfiguration.Device
-        var path: String
-        var nameNode: YAMLNode
-        var addressNode: YAMLNode
-        var intervalNode: YAMLNode?
-        var budgetNode: YAMLNode?
-        var sharedNode: YAMLNode?
-        var listenings: [Operations.Listening] = []
+        var origins: [String: DaemonConfiguration.Origin]
     }
 
     private static func devices(_ node: YAMLNode, in document: Document) throws(ConfigurationError) -> [DeviceEntry] {
@@ -256,52 +241,53 @@ public enum ConfigurationLoader {
         if let overrides = fields["fields"] {
             try applyOverrides(overrides, path: fields.field("fields"), to: &operations, in: document)
         }
-        try checkReadingNames(operations, device: path, in: document)
         device.writes = operations.writes
         device.reads = operations.reads
         device.notifications = operations.notifications
         device.decoding = operations.decoding
-        let nameNode = try fields.required("name")
-        let addressNode = try fields.required("address")
-        if device.reads.isEmpty, device.writes.isEmpty, device.notifications.isEmpty {
-            throw document.error(
-                .invalidValue, at: node, path,
-                "device `\(shown(device.name))` does nothing: give it a profile, or at least one of read, write or notify"
-            )
-        }
-        return DeviceEntry(
-            device: device, path: path, nameNode: nameNode, addressNode: addressNode,
-            intervalNode: fields["interval"], budgetNode: fields["budget"], sharedNode: fields["shared"],
-            listenings: operations.listenings
-        )
+        _ = try fields.required("name")
+        _ = try fields.required("address")
+        return DeviceEntry(device: device, origins: origins(of: device, path: path, fields: fields, operations: operations, in: document))
     }
 
-    /// Every reading a device gives has a name of its own: records and Home Assistant key them by name. A clash
-    /// (two layouts with a `temperature`, a field named like a SIG reading) names both places.
-    static func checkReadingNames(_ operations: Operations, device path: String, in document: Document) throws(ConfigurationError) {
-        var seen: [String: (location: SourceLocation, field: String)] = [:]
-        var characteristics = Set<BluetoothUUID>()
-        for uuid in operations.reads + operations.notifications.map(\.characteristic) where characteristics.insert(uuid).inserted {
-            let origin = operations.origins[uuid]
-            for (name, _) in DeviceProfile.expectedReadings(of: uuid, decoding: operations.decoding[uuid]) {
-                let location = origin?.fieldLocations[name] ?? origin?.location ?? document.start
-                let field = origin?.field ?? path
-                if let first = seen[name] {
-                    // Reported in the file being loaded: a clash between a device and its profile is at the device.
-                    let reportHere = location.file == document.file || first.location.file != document.file
-                    let hereLocation = reportHere ? location : first.location
-                    let hereField = reportHere ? field : first.field
-                    let thereLocation = reportHere ? first.location : location
-                    let thereField = reportHere ? first.field : field
-                    throw ConfigurationError(
-                        .invalidValue, at: hereLocation, field: hereField,
-                        "the reading name `\(name)` is also given by \(thereField) at \(thereLocation): "
-                            + "rename one (`name:` or the field's name) so each reading of \(path) has its own"
-                    )
-                }
-                seen[name] = (location, field)
+    /// Where the file (or a profile it names) wrote each of a device's values, for `validate()`'s errors.
+    private static func origins(
+        of device: DaemonConfiguration.Device, path: String, fields: Fields, operations: Operations, in document: Document
+    ) -> [String: DaemonConfiguration.Origin] {
+        var origins: [String: DaemonConfiguration.Origin] = [:]
+        origins[path] = DaemonConfiguration.Origin(location: device.location ?? document.start, field: path)
+        for pair in fields.pairs {
+            let field = fields.field(pair.key)
+            origins[field] = DaemonConfiguration.Origin(location: document.location(pair.value), field: field)
+        }
+        for (position, subscription) in device.notifications.enumerated() {
+            guard let listening = operations.listenings.first(where: { $0.characteristic == subscription.characteristic })
+            else { continue }
+            origins["\(path).notify[\(position)].for"] = DaemonConfiguration.Origin(location: listening.location, field: listening.field)
+            if let location = listening.silenceLocation {
+                // Named like `for`'s field (a profile's listening is named at the device's `profile:`).
+                let field = listening.field.hasSuffix(".for") ? listening.field.dropLast(4) + ".expect_every" : listening.field
+                origins["\(path).notify[\(position)].expect_every"] = DaemonConfiguration.Origin(location: location, field: field)
             }
         }
+        origins.merge(readingOrigins(of: device, path: path, operations: operations, in: document)) { first, _ in first }
+        return origins
+    }
+
+    /// Where each reading's name was given (a layout's field, a `name:`, a profile's line).
+    private static func readingOrigins(
+        of device: DaemonConfiguration.Device, path: String, operations: Operations, in document: Document
+    ) -> [String: DaemonConfiguration.Origin] {
+        var origins: [String: DaemonConfiguration.Origin] = [:]
+        var characteristics = Set<BluetoothUUID>()
+        for uuid in device.reads + device.notifications.map(\.characteristic) where characteristics.insert(uuid).inserted {
+            let origin = operations.origins[uuid]
+            for (name, _) in DeviceProfile.expectedReadings(of: uuid, decoding: device.decoding[uuid]) {
+                origins[DaemonConfiguration.readingKey(path, name, uuid)] = DaemonConfiguration.Origin(
+                    location: origin?.fieldLocations[name] ?? origin?.location ?? document.start, field: origin?.field ?? path)
+            }
+        }
+        return origins
     }
 
     /// The shipped profile named by `node`, or an error listing the ones there are.
@@ -347,7 +333,14 @@ public enum ConfigurationLoader {
             }
         }
         _ = try fields.required("profile")
-        try checkReadingNames(operations, device: "profile \(profile.name)", in: document)
+        // The configuration's own rule, on the profile as a device: a profile must be usable as it is.
+        var asDevice = DaemonConfiguration.Device(name: profile.name, address: "", location: document.start)
+        (asDevice.reads, asDevice.notifications, asDevice.decoding) = (operations.reads, operations.notifications, operations.decoding)
+        let field = "profile \(profile.name)"
+        let origins = readingOrigins(of: asDevice, path: field, operations: operations, in: document)
+        if let clash = DaemonConfiguration.readingNameProblem(of: asDevice, field: field, at: document.start, origins: origins) {
+            throw clash
+        }
         profile.writes = operations.writes
         profile.reads = operations.reads
         profile.notifications = operations.notifications
@@ -377,74 +370,6 @@ public enum ConfigurationLoader {
             type = parsed
         }
         return PeripheralSpec.Write(characteristic: uuid, value: value, type: type)
-    }
-
-    /// The checks that need every device and the top-level values, in file order.
-    private static func check(
-        _ entries: [DeviceEntry], against configuration: DaemonConfiguration, in document: Document
-    ) throws(ConfigurationError) {
-        // Indices, not entries: an entry is a whole device's configuration and its nodes (≈ 900 bytes), and a
-        // dictionary of 10,000 of them cost 13 MiB at start-up.
-        var names: [String: Int] = [:]
-        var addresses: [String: Int] = [:]
-        names.reserveCapacity(entries.count)
-        addresses.reserveCapacity(entries.count)
-        let scheduler = configuration.keepAliveConfiguration
-        for (index, entry) in entries.enumerated() {
-            let device = entry.device
-            if let first = names[device.name].map({ entries[$0] }) {
-                throw document.error(
-                    .invalidValue, at: entry.nameNode, "\(entry.path).name",
-                    "the name `\(shown(device.name))` is already used by \(first.path) "
-                        + "(line \(document.location(first.nameNode).line)): names must be unique"
-                )
-            }
-            names[device.name] = index
-            let adapter = device.adapter ?? configuration.adapter
-            let key = "\(device.address)@\(adapter)"
-            if let first = addresses[key].map({ entries[$0] }) {
-                throw document.error(
-                    .invalidValue, at: entry.addressNode, "\(entry.path).address",
-                    "\(device.address) on \(adapter) is already \(first.path) (`\(shown(first.device.name))`): "
-                        + "one entry per device and adapter"
-                )
-            }
-            addresses[key] = index
-
-            let interval = device.interval ?? configuration.interval
-            if let intervalNode = entry.intervalNode, configuration.jitter >= interval {
-                throw document.error(
-                    .invalidValue, at: intervalNode, "\(entry.path).interval",
-                    "interval \(interval.compact) must be longer than jitter \(configuration.jitter.compact)"
-                )
-            }
-            // Only an explicit budget (the device's, or window_budget) can reach the interval: the derived one is
-            // at most two thirds of it.
-            let budget = device.budget ?? scheduler.budget(forInterval: interval)
-            if let budgetNode = entry.budgetNode, budget >= interval {
-                throw document.error(
-                    .invalidValue, at: budgetNode, "\(entry.path).budget",
-                    "budget \(budget.compact) must be shorter than the device's interval \(interval.compact)"
-                )
-            }
-            if device.budget == nil, let intervalNode = entry.intervalNode,
-                let windowBudget = configuration.windowBudget, windowBudget >= interval
-            {
-                throw document.error(
-                    .invalidValue, at: intervalNode, "\(entry.path).interval",
-                    "interval \(interval.compact) is not longer than window_budget \(windowBudget.compact): "
-                        + "give this device a shorter `budget` or a longer interval"
-                )
-            }
-            // Subscriptions listen in parallel inside the window: listening as long as the budget always times out.
-            for listening in entry.listenings where listening.duration >= budget {
-                throw ConfigurationError(
-                    .invalidValue, at: listening.location, field: listening.field,
-                    "listening \(listening.duration.compact) must be shorter than the device's window budget "
-                        + budget.compact
-                )
-            }
-        }
     }
 
     // MARK: - Reading the file

@@ -1,66 +1,111 @@
 import KeepAlive
 
 extension DaemonConfiguration {
-    /// The checks of the configuration file, for a configuration built in code: the scheduler's and the poll
-    /// engine's own (``KeepAlive/ConfigurationValueError`` reasons), unique names, one entry per device and
-    /// adapter, valid addresses and adapters, and every device's interval, budget and listening times.
+    /// Where a value of a configuration file was written: its position, and the name an error gives it (a value a
+    /// device took from a profile is named at the device's `profile:` key, with the profile's own line).
+    public struct Origin: Sendable, Hashable {
+        public var location: SourceLocation
+        public var field: String
+
+        public init(location: SourceLocation, field: String) {
+            self.location = location
+            self.field = field
+        }
+    }
+
+    /// Every rule a configuration must keep, in one place: the scheduler's and the poll engine's own
+    /// (``KeepAlive/ConfigurationValueError`` reasons), unique names, one entry per device and adapter, valid
+    /// addresses and adapters, every device's interval, budget and listening times, one name per reading, and the
+    /// fleet's settings.
     ///
-    /// ``ConfigurationLoader`` runs the same checks (with the line and column of each value);
-    /// ``Daemon/init(configuration:options:logger:)`` runs them again, so a configuration made in code fails
-    /// there with a thrown error naming the field instead of trapping later.
+    /// ``ConfigurationLoader`` checks only the file's shape and each value's own form, then calls this: an error
+    /// then points at the line and column of the value that breaks the rule (``origins``).
+    /// ``Daemon/init(configuration:options:logger:)`` calls it too, so a configuration made in code fails there
+    /// with an error naming the field instead of trapping later.
     public func validate() throws(ConfigurationError) {
         let top = SourceLocation(file: path ?? "DaemonConfiguration", line: 0, column: 0)
-        func invalid(_ error: ConfigurationValueError, field: String, at location: SourceLocation) -> ConfigurationError {
-            ConfigurationError(.invalidValue, at: location, field: field, error.reason)
+        /// The error for `field`, where the file wrote it (else at `fallback`, else the top).
+        func refuse(
+            _ field: String, at fallback: SourceLocation? = nil, kind: ConfigurationError.Kind = .invalidValue,
+            _ message: String
+        ) -> ConfigurationError {
+            let origin = origins[field]
+            return ConfigurationError(kind, at: origin?.location ?? fallback ?? top, field: origin?.field ?? field, message)
+        }
+        let intervalNote = origins["interval"].map { " (line \($0.location.line))" } ?? " (the default)"
+        if jitter >= interval, interval > .zero, origins["jitter"] != nil {
+            throw refuse("jitter", "jitter \(jitter.compact) must be shorter than interval \(interval.compact)\(intervalNote)")
+        }
+        if let windowBudget, windowBudget >= interval, interval > .zero, origins["window_budget"] != nil {
+            throw refuse(
+                "window_budget",
+                "window_budget \(windowBudget.compact) must be shorter than interval \(interval.compact)\(intervalNote), "
+                    + "so that each tick's windows close before the next tick"
+            )
         }
         do {
             try keepAliveConfiguration.validate()
         } catch {
-            throw invalid(error, field: Self.fileField(error.field), at: top)
+            let field = Self.fileField(error.field)
+            throw refuse(field, error.reason)
         }
         guard (1...16).contains(maxConnections) else {
-            throw ConfigurationError(.invalidValue, at: top, field: "max_connections", "must be from 1 to 16, not \(maxConnections)")
+            throw refuse("max_connections", "must be from 1 to 16, not \(maxConnections)")
         }
         guard HostBluetooth.isValidAdapter(adapter) else {
-            throw ConfigurationError(.invalidValue, at: top, field: "adapter", "`\(adapter)` is not an adapter name like hci0")
+            throw refuse("adapter", "`\(adapter)` is not an adapter name like hci0")
         }
         guard !devices.isEmpty else {
-            throw ConfigurationError(.missingKey, at: top, field: "devices", "at least one device is needed")
+            throw refuse("devices", kind: .missingKey, "at least one device is needed")
         }
         let scheduler = keepAliveConfiguration
         var names: [String: Int] = [:]
         var entries: [String: Int] = [:]
+        names.reserveCapacity(devices.count)
+        entries.reserveCapacity(devices.count)
         for (index, device) in devices.enumerated() {
             let field = "devices[\(index)]"
             let location = device.location ?? top
+            if device.reads.isEmpty, device.writes.isEmpty, device.notifications.isEmpty {
+                throw refuse(
+                    field, at: location,
+                    "device `\(ConfigurationLoader.shown(device.name))` does nothing: give it a profile, or at least "
+                        + "one of read, write or notify"
+                )
+            }
+            if let clash = Self.readingNameProblem(of: device, field: field, at: location, origins: origins) { throw clash }
             if let first = names[device.name] {
-                throw ConfigurationError(
-                    .invalidValue, at: location, field: "\(field).name",
-                    "the name `\(device.name)` is already used by devices[\(first)]: names must be unique"
+                let line = origins["devices[\(first)].name"].map { " (line \($0.location.line))" } ?? ""
+                throw refuse(
+                    "\(field).name", at: location,
+                    "the name `\(ConfigurationLoader.shown(device.name))` is already used by devices[\(first)]\(line): "
+                        + "names must be unique"
                 )
             }
             names[device.name] = index
             guard HostBluetooth.isValidAddress(device.address) else {
-                throw ConfigurationError(
-                    .badAddress, at: location, field: "\(field).address", "`\(device.address)` is not an address like AA:BB:CC:DD:EE:FF"
+                throw refuse(
+                    "\(field).address", at: location, kind: .badAddress,
+                    "`\(device.address)` is not an address like AA:BB:CC:DD:EE:FF"
                 )
             }
             let adapter = device.adapter ?? self.adapter
             guard HostBluetooth.isValidAdapter(adapter) else {
-                throw ConfigurationError(.invalidValue, at: location, field: "\(field).adapter", "`\(adapter)` is not an adapter name like hci0")
+                throw refuse("\(field).adapter", at: location, "`\(adapter)` is not an adapter name like hci0")
             }
             let key = "\(device.address.uppercased())@\(adapter)"
             if let first = entries[key] {
-                throw ConfigurationError(
-                    .invalidValue, at: location, field: "\(field).address",
-                    "\(device.address) on \(adapter) is already devices[\(first)]: one entry per device and adapter"
+                throw refuse(
+                    "\(field).address", at: location,
+                    "\(device.address) on \(adapter) is already devices[\(first)] "
+                        + "(`\(ConfigurationLoader.shown(devices[first].name))`): one entry per device and adapter"
                 )
             }
             entries[key] = index
             let interval = device.interval ?? self.interval
             if jitter >= interval {
-                throw ConfigurationError(
-                    .invalidValue, at: location, field: "\(field).interval",
+                throw refuse(
+                    "\(field).interval", at: location,
                     "interval \(interval.compact) must be longer than jitter \(jitter.compact)"
                 )
             }
@@ -68,47 +113,86 @@ extension DaemonConfiguration {
                 try KeepAlive.RegistrationOptions(interval: device.interval, budget: device.budget).validate(against: scheduler)
             } catch {
                 let name = error.field.hasSuffix(".interval") ? "interval" : "budget"
-                throw invalid(error, field: "\(field).\(name)", at: location)
+                throw refuse("\(field).\(name)", at: location, error.reason)
             }
             let budget = device.budget ?? scheduler.budget(forInterval: interval)
             if budget >= interval {
-                throw ConfigurationError(
-                    .invalidValue, at: location, field: "\(field).interval",
-                    "interval \(interval.compact) is not longer than the window budget \(budget.compact)"
-                )
+                // Only an explicit budget (the device's, or window_budget) can reach the interval: the derived one
+                // is at most two thirds of it.
+                throw device.budget != nil
+                    ? refuse(
+                        "\(field).budget", at: location,
+                        "budget \(budget.compact) must be shorter than the device's interval \(interval.compact)")
+                    : refuse(
+                        "\(field).interval", at: location,
+                        "interval \(interval.compact) is not longer than window_budget \(budget.compact): "
+                            + "give this device a shorter `budget` or a longer interval")
             }
-            for (position, subscription) in device.notifications.enumerated() where subscription.duration >= budget {
-                throw ConfigurationError(
-                    .invalidValue, at: location, field: "\(field).notify[\(position)].for",
-                    "listening \(subscription.duration.compact) must be shorter than the device's window budget \(budget.compact)"
-                )
-            }
-            var readingNames: [String: BluetoothUUID] = [:]
-            var characteristics = Set<BluetoothUUID>()
-            for uuid in device.reads + device.notifications.map(\.characteristic) where characteristics.insert(uuid).inserted {
-                if let problem = device.decoding[uuid]?.layout?.validate().first {
-                    throw ConfigurationError(.invalidValue, at: location, field: "\(field).decoding[\(uuid.shortDescription)]", problem.message)
+            for (position, subscription) in device.notifications.enumerated() {
+                if let silence = subscription.silence, silence >= subscription.duration {
+                    throw refuse(
+                        "\(field).notify[\(position)].expect_every", at: location,
+                        "expect_every \(silence.compact) must be shorter than `for` (\(subscription.duration.compact)): "
+                            + "a silence that long could never be noticed within the listening"
+                    )
                 }
-                for (name, _) in DeviceProfile.expectedReadings(of: uuid, decoding: device.decoding[uuid]) {
-                    if let first = readingNames[name] {
-                        throw ConfigurationError(
-                            .invalidValue, at: location, field: "\(field).decoding[\(uuid.shortDescription)]",
-                            "the reading name `\(name)` is already given by \(first.shortDescription): each reading of a device needs its own name"
-                        )
-                    }
-                    readingNames[name] = uuid
+                // Subscriptions listen in parallel inside the window: listening as long as the budget always times out.
+                if subscription.duration >= budget {
+                    throw refuse(
+                        "\(field).notify[\(position)].for", at: location,
+                        "listening \(subscription.duration.compact) must be shorter than the device's window budget "
+                            + budget.compact
+                    )
                 }
-            }
-            if device.reads.isEmpty, device.writes.isEmpty, device.notifications.isEmpty {
-                throw ConfigurationError(
-                    .missingKey, at: location, field: field, "a device needs at least one of write, read or notify"
-                )
             }
         }
         if let problem = fleetProblem() {
-            let location = problem.device.flatMap { devices[$0].location } ?? fleet?.location ?? top
-            throw ConfigurationError(.invalidValue, at: location, field: problem.field, problem.message)
+            // At the device's `shared:` (or the `fleet:` section), whichever field the rule names.
+            let origin = problem.device.map { origins["devices[\($0)].shared"] } ?? origins[problem.field] ?? origins["fleet"]
+            let location = origin?.location ?? problem.device.flatMap { devices[$0].location } ?? fleet?.location ?? top
+            let kind: ConfigurationError.Kind = fleet == nil ? .missingKey : .invalidValue
+            throw ConfigurationError(kind, at: location, field: problem.field, problem.message)
         }
+    }
+
+    /// Every reading a device gives has a name of its own: records and Home Assistant key them by name. A clash
+    /// (two layouts with a `temperature`, a field named like a SIG reading) names both places, reported in the
+    /// file being loaded when one of them is there. A profile file is checked by the same rule.
+    static func readingNameProblem(
+        of device: Device, field: String, at location: SourceLocation, origins: [String: Origin]
+    ) -> ConfigurationError? {
+        var seen: [String: Origin] = [:]
+        var characteristics = Set<BluetoothUUID>()
+        for uuid in device.reads + device.notifications.map(\.characteristic) where characteristics.insert(uuid).inserted {
+            if let problem = device.decoding[uuid]?.layout?.validate().first {
+                let origin = origins["\(field).decoding[\(uuid.shortDescription)]"]
+                return ConfigurationError(
+                    .invalidValue, at: origin?.location ?? location, field: "\(field).decoding[\(uuid.shortDescription)]",
+                    problem.message)
+            }
+            for (name, _) in DeviceProfile.expectedReadings(of: uuid, decoding: device.decoding[uuid]) {
+                let origin =
+                    origins[readingKey(field, name, uuid)]
+                    ?? Origin(location: location, field: "\(field).decoding[\(uuid.shortDescription)]")
+                if let first = seen[name] {
+                    let file = location.file
+                    let reportHere = origin.location.file == file || first.location.file != file
+                    let (here, there) = reportHere ? (origin, first) : (first, origin)
+                    return ConfigurationError(
+                        .invalidValue, at: here.location, field: here.field,
+                        "the reading name `\(name)` is also given by \(there.field) at \(there.location): "
+                            + "rename one (`name:` or the field's name) so each reading of \(field) has its own"
+                    )
+                }
+                seen[name] = origin
+            }
+        }
+        return nil
+    }
+
+    /// The ``origins`` key of the place that names reading `name` of `uuid` in the device at `field`.
+    static func readingKey(_ field: String, _ name: String, _ uuid: BluetoothUUID) -> String {
+        "\(field).readings.\(name)@\(uuid.shortDescription)"
     }
 
     /// `KeepAlive.Configuration.windowBudget` → `window_budget`: the file's name for a core field.

@@ -113,6 +113,9 @@ public struct DaemonConfiguration: Sendable, Hashable {
     public var healing = HealingPolicy()
     /// The file it came from, if any.
     public var path: String?
+    /// Where the file wrote each value, by field (`interval`, `devices[2].budget`): ``validate()`` points its errors
+    /// there. Empty for a configuration made in code.
+    public var origins: [String: Origin] = [:]
 
     public init() {}
 
