@@ -209,90 +209,49 @@ public final class Daemon: Service {
             }
         )
         defer { engine.detach() }
-        // The bridge runs beside the polling and outlives it a little: the last records (written while the
-        // windows close) are delivered before `offline` goes out. Detached: a graceful shutdown reaches it from
-        // here, after the last record, not at SIGTERM.
-        let bridgeTask: Task<Void, Never>? = bridge.map { bridge in
-            Task.detached { [logger] in
-                await withTaskGroup(of: Void.self) { group in
-                    group.addTask { await Self.followCommands(of: bridge, engine: engine, logger: logger) }
-                    do {
-                        try await bridge.run()
-                    } catch {
-                        logger.error("the MQTT bridge stopped: \(error)")
-                    }
-                    group.cancelAll()
-                }
-            }
-        }
-
-        // The fleet's binding places the shared devices; it releases them only after the last poll (below).
-        let fleetTask: Task<Void, Never>? = fleet.map { fleet in
-            Task.detached { await fleet.run(transport: transport) }
-        }
-
         // The first connection's BlueZ is checked before READY=1; later ones after each reconnect.
         let firstSession = BlueZTransport(connection: connection, logger: logger)
         transport.attach(firstSession)
+        let ready = Promise<Void>()
 
-        await withTaskGroup(of: Void.self) { group in
-            if options.powerSource == nil {
-                group.addTask { [powerOverride, logger] in
-                    await Self.followOverrideSignals(powerOverride, logger: logger)
+        // What runs, in the order it starts. A graceful shutdown (SIGTERM, `--ticks` done, the output broken) stops
+        // them in the reverse order, each after the one below it has finished: the scheduler ends its windows and
+        // waits for every disconnect; then the watchdog, the override signals and the bus go; the fleet releases
+        // its leases after the last poll; the bridge delivers the last records before `offline`.
+        let parts: [DaemonService?] = [
+            bridge.map { bridge in DaemonService("MQTT bridge") { await self.runBridge(bridge, engine: engine) } },
+            fleet.map { fleet in
+                DaemonService("fleet") { await cancelWhenGracefulShutdown { await fleet.run(transport: transport) } }
+            },
+            DaemonService("bus sessions") {
+                await cancelWhenGracefulShutdown {
+                    await self.runSessions(first: connection, firstTransport: firstSession, transport: transport, engine: engine)
                 }
-            }
-            group.addTask {
-                await self.runSessions(first: connection, firstTransport: firstSession, transport: transport, engine: engine)
-            }
-            // Start-up (waiting for org.bluez) ends at once on SIGTERM too.
-            // (A shutdown requested meanwhile also reaches the scheduler's handler below, which then stops it.)
-            await cancelWhenGracefulShutdown {
-                await self.checkBlueZ(firstSession)
-            }
-            let statusText = statusBoard.withLock { status in
-                status.polling = "polling \(specs.count) device\(specs.count == 1 ? "" : "s") every \(configuration.interval.compact)"
-                return status.text
-            }
-            options.notifier?.notify("READY=1\nSTATUS=\(statusText)")
-            // WATCHDOG=1 only while the scheduler keeps up; stopped with the group below.
-            let watchdog = startWatchdog(status: statusBoard)
-            defer { watchdog?.stop() }
-            let keepAlive = self.keepAlive
-            let shared = progress
-            let scheduler: Task<Void, Never>? = progress.withLock { state -> Task<Void, Never>? in
-                guard !state.stopping else { return nil }
-                let task = Task {
-                    do {
-                        try await keepAlive.run()
-                    } catch {
-                        shared.withLock { $0.failure = error }
-                    }
+            },
+            options.powerSource == nil
+                ? DaemonService("power override signals") { [powerOverride, logger] in
+                    await cancelWhenGracefulShutdown { await Self.followOverrideSignals(powerOverride, logger: logger) }
                 }
-                state.scheduler = task
-                return task
-            }
-            await withGracefulShutdownHandler {
-                await scheduler?.value
-            } onGracefulShutdown: { [options, logger, progress] in
-                logger.info("shutting down: ending open windows and disconnecting")
-                options.notifier?.notify("STOPPING=1")
-                Self.stopScheduler(progress)
-            }
-            // Windows that expired mid-disconnect left their disconnects running: let them finish (each is
-            // bounded) before the bus goes, so no link outlives the daemon.
-            await engine.waitUntilDisconnected()
-            group.cancelAll()
+                : nil,
+            DaemonService("watchdog") { await self.runWatchdog(after: ready) },
+        ]
+        let scheduler = DaemonService("scheduler") {
+            await self.runScheduler(engine: engine, firstSession: firstSession, devices: specs.count, ready: ready)
         }
-        if let fleetTask {
-            fleetTask.cancel()
-            await fleetTask.value
+        // A part that has nothing (more) to do ends quietly; the scheduler's end (`--ticks` done, the output broken, a
+        // shutdown) shuts the rest down.
+        let services =
+            parts.compactMap { $0 }.map { ServiceGroupConfiguration.ServiceConfiguration(service: $0, successTerminationBehavior: .ignore) }
+            + [.init(service: scheduler, successTerminationBehavior: .gracefullyShutdownGroup)]
+        let group = ServiceGroup(
+            configuration: .init(services: services, logger: logger))
+        do {
+            // Inside the caller's service group this inherits its graceful shutdown (SIGTERM).
+            try await group.run()
+        } catch {
+            progress.withLock { $0.failure = $0.failure ?? error }
         }
         output?.close()
-        if let bridge, let bridgeTask {
-            await Self.drain(bridge, within: .seconds(3))
-            bridgeTask.cancel()
-            await bridgeTask.value
-        }
         options.repeatedWarnings?.flushAll()
         let stats = keepAlive.statistics
         logger.info(
@@ -305,6 +264,70 @@ public final class Daemon: Service {
         )
         if let failure = progress.withLock({ $0.failure }) {
             throw DaemonError(description: "\(failure)")
+        }
+    }
+
+    // MARK: Services
+
+    /// The scheduler: waits for org.bluez (at most `bluezTimeout`, and never past a shutdown), says READY=1, polls
+    /// until stopped, then waits for every disconnect an expired window left running (each is bounded), so no
+    /// link outlives the daemon.
+    private func runScheduler(engine: PollEngine, firstSession: BlueZTransport, devices: Int, ready: Promise<Void>) async {
+        await cancelWhenGracefulShutdown { await self.checkBlueZ(firstSession) }
+        let statusText = statusBoard.withLock { status in
+            status.polling = "polling \(devices) device\(devices == 1 ? "" : "s") every \(configuration.interval.compact)"
+            return status.text
+        }
+        options.notifier?.notify("READY=1\nSTATUS=\(statusText)")
+        ready.succeed()
+        let keepAlive = self.keepAlive
+        let shared = progress
+        let scheduler: Task<Void, Never>? = progress.withLock { state -> Task<Void, Never>? in
+            guard !state.stopping else { return nil }
+            let task = Task {
+                do {
+                    try await keepAlive.run()
+                } catch {
+                    shared.withLock { $0.failure = error }
+                }
+            }
+            state.scheduler = task
+            return task
+        }
+        await withGracefulShutdownHandler {
+            await scheduler?.value
+        } onGracefulShutdown: { [options, logger, progress] in
+            logger.info("shutting down: ending open windows and disconnecting")
+            options.notifier?.notify("STOPPING=1")
+            Self.stopScheduler(progress)
+        }
+        await engine.waitUntilDisconnected()
+    }
+
+    /// WATCHDOG=1 while the scheduler keeps up, from READY=1 until the scheduler has stopped.
+    private func runWatchdog(after ready: Promise<Void>) async {
+        let started = await cancelWhenGracefulShutdown { (try? await ready.value()) != nil }
+        guard started, let watchdog = startWatchdog(status: statusBoard) else { return }
+        try? await gracefulShutdown()
+        watchdog.stop()
+    }
+
+    /// The bridge and its commands, beside the polling; at shutdown (after the scheduler, the bus and the fleet)
+    /// it gets up to 3 s to deliver what is still spooled while connected, then says `offline` and closes.
+    private func runBridge(_ bridge: MQTTBridge, engine: PollEngine) async {
+        await withTaskGroup(of: Void.self) { [logger] group in
+            group.addTask { await Self.followCommands(of: bridge, engine: engine, logger: logger) }
+            group.addTask {
+                do {
+                    try await bridge.run()
+                } catch is CancellationError {
+                } catch {
+                    logger.error("the MQTT bridge stopped: \(error)")
+                }
+            }
+            try? await gracefulShutdown()
+            await Self.drain(bridge, within: .seconds(3))
+            group.cancelAll()
         }
     }
 
