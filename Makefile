@@ -15,7 +15,7 @@
 #                  Debian image into ~/.cache/keepalive-lab the first time, about 2 minutes)
 #   make soak      an hour of the daemon against 50 simulated sensors with random faults (SOAK_MINUTES)
 #   make install   the release binary, the example configuration and udev/ in place (PREFIX, DESTDIR; root)
-#   make docs      the DocC catalogs of KeepAlive and BlueZ, warnings as errors, into .build/docs/
+#   make docs      the DocC catalogs of KeepAlive, Polling and BlueZ, warnings as errors, into .build/docs/
 #   make doc-samples  compiles every Swift sample of the catalogs and of the README's library example
 #   make format-check  swift-format's linter with .swift-format's rules (.ci/format-check.sh says what it enforces)
 #
@@ -93,7 +93,7 @@ demo: deps
 DOCS_DIR ?= .build/docs
 docs: deps
 	@mkdir -p $(DOCS_DIR)
-	@for target in KeepAlive BlueZ; do \
+	@for target in KeepAlive Polling BlueZ; do \
 	  echo "== DocC: $$target"; \
 	  $(SWIFT) package --disable-sandbox --allow-writing-to-directory $(DOCS_DIR) generate-documentation \
 	    --target $$target --warnings-as-errors --output-path $(DOCS_DIR)/$$target.doccarchive || exit 1; \

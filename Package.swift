@@ -12,6 +12,7 @@ let package = Package(
         // object paths, errors); HostPower because a scheduler that stretches on battery needs the host's real
         // power state; MQTT because the bridge's configuration is an MQTTConfiguration. README "Library example".
         .library(name: "KeepAlive", targets: ["KeepAlive"]),
+        .library(name: "Polling", targets: ["Polling"]),
         .library(name: "Readings", targets: ["Readings"]),
         .library(name: "BlueZ", targets: ["BlueZ"]),
         .library(name: "DBus", targets: ["DBus"]),
@@ -29,18 +30,24 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
-        // `swift package generate-documentation` (make docs): the DocC catalogs of KeepAlive and BlueZ.
+        // `swift package generate-documentation` (make docs): the DocC catalogs of KeepAlive, Polling and BlueZ.
         .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
     ],
     targets: [
+        // The seeds' API: the keep-alive scheduler, the ledger of background task windows, power. Nothing BLE.
         .target(
             name: "KeepAlive",
             dependencies: [
-                "Readings",
                 "Basics",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
+        ),
+        // The BLE poll engine on the scheduler: each device polled in its window through a PeripheralTransport
+        // (the contract BlueZ and MockTransport implement); a poll returns its outcome as a value.
+        .target(
+            name: "Polling",
+            dependencies: ["KeepAlive", "Readings", "Basics", .product(name: "Logging", package: "swift-log")]
         ),
         // GATT values into numbers with units: the SIG's formats as data, the 0x2904 descriptor, configured field
         // layouts. Pure (bytes in, readings out: no I/O, no clock, no Foundation), so the core can hand readings to
@@ -88,7 +95,7 @@ let package = Package(
             name: "BlueZ",
             dependencies: [
                 "DBus",
-                "KeepAlive",
+                "KeepAlive", "Polling",
                 "Basics",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -97,7 +104,7 @@ let package = Package(
         .target(
             name: "KeepAliveTesting",
             dependencies: [
-                "KeepAlive",
+                "KeepAlive", "Polling",
                 "Basics",
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -105,7 +112,7 @@ let package = Package(
         .executableTarget(
             name: "KeepAliveBenchmarks",
             dependencies: [
-                "KeepAlive",
+                "KeepAlive", "Polling",
                 "KeepAliveDaemon",
                 "Readings",
                 "KeepAliveTesting",
@@ -119,7 +126,7 @@ let package = Package(
             dependencies: [
                 "BlueZ",
                 "DBus",
-                "KeepAlive",
+                "KeepAlive", "Polling",
                 .product(name: "Logging", package: "swift-log"),
             ],
             path: "Benchmarks/BlueZBenchmark"
@@ -127,7 +134,7 @@ let package = Package(
         .executableTarget(
             name: "KeepAliveExample",
             dependencies: [
-                "KeepAlive",
+                "KeepAlive", "Polling",
                 "KeepAliveTesting",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -137,7 +144,7 @@ let package = Package(
         // The real-sensor example: BlueZ and the core only, as an app would use them (README "Library").
         .executableTarget(
             name: "BatteryMonitor",
-            dependencies: ["BlueZ", "DBus", "KeepAlive"],
+            dependencies: ["BlueZ", "DBus", "KeepAlive", "Polling"],
             path: "Examples/BatteryMonitor"
         ),
         // The soak (issue #9): `keepalive run` for minutes or hours against the simulator with random faults.
@@ -239,7 +246,7 @@ let package = Package(
             dependencies: [
                 "Fleet",
                 "Basics",
-                "KeepAlive",
+                "KeepAlive", "Polling",
                 "Readings",
                 "MQTT",
                 "MQTTBridge",
@@ -266,7 +273,7 @@ let package = Package(
             dependencies: [
                 "QuietExecutor",
                 "KeepAliveDaemon",
-                "KeepAlive",
+                "KeepAlive", "Polling",
                 "BlueZ",
                 "BlueZSimulator",
                 "CLinux",
@@ -282,7 +289,7 @@ let package = Package(
         .testTarget(
             name: "KeepAliveDaemonTests",
             dependencies: [
-                "KeepAliveDaemon", "KeepAlive", "KeepAliveTesting", "Readings", "DBus", "LocalServices", "TestHarness", "BlueZSimulator", "Basics",
+                "KeepAliveDaemon", "KeepAlive", "Polling", "KeepAliveTesting", "Readings", "DBus", "LocalServices", "TestHarness", "BlueZSimulator", "Basics",
                 "MQTT", "MQTTBridge", .product(name: "Logging", package: "swift-log"),
             ]
         ),
@@ -295,7 +302,7 @@ let package = Package(
         // the qemu lab's real bluetoothd, or real hardware; see README "Hardware in the loop").
         .testTarget(
             name: "HILTests",
-            dependencies: ["BlueZ", "DBus", "LocalServices", "TestHarness", "KeepAlive", "Basics", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["BlueZ", "DBus", "LocalServices", "TestHarness", "KeepAlive", "Polling", "Basics", .product(name: "Logging", package: "swift-log")]
         ),
         .testTarget(
             name: "DBusTests",
@@ -303,7 +310,7 @@ let package = Package(
         ),
         .testTarget(
             name: "BlueZTests",
-            dependencies: ["BlueZ", "DBus", "KeepAlive", "KeepAliveTesting", "LocalServices", "TestHarness", "BlueZSimulator", "Basics"]
+            dependencies: ["BlueZ", "DBus", "KeepAlive", "Polling", "KeepAliveTesting", "LocalServices", "TestHarness", "BlueZSimulator", "Basics"]
         ),
         .testTarget(
             name: "BlueZSimulatorTests",
@@ -316,7 +323,7 @@ let package = Package(
         .testTarget(
             name: "KeepAliveTests",
             dependencies: [
-                "KeepAlive",
+                "KeepAlive", "Polling",
                 "Basics",
                 "KeepAliveTesting",
                 .product(name: "Logging", package: "swift-log"),

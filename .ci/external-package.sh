@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A package outside this repository, as an app developer would make it: it depends on this one by path,
-# imports KeepAlive, BlueZ and DBus, and runs Examples/BatteryMonitor's code against the BlueZ simulator for three
-# ticks. Fails unless it builds with zero warnings in its own code and prints three readings.
+# imports KeepAlive, Polling, BlueZ and DBus, and runs Examples/BatteryMonitor's code against the BlueZ simulator for
+# three ticks. Fails unless it builds with zero warnings in its own code and prints three readings.
 set -euo pipefail
 repo="$(cd "$(dirname "$0")/.." && pwd)"
 work="$(mktemp -d /tmp/keepalive-external.XXXXXX)"
@@ -26,6 +26,7 @@ let package = Package(
             name: "BatteryApp",
             dependencies: [
                 .product(name: "KeepAlive", package: "keepalive"),
+                .product(name: "Polling", package: "keepalive"),
                 .product(name: "BlueZ", package: "keepalive"),
                 .product(name: "DBus", package: "keepalive"),
             ]

@@ -13,6 +13,7 @@ import Glibc
 import BlueZ
 import DBus
 import KeepAlive
+import Polling
 import Logging
 
 func cpuMicroseconds() -> Double {

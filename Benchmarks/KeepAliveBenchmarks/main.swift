@@ -16,6 +16,7 @@ import Glibc
 import Darwin
 #endif
 import KeepAlive
+import Polling
 import KeepAliveTesting
 import Logging
 import Basics

@@ -9,6 +9,7 @@
 import BlueZ
 import DBus
 import KeepAlive
+import Polling
 
 func option(_ name: String) -> String? {
     CommandLine.arguments.firstIndex(of: name).flatMap { $0 + 1 < CommandLine.arguments.count ? CommandLine.arguments[$0 + 1] : nil }

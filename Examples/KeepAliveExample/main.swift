@@ -5,6 +5,7 @@
 //
 // Ctrl-C (SIGINT) or SIGTERM ends it gracefully: open windows expire, links are dropped, the scheduler stops.
 import KeepAlive
+import Polling
 import KeepAliveTesting
 import Logging
 import ServiceLifecycle

@@ -1,5 +1,6 @@
 public import DBus
-public import KeepAlive
+import KeepAlive
+public import Polling
 
 /// Maps what BlueZ (and the bus in front of it) answer into the core's `TransportError` taxonomy, keeping the
 /// D-Bus error name and message.

@@ -1,5 +1,6 @@
 public import DBus
-public import KeepAlive
+import KeepAlive
+public import Polling
 
 /// Names of the BlueZ D-Bus API this client uses, and where BlueZ puts its objects.
 public enum BlueZ {

@@ -1,5 +1,6 @@
 public import DBus
 import KeepAlive
+import Polling
 
 extension BlueZObjectCache {
     /// Keeps the cache current until the task is cancelled or the bus connection is lost (then it throws,

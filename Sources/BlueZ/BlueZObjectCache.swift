@@ -1,5 +1,6 @@
 public import DBus
 public import KeepAlive
+public import Polling
 public import Logging
 import Basics
 import Synchronization

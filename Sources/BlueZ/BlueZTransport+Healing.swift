@@ -1,5 +1,6 @@
 package import DBus
-public import KeepAlive
+import KeepAlive
+public import Polling
 
 // What the daemon's healing ladder asks of BlueZ (issue #15): adapter-level calls no poll makes. Each is
 // bounded by its timeout and reports BlueZ's errors in the core's taxonomy.

@@ -1,5 +1,6 @@
 import DBus
-public import KeepAlive
+import KeepAlive
+public import Polling
 
 extension BlueZTransport {
     // MARK: Connect

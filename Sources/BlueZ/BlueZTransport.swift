@@ -1,5 +1,6 @@
 public import DBus
 public import KeepAlive
+public import Polling
 public import Logging
 public import ServiceLifecycle
 import Basics

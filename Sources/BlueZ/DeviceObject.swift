@@ -1,5 +1,6 @@
 import DBus
 import KeepAlive
+import Polling
 
 /// One device's `org.bluez.Device1` as the object cache keeps it: the properties bluetoothd sends on every device
 /// in typed fields, anything else as received.

@@ -1,6 +1,7 @@
 import Basics
 import DBus
 import KeepAlive
+import Polling
 
 /// One GATT object bluetoothd exports below a device (a service, a characteristic or a descriptor), kept in
 /// 40 bytes by the object cache.

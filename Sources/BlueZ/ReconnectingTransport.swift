@@ -1,4 +1,5 @@
-package import KeepAlive
+import KeepAlive
+package import Polling
 package import Basics
 
 /// The daemon's transport across bus connections: it forwards to the `BlueZTransport` of the current

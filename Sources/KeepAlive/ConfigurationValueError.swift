@@ -2,7 +2,7 @@
 /// that does not fit in its interval, two devices with one name…
 ///
 /// Thrown by the initialisers that take a configuration (``KeepAlive/init(configuration:clock:powerSource:randomNumberGenerator:logger:)``,
-/// ``PollEngine``, ``BackgroundTaskLedger``) and by ``KeepAlive/register(name:options:onReport:handler:)``. The
+/// `PollEngine` (module Polling), ``BackgroundTaskLedger``) and by ``KeepAlive/register(name:options:onReport:handler:)``. The
 /// daemon's configuration file runs the same checks and reports the same reasons at the file's line and column.
 public struct ConfigurationValueError: Error, Hashable, Sendable, CustomStringConvertible {
     /// The value's place, spelled as in code: `KeepAlive.Configuration.windowBudget`,

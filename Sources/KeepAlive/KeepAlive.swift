@@ -28,7 +28,7 @@ public final class KeepAlive: Service, Sendable {
     public let configuration: Configuration
     /// The ledger every window of this scheduler is kept in.
     public let ledger: BackgroundTaskLedger
-    let time: TimeBase
+    package let time: TimeBase
     let powerSource: any PowerSource
     let logger: Logger
     let state: Locked<SchedulerState>

@@ -35,7 +35,7 @@ package typealias LaunchWork = @Sendable (PollWindow) async -> LaunchResult
 package struct LaunchResult: Sendable {
     /// Counted by the scheduler: a failure backs the registration off, anything else resets its backoff.
     package var result: PollResult
-    /// Handed back untouched in the report (the poll engine's ``PollOutcome``).
+    /// Handed back untouched in the report (the poll engine's `PollOutcome` (module Polling)).
     package var detail: (any Sendable)?
 
     package init(_ result: PollResult, detail: (any Sendable)? = nil) {

@@ -31,7 +31,7 @@ public struct TickReport: Sendable {
     public var power: PowerState
     public var outcome: Outcome
     /// What the work returned beside its result, for whoever registered it (the poll engine's
-    /// ``PollOutcome``); `nil` for skips, declines, forced ends and plain callbacks.
+    /// `PollOutcome` (module Polling)); `nil` for skips, declines, forced ends and plain callbacks.
     public var detail: (any Sendable)? = nil
 
     /// The callback's result, with skips reported as failures (a skipped tick is a missed poll) and a declined

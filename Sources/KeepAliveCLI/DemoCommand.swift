@@ -3,6 +3,7 @@ import BlueZSimulator
 import DBus
 import LocalServices
 import KeepAlive
+import Polling
 import KeepAliveDaemon
 import Logging
 import ServiceLifecycle

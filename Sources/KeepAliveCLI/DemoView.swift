@@ -1,4 +1,5 @@
 import KeepAlive
+import Polling
 import KeepAliveDaemon
 import Basics
 

@@ -2,6 +2,7 @@ import Basics
 import ArgumentParser
 import BlueZ
 import KeepAlive
+import Polling
 import KeepAliveDaemon
 import Readings
 import Logging

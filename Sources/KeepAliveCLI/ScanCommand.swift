@@ -1,6 +1,7 @@
 import ArgumentParser
 import BlueZ
 import KeepAlive
+import Polling
 import KeepAliveDaemon
 import Basics
 import Logging

@@ -4,6 +4,7 @@ public import MQTTBridge
 import MQTT
 public import DBus
 public import KeepAlive
+public import Polling
 public import Logging
 public import ServiceLifecycle
 internal import Basics

@@ -1,4 +1,5 @@
-public import KeepAlive
+import KeepAlive
+public import Polling
 import Synchronization
 
 extension MockTransport {

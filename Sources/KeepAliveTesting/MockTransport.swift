@@ -1,4 +1,5 @@
 public import KeepAlive
+public import Polling
 import Basics
 
 /// A scriptable ``PeripheralTransport`` for tests and demos: per-device values or generators, latency on the

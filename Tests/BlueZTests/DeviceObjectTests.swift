@@ -1,6 +1,7 @@
 @testable import BlueZ
 import DBus
 import KeepAlive
+import Polling
 import Basics
 import Testing
 

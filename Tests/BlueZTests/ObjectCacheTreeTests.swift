@@ -1,6 +1,7 @@
 @testable import BlueZ
 import DBus
 import KeepAlive
+import Polling
 import Testing
 
 /// The cache's two stores: bluetoothd's GATT objects compactly, everything else (and every GATT object that form

@@ -3,6 +3,7 @@ import DBus
 import LocalServices
 import TestHarness
 import KeepAlive
+import Polling
 import KeepAliveTesting
 import Testing
 

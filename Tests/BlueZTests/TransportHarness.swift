@@ -4,6 +4,7 @@ import DBus
 import LocalServices
 import TestHarness
 import KeepAlive
+import Polling
 import KeepAliveTesting
 import Logging
 import Testing

@@ -1,5 +1,6 @@
 import DBus
 import KeepAlive
+import Polling
 
 #if canImport(Glibc)
 import Glibc

@@ -1,5 +1,6 @@
 import Foundation
 import KeepAlive
+import Polling
 import KeepAliveDaemon
 import Readings
 import Testing

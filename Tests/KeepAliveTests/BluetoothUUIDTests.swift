@@ -1,4 +1,5 @@
 import KeepAlive
+import Polling
 import Testing
 
 @Suite("Bluetooth UUIDs and small types")

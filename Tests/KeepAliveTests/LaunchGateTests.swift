@@ -1,4 +1,5 @@
 import KeepAlive
+import Polling
 import KeepAliveTesting
 import Basics
 import Logging

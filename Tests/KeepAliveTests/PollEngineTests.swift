@@ -1,5 +1,6 @@
 import Dispatch
 import KeepAlive
+import Polling
 import KeepAliveTesting
 import Basics
 import Testing

@@ -1,5 +1,6 @@
 internal import Basics
 internal import KeepAlive
+internal import Polling
 internal import YAML
 
 extension ConfigurationLoader {

@@ -1,4 +1,5 @@
 internal import KeepAlive
+internal import Polling
 internal import YAML
 
 #if canImport(Glibc)

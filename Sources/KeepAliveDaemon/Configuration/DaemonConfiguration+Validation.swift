@@ -1,4 +1,5 @@
 import KeepAlive
+import Polling
 
 extension DaemonConfiguration {
     /// Where a value of a configuration file was written: its position, and the name an error gives it (a value a

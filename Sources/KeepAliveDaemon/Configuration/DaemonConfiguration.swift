@@ -1,4 +1,5 @@
 public import KeepAlive
+public import Polling
 
 /// What `keepalive run` does, as read from its YAML file (see `ConfigurationLoader` and the README's
 /// "Configuration reference").

@@ -1,4 +1,5 @@
-public import KeepAlive
+import KeepAlive
+public import Polling
 import Readings
 
 /// A kind of sensor, described once: what a poll writes, reads and listens to, and how the bytes decode. A

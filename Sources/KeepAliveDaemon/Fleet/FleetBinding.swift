@@ -1,5 +1,6 @@
 import Fleet
 import KeepAlive
+import Polling
 import Basics
 import Logging
 import MQTT

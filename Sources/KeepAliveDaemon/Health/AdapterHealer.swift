@@ -1,6 +1,7 @@
 internal import BlueZ
 internal import DBus
 internal import KeepAlive
+internal import Polling
 internal import Basics
 internal import Logging
 

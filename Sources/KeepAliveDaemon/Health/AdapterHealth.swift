@@ -1,4 +1,5 @@
-public import KeepAlive
+import KeepAlive
+public import Polling
 
 /// What one poll record says about its adapter (not about its device): the input of the health model.
 public enum AdapterSignal: Sendable, Hashable {

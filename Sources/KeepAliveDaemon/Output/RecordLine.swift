@@ -1,4 +1,5 @@
-public import KeepAlive
+import KeepAlive
+public import Polling
 
 #if canImport(Glibc)
 internal import Glibc

@@ -1,4 +1,5 @@
-public import KeepAlive
+import KeepAlive
+public import Polling
 internal import Basics
 
 /// A record with its place in the process's output.

@@ -1,3 +1,4 @@
+public import KeepAlive
 public import Logging
 import Basics
 import Readings
@@ -479,7 +480,7 @@ public final class PollEngine: Sendable {
     }
 }
 
-/// A scheduled poll's ``LaunchGate``: ``PollEngine/requestSlot(in:device:start:)``.
+/// A scheduled poll's `LaunchGate`: ``PollEngine/requestSlot(in:device:start:)``.
 struct SlotGate: LaunchGate {
     weak let engine: PollEngine?
     let device: PolledDevice

@@ -1,3 +1,4 @@
+public import KeepAlive
 /// How the poll engine retries transient failures inside one window.
 ///
 /// Delays grow like bleak-retry-connector's (0.1, 0.25, 0.5, 1, 2 s, then 2 s each); permanent errors are

@@ -1,9 +1,9 @@
+public import KeepAlive
 public import Readings
 import Basics
 
 /// What one poll of one device came to, returned by the poll as a value: the engine makes the device's
-/// ``PollRecord`` from it (``PollEngine/record(of:outcome:window:)``), for a scheduled poll and a poll on command
-/// alike.
+/// ``PollRecord`` from it, for a scheduled poll and a poll on command alike.
 public struct PollOutcome: Sendable {
     /// `newData`, `noData` or `failed` with the error that ended the poll (the last attempt's).
     public var result: PollResult
@@ -17,7 +17,7 @@ public struct PollOutcome: Sendable {
     /// For a device shared by a fleet: which gateway polled it, on which adapter, and after which handover.
     public var holder: PollRecord.Holder?
     /// The fleet's admission declined the poll: another gateway holds the device. No radio work was done and
-    /// no record is written; the scheduler reports the tick as ``TickReport/Outcome/declined``.
+    /// no record is written; the scheduler reports the tick as `TickReport.Outcome.declined`.
     public var declined = false
 
     public init(result: PollResult) {

@@ -1,3 +1,4 @@
+import KeepAlive
 /// A peripheral as the transport addresses it: its Bluetooth address on a named adapter.
 ///
 /// The adapter is always named: with two adapters "the default one" is a coin toss.

@@ -1,3 +1,4 @@
+public import KeepAlive
 extension PollEngine {
     /// Why a poll asked for by a command did not happen.
     public struct CommandError: Error, Sendable, Hashable, CustomStringConvertible {
@@ -60,7 +61,7 @@ extension PollEngine {
         return record
     }
 
-    /// Changes `device`'s interval at once (``KeepAlive/setInterval(_:for:)``); returns the effective interval.
+    /// Changes `device`'s interval at once (`KeepAlive.setInterval(_:for:)`); returns the effective interval.
     @discardableResult
     public func setInterval(_ interval: Duration, forDevice device: String) throws(ConfigurationValueError) -> Duration? {
         guard let token = tokensByName[device] else {

@@ -1,3 +1,4 @@
+import KeepAlive
 /// Who decides, right before each poll, whether this engine may poll a device now: for a device shared by
 /// several gateways (the daemon's fleet), only the gateway holding its lease may, and only while the lease's
 /// fence allows a whole poll. A ``PollEngine`` without one polls every device on every tick.

@@ -1,3 +1,4 @@
+import KeepAlive
 import Basics
 
 extension PollEngine {

@@ -1,3 +1,4 @@
+public import KeepAlive
 public import Readings
 /// Exactly one per device per tick: what was read, or a typed failure, and the window it happened in.
 public struct PollRecord: Sendable {

@@ -1,3 +1,4 @@
+import KeepAlive
 import Basics
 
 /// One poll of a device at a time: a scheduled poll and a poll asked for by a command wait for each other here

@@ -1,3 +1,4 @@
+import KeepAlive
 extension PollEngine {
     /// Turns the scheduler's report of one device's tick into its record and publishes it. A declined tick, and a
     /// skipped tick of a device another gateway holds, write none: their holder records them.

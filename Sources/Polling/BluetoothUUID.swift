@@ -1,3 +1,4 @@
+import KeepAlive
 import Basics
 
 /// A Bluetooth attribute UUID, accepted in its 16-, 32- or 128-bit form and kept as 128 bits.

@@ -1,3 +1,4 @@
+import KeepAlive
 import Basics
 
 /// Bounds simultaneous connections per adapter, fairly: when a slot frees, the waiting device served least

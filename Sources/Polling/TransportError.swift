@@ -1,3 +1,4 @@
+import KeepAlive
 /// Every failure a ``PeripheralTransport`` reports: a code that says what happened and whether retrying can help,
 /// the human message, and — when it came from BlueZ — the D-Bus error name, kept verbatim.
 ///

@@ -1,3 +1,4 @@
+import KeepAlive
 public import Readings
 
 extension PeripheralSpec {

@@ -1,3 +1,4 @@
+import KeepAlive
 public import Readings
 
 /// One device the poll engine polls: what to connect to and what to do while connected.
