@@ -57,7 +57,8 @@ let package = Package(
         // The fleet protocol (#12, docs/FLEET.md): several gateways on one broker, every shared device held by one
         // of them through a lease. A pure state machine (events in, effects out: no I/O, no Foundation), and a
         // seeded deterministic simulator of gateways, a broker, delays, kills, partitions and clock drift that
-        // checks its invariants after every step. The daemon binds it to MQTT (Sources/KeepAliveDaemon/FleetBinding.swift).
+        // checks its invariants after every step. The daemon binds it to MQTT
+        // (Sources/KeepAliveDaemon/FleetBinding.swift).
         .target(name: "Fleet", dependencies: ["Basics"]),
         .target(name: "FleetSimulation", dependencies: ["Fleet", "Basics"]),
         .testTarget(name: "FleetTests", dependencies: ["Fleet", "FleetSimulation"]),
@@ -156,7 +157,9 @@ let package = Package(
         // The MQTT bridge against a Python paho-mqtt publisher (issue #11): CPU per record, poll end → subscriber.
         .executableTarget(
             name: "MQTTBenchmark",
-            dependencies: ["MQTTBridge", "MQTT", "Readings", "Basics", .product(name: "Logging", package: "swift-log")],
+            dependencies: [
+                "MQTTBridge", "MQTT", "Readings", "Basics", .product(name: "Logging", package: "swift-log"),
+            ],
             path: "Benchmarks/MQTTBenchmark"
         ),
         .executableTarget(
@@ -236,7 +239,9 @@ let package = Package(
         ),
         .testTarget(
             name: "HostPowerTests",
-            dependencies: ["HostPower", "DBus", "LocalServices", "TestHarness", "KeepAlive", "KeepAliveTesting", "Basics"]
+            dependencies: [
+                "HostPower", "DBus", "LocalServices", "TestHarness", "KeepAlive", "KeepAliveTesting", "Basics",
+            ]
         ),
         // The daemon as a library: configuration file, JSON Lines output, wiring, doctor, systemd notify. A library
         // rather than code inside the `keepalive` executable (the plain layout puts it there; docs/ARCHITECTURE.md)
@@ -289,20 +294,27 @@ let package = Package(
         .testTarget(
             name: "KeepAliveDaemonTests",
             dependencies: [
-                "KeepAliveDaemon", "KeepAlive", "Polling", "KeepAliveTesting", "Readings", "DBus", "LocalServices", "TestHarness", "BlueZSimulator", "Basics",
+                "KeepAliveDaemon", "KeepAlive", "Polling", "KeepAliveTesting", "Readings", "DBus", "LocalServices",
+                "TestHarness", "BlueZSimulator", "Basics",
                 "MQTT", "MQTTBridge", .product(name: "Logging", package: "swift-log"),
             ]
         ),
         // The `keepalive` command end to end: the built binary against a private bus and the simulator.
         .testTarget(
             name: "KeepAliveCLITests",
-            dependencies: ["KeepAliveDaemon", "Readings", "MQTT", "BlueZSimulator", "DBus", "LocalServices", "TestHarness", "Basics"]
+            dependencies: [
+                "KeepAliveDaemon", "Readings", "MQTT", "BlueZSimulator", "DBus", "LocalServices", "TestHarness",
+                "Basics",
+            ]
         ),
         // The hardware-in-the-loop suite: skipped unless KEEPALIVE_HIL_* name a BlueZ to test (the simulator,
         // the qemu lab's real bluetoothd, or real hardware; see README "Hardware in the loop").
         .testTarget(
             name: "HILTests",
-            dependencies: ["BlueZ", "DBus", "LocalServices", "TestHarness", "KeepAlive", "Polling", "Basics", .product(name: "Logging", package: "swift-log")]
+            dependencies: [
+                "BlueZ", "DBus", "LocalServices", "TestHarness", "KeepAlive", "Polling", "Basics",
+                .product(name: "Logging", package: "swift-log"),
+            ]
         ),
         .testTarget(
             name: "DBusTests",
@@ -310,7 +322,10 @@ let package = Package(
         ),
         .testTarget(
             name: "BlueZTests",
-            dependencies: ["BlueZ", "DBus", "KeepAlive", "Polling", "KeepAliveTesting", "LocalServices", "TestHarness", "BlueZSimulator", "Basics"]
+            dependencies: [
+                "BlueZ", "DBus", "KeepAlive", "Polling", "KeepAliveTesting", "LocalServices", "TestHarness",
+                "BlueZSimulator", "Basics",
+            ]
         ),
         .testTarget(
             name: "BlueZSimulatorTests",

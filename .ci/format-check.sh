@@ -42,5 +42,22 @@ if ((status != 0 && reported == 0)); then
     cat "$log" >&2
     exit 1
 fi
+# Lines over 120 characters (characters, not bytes: `→` is one), in every Swift file checked.
+long="$(python3 - "${paths[@]}" <<'PY'
+import os, sys
+for root in sys.argv[1:]:
+    paths = [root] if os.path.isfile(root) else sorted(
+        os.path.join(d, f) for d, _, fs in os.walk(root) for f in fs if f.endswith(".swift"))
+    for path in paths:
+        for number, line in enumerate(open(path, encoding="utf-8").read().split("\n"), 1):
+            if len(line) > 120:
+                print(f"{path}:{number}: {len(line)} characters, more than 120")
+PY
+)"
+if [[ -n "$long" ]]; then
+    echo "$long" >&2
+    echo "format-check: $(grep -c . <<<"$long") line(s) over 120 characters" >&2
+    exit 1
+fi
 files="$(grep -hoE "^[^:]+\.swift" "$log" | sort -u | grep -c . || true)"
 echo "format-check: no rule findings; $reported layout findings in $files files not enforced ($REPORTED_LAYOUT)"

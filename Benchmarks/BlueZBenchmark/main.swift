@@ -8,7 +8,7 @@
 //     the cache built); then a bare GetManagedObjects decoded into DBusValues on the same connection, to tell the
 //     D-Bus decode from the cache's own work. Medians: sync_ms=… sync_cpu_us=… gmo_ms=… gmo_cpu_us=… devices=…
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 import BlueZ
 import DBus
@@ -19,7 +19,8 @@ import Logging
 func cpuMicroseconds() -> Double {
     var usage = rusage()
     getrusage(RUSAGE_SELF.rawValue, &usage)
-    return Double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) * 1e6 + Double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec)
+    return Double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) * 1e6
+        + Double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec)
 }
 
 let arguments = CommandLine.arguments
@@ -57,7 +58,10 @@ if arguments.count >= 2, arguments[1] == "--sync" {
         return "\(tenths / 10).\(tenths % 10)"
     }
     print(
-        "sync repeats=\(repeats) sync_ms=\(text(median(syncs.map(\.wall)))) sync_cpu_us=\(Int(median(syncs.map(\.cpu))))"
+        """
+            sync repeats=\(repeats) sync_ms=\(text(median(syncs.map(\.wall)))) \
+            sync_cpu_us=\(Int(median(syncs.map(\.cpu))))
+            """
             + " gmo_ms=\(text(median(syncs.map(\.gmoWall)))) gmo_cpu_us=\(Int(median(syncs.map(\.gmoCPU))))"
             + " devices=\(syncs.last?.devices ?? 0)"
     )
@@ -96,7 +100,8 @@ func round() async -> Int {
             next += 1
             group.addTask {
                 do {
-                    try await transport.connect(peripheral, options: ConnectOptions(timeout: .seconds(10), characteristics: [counter]))
+                    try await transport.connect(
+                        peripheral, options: ConnectOptions(timeout: .seconds(10), characteristics: [counter]))
                     _ = try await transport.read(counter, from: peripheral)
                     await transport.disconnect(peripheral, timeout: .seconds(5))
                     return true
@@ -123,5 +128,10 @@ for _ in 0..<rounds { failures += await round() }
 let wall = ContinuousClock.now - wallStart
 let cpu = cpuMicroseconds() - cpuStart
 let wallMilliseconds = Double(wall.components.seconds) * 1e3 + Double(wall.components.attoseconds) / 1e15
-print("n=\(count) cpu_us_per_device=\(Int(cpu / Double(count * rounds))) wall_ms_per_round=\(Int(wallMilliseconds / Double(rounds))) failures=\(failures)")
+print(
+    """
+        n=\(count) cpu_us_per_device=\(Int(cpu / Double(count * rounds))) \
+        wall_ms_per_round=\(Int(wallMilliseconds / Double(rounds))) failures=\(failures)
+        """
+)
 cacheTask.cancel()

@@ -13,7 +13,7 @@ import DBus
 import Foundation
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 let benchName = "org.example.Bench"
@@ -74,8 +74,10 @@ func monotonicMicroseconds() -> Double {
 func cpuMicroseconds() -> (user: Double, system: Double) {
     var usage = rusage()
     getrusage(RUSAGE_SELF.rawValue, &usage)
-    return (Double(usage.ru_utime.tv_sec) * 1e6 + Double(usage.ru_utime.tv_usec),
-            Double(usage.ru_stime.tv_sec) * 1e6 + Double(usage.ru_stime.tv_usec))
+    return (
+        Double(usage.ru_utime.tv_sec) * 1e6 + Double(usage.ru_utime.tv_usec),
+        Double(usage.ru_stime.tv_sec) * 1e6 + Double(usage.ru_stime.tv_usec)
+    )
 }
 
 /// One client's result: the median round trip and CPU per call (user + system, and apart), in microseconds.
@@ -88,10 +90,12 @@ struct Measurement {
 func serve(address: String) async throws {
     let connection = try await DBusConnection(bus: .address(address))
     let object = DBusObject(interfaces: [
-        DBusInterface(benchName, methods: [
-            DBusMethod("Ping") { _ in [] },
-            DBusMethod("Echo", in: nil, out: nil) { call in call.arguments },
-        ])
+        DBusInterface(
+            benchName,
+            methods: [
+                DBusMethod("Ping") { _ in [] },
+                DBusMethod("Echo", in: nil, out: nil) { call in call.arguments },
+            ])
     ])
     try await connection.export(object, at: benchPath)
     guard try await connection.requestName(benchName) == .primaryOwner else { throw BenchmarkError("name taken") }
@@ -190,8 +194,10 @@ if arguments.count >= 5, arguments[1] == "client", let calls = Int(arguments[3])
     let clients = ["pool": swiftClient, "isolated": isolatedSwiftClient, "preferring": preferringSwiftClient]
     guard let client = clients[arguments[4]] else { throw BenchmarkError("no client \(arguments[4])") }
     let m = try await client(arguments[2], calls)
-    print(String(format: "median_us=%.1f cpu_us_per_call=%.2f user_us_per_call=%.2f system_us_per_call=%.2f",
-                 m.median, m.cpu, m.user, m.system))
+    print(
+        String(
+            format: "median_us=%.1f cpu_us_per_call=%.2f user_us_per_call=%.2f system_us_per_call=%.2f",
+            m.median, m.cpu, m.user, m.system))
     exit(0)
 }
 
@@ -220,14 +226,20 @@ _ = try runToEnd([
 // sets how many (default 5).
 let environment = ProcessInfo.processInfo.environment
 let rounds = max(1, environment["DBUS_BENCHMARK_ROUNDS"].flatMap { Int($0) } ?? 5)
-print("\(calls) Ping calls per client and round, \(rounds) rounds; median round trip; client CPU = getrusage(RUSAGE_SELF) / calls")
+print(
+    """
+        \(calls) Ping calls per client and round, \(rounds) rounds; median round trip; client CPU = \
+        getrusage(RUSAGE_SELF) / calls
+        """
+)
 
 func keyValues(_ output: String) -> [String: Double] {
-    Dictionary(output.split(whereSeparator: { $0 == " " || $0 == "\n" }).compactMap { pair -> (String, Double)? in
-        let parts = pair.split(separator: "=")
-        guard parts.count == 2, let value = Double(parts[1]) else { return nil }
-        return (String(parts[0]), value)
-    }, uniquingKeysWith: { $1 })
+    Dictionary(
+        output.split(whereSeparator: { $0 == " " || $0 == "\n" }).compactMap { pair -> (String, Double)? in
+            let parts = pair.split(separator: "=")
+            guard parts.count == 2, let value = Double(parts[1]) else { return nil }
+            return (String(parts[0]), value)
+        }, uniquingKeysWith: { $1 })
 }
 func measurement(_ values: [String: Double]) -> Measurement? {
     guard let median = values["median_us"], let cpu = values["cpu_us_per_call"] else { return nil }
@@ -252,11 +264,16 @@ for _ in 0..<rounds {
     guard let c else { throw BenchmarkError("the C client printed no result") }
     results[3].append(c)
     if only == nil || only == "pool" { results[0].append(try await swiftClient(address: address, calls: calls)) }
-    if only == nil || only == "isolated" { results[1].append(try await isolatedSwiftClient(address: address, calls: calls)) }
+    if only == nil || only == "isolated" {
+        results[1].append(try await isolatedSwiftClient(address: address, calls: calls))
+    }
     if only == nil || only == "preferring" {
         results[2].append(try await preferringSwiftClient(address: address, calls: calls))
     }
-    if hasFast, let output = try? runToEnd([python, "\(packageRoot)/Benchmarks/c-floor/dbus_fast_ping.py", address, String(calls)]),
+    if hasFast,
+        let output = try? runToEnd([
+            python, "\(packageRoot)/Benchmarks/c-floor/dbus_fast_ping.py", address, String(calls),
+        ]),
         let fast = measurement(keyValues(output))
     {
         results[4].append(fast)
@@ -266,22 +283,27 @@ for _ in 0..<rounds {
 func median(_ values: [Double]) -> Double {
     guard !values.isEmpty else { return .nan }
     let sorted = values.sorted()
-    return sorted.count % 2 == 1 ? sorted[sorted.count / 2] : (sorted[sorted.count / 2 - 1] + sorted[sorted.count / 2]) / 2
+    return sorted.count % 2 == 1
+        ? sorted[sorted.count / 2] : (sorted[sorted.count / 2 - 1] + sorted[sorted.count / 2]) / 2
 }
 print("client                            median round trip   CPU per call (user + system)     CPU vs C (min–max)")
 for (index, name) in names.enumerated() {
     let runs = results[index]
     guard !runs.isEmpty else {
-        if index == 4, !hasFast { print("python dbus-fast: skipped (no venv with dbus-fast at \(python); `make fidelity` creates it)") }
+        if index == 4, !hasFast {
+            print("python dbus-fast: skipped (no venv with dbus-fast at \(python); `make fidelity` creates it)")
+        }
         continue
     }
     // The ratio of each round with the C client of the same round.
     let ratios = zip(runs, results[3]).map { $0.cpu / $1.cpu }
     let padded = name.padding(toLength: 33, withPad: " ", startingAt: 0)
-    print(padded + String(
-        format: "%8.1f µs       %8.2f µs (%5.2f + %5.2f)   %5.2f×  (%.2f–%.2f)", median(runs.map(\.median)),
-        median(runs.map(\.cpu)), median(runs.map(\.user)), median(runs.map(\.system)), median(ratios),
-        ratios.min() ?? .nan, ratios.max() ?? .nan))
+    print(
+        padded
+            + String(
+                format: "%8.1f µs       %8.2f µs (%5.2f + %5.2f)   %5.2f×  (%.2f–%.2f)", median(runs.map(\.median)),
+                median(runs.map(\.cpu)), median(runs.map(\.user)), median(runs.map(\.system)), median(ratios),
+                ratios.min() ?? .nan, ratios.max() ?? .nan))
 }
 kill(server.pid, SIGKILL)
 var serverStatus: Int32 = 0

@@ -10,7 +10,9 @@ import Readings
 func benchmarkReadings(iterations: Int) -> [(name: String, nanosecondsPerReading: Double)] {
     let presentation = PresentationFormat(format: 0x0E, exponent: -2, unit: 0x272F, namespace: 1, description: 0)
     let plant = Layout(fields: [
-        Field(name: "temperature", at: 0, format: .sint16le, scale: Scale(multiplier: 1, decimalExponent: -1, binaryExponent: 0), unit: "°C"),
+        Field(
+            name: "temperature", at: 0, format: .sint16le,
+            scale: Scale(multiplier: 1, decimalExponent: -1, binaryExponent: 0), unit: "°C"),
         Field(name: "light", at: 3, format: .uint32le, unit: "lx"),
         Field(name: "moisture", at: 7, format: .uint8, unit: "%"),
         Field(name: "conductivity", at: 8, format: .uint16le, unit: "µS/cm"),
@@ -40,13 +42,17 @@ func benchmarkRecordLine(iterations: Int) -> (withReadings: Double, withoutReadi
     let battery = BluetoothUUID(assigned: 0x2A19)
     let temperature = BluetoothUUID(assigned: 0x2A6E)
     let spec = PeripheralSpec(
-        name: "greenhouse-north", peripheral: Peripheral(address: "C0:FF:EE:00:00:01", adapter: "hci0"), reads: [battery, temperature]
+        name: "greenhouse-north", peripheral: Peripheral(address: "C0:FF:EE:00:00:01", adapter: "hci0"),
+        reads: [battery, temperature]
     )
     var record = PollRecord(
         device: spec.name, peripheral: spec.peripheral, tick: 7, scheduled: KeepAliveInstant(offset: .seconds(210)),
         fired: KeepAliveInstant(offset: .seconds(210)), result: .newData,
-        values: [.init(characteristic: battery, bytes: [51]), .init(characteristic: temperature, bytes: [0x22, 0x08])],
-        window: .init(id: BackgroundTaskID(rawValue: 12), budget: .seconds(20), used: .milliseconds(2_114), outcome: .completed),
+        values: [
+            .init(characteristic: battery, bytes: [51]), .init(characteristic: temperature, bytes: [0x22, 0x08]),
+        ],
+        window: .init(
+            id: BackgroundTaskID(rawValue: 12), budget: .seconds(20), used: .milliseconds(2_114), outcome: .completed),
         attempts: 1, interval: .seconds(30)
     )
     record.readings = spec.readings(values: record.values, notifications: [])

@@ -11,9 +11,9 @@
 // window's now − scheduled).
 // Prints one line: `lateness interval_ms=… ticks=… fired_p50_us=… … began_max_us=…`.
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 import KeepAlive
 import Polling
@@ -27,7 +27,8 @@ let logger = Logger(label: "bench", factory: { _ in SwiftLogNoOpLogHandler() })
 func cpuTime() -> Duration {
     var usage = rusage()
     getrusage(RUSAGE_SELF.rawValue, &usage)
-    let micros = (Int64(usage.ru_utime.tv_sec) + Int64(usage.ru_stime.tv_sec)) * 1_000_000
+    let micros =
+        (Int64(usage.ru_utime.tv_sec) + Int64(usage.ru_stime.tv_sec)) * 1_000_000
         + Int64(usage.ru_utime.tv_usec) + Int64(usage.ru_stime.tv_usec)
     return .microseconds(micros)
 }
@@ -118,7 +119,9 @@ final class Counter: Sendable {
 /// Runs `ticks` ticks of a scheduler with `devices` registrations; returns CPU per device per tick and wall
 /// time per tick. `withEngine` polls MockTransport devices through the PollEngine; otherwise each
 /// registration is a trivial callback.
-func benchmarkTicks(devices: Int, ticks: Int, withEngine: Bool) async throws -> (cpuPerDevice: Duration, wallPerTick: Duration) {
+func benchmarkTicks(devices: Int, ticks: Int, withEngine: Bool) async throws -> (
+    cpuPerDevice: Duration, wallPerTick: Duration
+) {
     let clock = TestClock()
     let keepAlive = try KeepAlive(configuration: .init(interval: .seconds(30)), clock: clock, logger: logger)
     let completed = Counter()
@@ -129,10 +132,12 @@ func benchmarkTicks(devices: Int, ticks: Int, withEngine: Bool) async throws -> 
         let battery = BluetoothUUID(assigned: 0x2A19)
         var specs: [PeripheralSpec] = []
         for index in 0..<devices {
-            let address = "AA:BB:" + [index >> 24, index >> 16, index >> 8, index].map {
-                let byte = $0 & 0xFF
-                return (byte < 16 ? "0" : "") + String(byte, radix: 16, uppercase: true)
-            }.joined(separator: ":")
+            let address =
+                "AA:BB:"
+                + [index >> 24, index >> 16, index >> 8, index].map {
+                    let byte = $0 & 0xFF
+                    return (byte < 16 ? "0" : "") + String(byte, radix: 16, uppercase: true)
+                }.joined(separator: ":")
             let peripheral = Peripheral(address: address, adapter: "hci\(index % 4)")
             transport.add(peripheral, characteristics: [battery: .counter { UInt8(truncatingIfNeeded: $0) }])
             specs.append(PeripheralSpec(name: "d\(index)", peripheral: peripheral, reads: [battery]))
@@ -181,7 +186,8 @@ func benchmarkTicks(devices: Int, ticks: Int, withEngine: Bool) async throws -> 
 /// Runs one registration for `ticks` ticks on the scheduler's default (real) clock; returns, in microseconds
 /// per tick after the first, how late the scheduler fired and how late the callback's window began, and how late
 /// tick 0 fired.
-func benchmarkLateness(interval: Duration, ticks: Int) async throws -> (fired: [Double], began: [Double], first: Double) {
+func benchmarkLateness(interval: Duration, ticks: Int) async throws -> (fired: [Double], began: [Double], first: Double)
+{
     let keepAlive = try KeepAlive(configuration: .init(interval: interval), logger: logger)
     let started = Locked<[UInt64: KeepAliveInstant]>([:])
     let reports = Locked<[(tick: UInt64, scheduled: KeepAliveInstant, fired: KeepAliveInstant)]>([])
@@ -226,10 +232,15 @@ if let flag = CommandLine.arguments.firstIndex(of: "--lateness") {
     let arguments = CommandLine.arguments
     let intervalMilliseconds = flag + 1 < arguments.count ? Int(arguments[flag + 1]) ?? 1_000 : 1_000
     let ticks = flag + 2 < arguments.count ? Int(arguments[flag + 2]) ?? 600 : 600
-    let (fired, began, first) = try await benchmarkLateness(interval: .milliseconds(intervalMilliseconds), ticks: ticks + 1)
+    let (fired, began, first) = try await benchmarkLateness(
+        interval: .milliseconds(intervalMilliseconds), ticks: ticks + 1)
     var line = "lateness interval_ms=\(intervalMilliseconds) ticks=\(fired.count) first_us=\(format(first, 1))"
     for (name, values) in [("fired", fired), ("began", began)] {
-        line += " \(name)_p50_us=\(format(percentile(values, 0.5), 1)) \(name)_p99_us=\(format(percentile(values, 0.99), 1))"
+        line +=
+            """
+                 \(name)_p50_us=\(format(percentile(values, 0.5), 1)) \
+                \(name)_p99_us=\(format(percentile(values, 0.99), 1))
+                """
             + " \(name)_max_us=\(format(values.max() ?? .nan, 1)) \(name)_min_us=\(format(values.min() ?? .nan, 1))"
     }
     print(line)
@@ -246,7 +257,10 @@ for keepOneOpen in [true, false] {
     let ledger = try benchmarkLedger(pairs: pairs, keepOneOpen: keepOneOpen)
     print(
         "ledger begin/end, 1 thread, \(keepOneOpen ? "others open:    " : "from empty each:")  "
-            + "\(format(ledger.perSecond / 1e6, 3)) M pairs/s   (\(format(microseconds(ledger.cpuPerPair) * 1_000, 0)) ns CPU per pair)"
+            + """
+                \(format(ledger.perSecond / 1e6, 3)) M pairs/s   \
+                (\(format(microseconds(ledger.cpuPerPair) * 1_000, 0)) ns CPU per pair)
+                """
     )
 }
 let twoThreads = try await benchmarkLedgerTwoThreads(pairsEach: pairs / 2)
@@ -256,12 +270,18 @@ let devices = quick ? 1_000 : 10_000
 let ticks = quick ? 3 : 10
 let scheduler = try await benchmarkTicks(devices: devices, ticks: ticks, withEngine: false)
 print(
-    "scheduler, \(devices) callbacks:     \(format(microseconds(scheduler.cpuPerDevice))) µs CPU per callback per tick, "
+    """
+        scheduler, \(devices) callbacks:     \(format(microseconds(scheduler.cpuPerDevice))) µs CPU per callback per \
+        tick, 
+        """
         + "\(format(microseconds(scheduler.wallPerTick) / 1_000)) ms wall per tick"
 )
 let engineResult = try await benchmarkTicks(devices: devices, ticks: ticks, withEngine: true)
 print(
-    "scheduler + poll engine, \(devices) mock devices: \(format(microseconds(engineResult.cpuPerDevice))) µs CPU per device per tick, "
+    """
+        scheduler + poll engine, \(devices) mock devices: \(format(microseconds(engineResult.cpuPerDevice))) µs CPU \
+        per device per tick, 
+        """
         + "\(format(microseconds(engineResult.wallPerTick) / 1_000)) ms wall per tick"
 )
 
@@ -270,4 +290,9 @@ for (name, nanoseconds) in benchmarkReadings(iterations: readingIterations) {
     print("readings decode, \(name): \(format(nanoseconds, 0)) ns CPU per reading")
 }
 let line = benchmarkRecordLine(iterations: quick ? 100_000 : 1_000_000)
-print("record JSON line, 2 values: \(format(line.withReadings, 0)) ns CPU with their readings, \(format(line.withoutReadings, 0)) ns without")
+print(
+    """
+        record JSON line, 2 values: \(format(line.withReadings, 0)) ns CPU with their readings, \
+        \(format(line.withoutReadings, 0)) ns without
+        """
+)

@@ -302,7 +302,10 @@ private func main() async {
         fail("\(error)")
     }
     print(
-        "init devices=\(options.devices) init_ms=\(String(format: "%.1f", Double(nanoseconds(CLOCK_MONOTONIC) - initStart) / 1e6))"
+        """
+            init devices=\(options.devices) \
+            init_ms=\(String(format: "%.1f", Double(nanoseconds(CLOCK_MONOTONIC) - initStart) / 1e6))
+            """
     )
     let running = Task { try await bridge.run() }
     let connectDeadline = nanoseconds(CLOCK_MONOTONIC) + 30_000_000_000

@@ -21,7 +21,7 @@ import Foundation
 import KeepAliveTesting
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 func option(_ name: String, _ fallback: Double) -> Double {
@@ -43,10 +43,15 @@ let outputPath = directory + "/records.jsonl"
 // 50 polls a second at ~250 ms each need more than BlueZ's usual handful of links: 16 (the most allowed).
 // The ladder climbs quicker than by default (2 failing rounds, 10 s cooldown), so that the 2-minute run sees it
 // through: a wedged adapter's devices back off to one poll in 16 s, which makes rounds long.
-var yaml = "interval: 1s\nmax_connections: 16\nlow_power: {mode: off}\nadapter_power: on\nhealing: {failing_rounds: 2, cooldown: 10s}\ndevices:\n"
+var yaml =
+    """
+        interval: 1s\nmax_connections: 16\nlow_power: {mode: off}\nadapter_power: on\nhealing: {failing_rounds: 2, \
+        cooldown: 10s}\ndevices:\n
+        """
 for number in 1...deviceCount {
     let address = String(format: "C0:FF:EE:00:%02X:%02X", (number >> 8) & 0xFF, number & 0xFF)
-    yaml += "  - {name: sensor-\(number), address: \"\(address)\", read: [2a19, 4b410002-6b65-6570-616c-697665000000]}\n"
+    yaml +=
+        "  - {name: sensor-\(number), address: \"\(address)\", read: [2a19, 4b410002-6b65-6570-616c-697665000000]}\n"
 }
 try yaml.write(toFile: configPath, atomically: true, encoding: .utf8)
 
@@ -57,8 +62,12 @@ simulatorConfiguration.latencies.connectAbort = .milliseconds(300)
 simulatorConfiguration.latencies.attTimeout = .milliseconds(400)
 let simulator = try await BlueZSimulator.start(on: .address(bus.address), configuration: simulatorConfiguration)
 
-let binary = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent().path + "/keepalive"
-let (pid, stdout, stderr) = try Subprocess.spawn([binary, "run", "--config", configPath, "--bus", bus.address, "--output", outputPath])
+let binary =
+    URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent().path
+    + "/keepalive"
+let (pid, stdout, stderr) = try Subprocess.spawn([
+    binary, "run", "--config", configPath, "--bus", bus.address, "--output", outputPath,
+])
 let logs = LockedText()
 Thread { _ = Subprocess.readAll(stdout) }.start()
 Thread { logs.set(Subprocess.readAll(stderr)) }.start()
@@ -85,14 +94,21 @@ var pending: [(until: ContinuousClock.Instant, name: String, address: String)] =
 var injected = 0
 /// When each adapter-level fault comes: two in a short run, then one every 30 minutes, alternating.
 enum AdapterFault: String { case wedge, powerOff = "power-off" }
-var adapterFaults: [(at: Duration, fault: AdapterFault)] = [(.seconds(minutes * 10), .wedge), (.seconds(minutes * 50), .powerOff)]
+var adapterFaults: [(at: Duration, fault: AdapterFault)] = [
+    (.seconds(minutes * 10), .wedge), (.seconds(minutes * 50), .powerOff),
+]
 if minutes >= 60 {
     adapterFaults = stride(from: 10, to: Int(minutes), by: 30).enumerated().map { index, minute in
         (.seconds(minute * 60), index % 2 == 0 ? .wedge : .powerOff)
     }
 }
 var adapterInjected: [(at: Duration, fault: AdapterFault)] = []
-print("soak: \(deviceCount) devices, 1 s interval, \(minutes) min, fault rate \(faultRate) per device-second, adapter faults \(adapterFaults.map { "\($0.fault.rawValue) at \($0.at.components.seconds) s" })")
+print(
+    """
+        soak: \(deviceCount) devices, 1 s interval, \(minutes) min, fault rate \(faultRate) per device-second, \
+        adapter faults \(adapterFaults.map { "\($0.fault.rawValue) at \($0.at.components.seconds) s" })
+        """
+)
 while clock.now < end {
     try await Task.sleep(for: .seconds(1))
     let now = clock.now
@@ -136,12 +152,17 @@ let lines = (try? String(contentsOfFile: outputPath, encoding: .utf8))?.split(se
 func field(_ line: String, _ name: String) -> String? {
     guard let range = line.range(of: "\"\(name)\":") else { return nil }
     let rest = line[range.upperBound...]
-    return rest.first == "\"" ? String(rest.dropFirst().prefix { $0 != "\"" }) : String(rest.prefix { $0 != "," && $0 != "}" })
+    return rest.first == "\""
+        ? String(rest.dropFirst().prefix { $0 != "\"" }) : String(rest.prefix { $0 != "," && $0 != "}" })
 }
 let sequence = lines.compactMap { field($0, "seq").flatMap(Int.init) }
 if sequence != Array(0..<lines.count) { failures.append("seq is not contiguous 0..<\(lines.count)") }
 var ticks: [String: [Int]] = [:]
-for line in lines { if let device = field(line, "device"), let tick = field(line, "tick").flatMap(Int.init) { ticks[device, default: []].append(tick) } }
+for line in lines {
+    if let device = field(line, "device"), let tick = field(line, "tick").flatMap(Int.init) {
+        ticks[device, default: []].append(tick)
+    }
+}
 let badDevices = ticks.filter { $0.value.sorted() != Array(0..<$0.value.count) }.keys.sorted()
 if !badDevices.isEmpty { failures.append("ticks missing or repeated for \(badDevices.prefix(5))") }
 if ticks.count != deviceCount { failures.append("records for \(ticks.count) of \(deviceCount) devices") }
@@ -160,15 +181,24 @@ if powerChanges > 3 * hours { failures.append("\(powerChanges) power changes in 
 for (at, fault) in adapterInjected {
     let healed = fault == .wedge ? "healing: power-cycling the adapter" : "healing: powering the adapter on"
     if !log.contains(healed) {
-        failures.append("the \(fault.rawValue) at \(at.components.seconds) s was not healed (no `\(healed)` in the log)")
+        failures.append(
+            "the \(fault.rawValue) at \(at.components.seconds) s was not healed (no `\(healed)` in the log)")
     }
 }
-if !adapterInjected.isEmpty && !log.contains("adapter healthy again") { failures.append("no `adapter healthy again` in the log") }
+if !adapterInjected.isEmpty && !log.contains("adapter healthy again") {
+    failures.append("no `adapter healthy again` in the log")
+}
 let failed = lines.filter { $0.contains("\"result\":\"failed\"") }.count
 let warm = samples.dropFirst(min(2, samples.count - 1))
 let drift = (warm.last?.kilobytes ?? 0) - (warm.first?.kilobytes ?? 0)
 if drift > 1_024 { failures.append("RSS grew \(drift) KiB after warm-up (limit 1024)") }
-print("soak: \(lines.count) records (\(failed) failed, typed), \(injected) faults, \(adapterInjected.count) adapter faults healed with \(powerChanges) power changes, \(forced) forced ends, RSS \(samples.map { "\($0.kilobytes)" }.joined(separator: " ")) KiB, drift after warm-up \(drift) KiB")
+print(
+    """
+        soak: \(lines.count) records (\(failed) failed, typed), \(injected) faults, \(adapterInjected.count) adapter \
+        faults healed with \(powerChanges) power changes, \(forced) forced ends, RSS \
+        \(samples.map { "\($0.kilobytes)" }.joined(separator: " ")) KiB, drift after warm-up \(drift) KiB
+        """
+)
 await simulator.stop()
 bus.stop()
 try? FileManager.default.removeItem(atPath: directory)

@@ -12,7 +12,9 @@ import KeepAlive
 import Polling
 
 func option(_ name: String) -> String? {
-    CommandLine.arguments.firstIndex(of: name).flatMap { $0 + 1 < CommandLine.arguments.count ? CommandLine.arguments[$0 + 1] : nil }
+    CommandLine.arguments.firstIndex(of: name).flatMap {
+        $0 + 1 < CommandLine.arguments.count ? CommandLine.arguments[$0 + 1] : nil
+    }
 }
 let bus: DBusConnection.Bus = option("--bus").map { .address($0) } ?? .system
 let sensor = Peripheral(address: option("--address") ?? "C0:FF:EE:00:00:01", adapter: option("--adapter") ?? "hci0")
@@ -27,7 +29,7 @@ let engine = try PollEngine(
     transport: transport, keepAlive: keepAlive, configuration: .init(maxTicks: ticks)
 )
 try await withThrowingTaskGroup { group in
-    group.addTask { try await transport.run() }          // BlueZ's object tree, kept current
+    group.addTask { try await transport.run() }  // BlueZ's object tree, kept current
     try await transport.waitUntilReady(timeout: .seconds(5))
     group.addTask {
         for await record in engine.records() {
@@ -38,7 +40,7 @@ try await withThrowingTaskGroup { group in
         }
     }
     group.addTask { try await keepAlive.run() }
-    try await group.next()                               // the first to end (the last tick, or an error) ends all
+    try await group.next()  // the first to end (the last tick, or an error) ends all
     group.cancelAll()
 }
 await engine.waitUntilDisconnected()

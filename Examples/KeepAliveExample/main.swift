@@ -11,11 +11,13 @@ import Logging
 import ServiceLifecycle
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 func argument(_ name: String) -> Double? {
-    guard let index = CommandLine.arguments.firstIndex(of: name), index + 1 < CommandLine.arguments.count else { return nil }
+    guard let index = CommandLine.arguments.firstIndex(of: name), index + 1 < CommandLine.arguments.count else {
+        return nil
+    }
     return Double(CommandLine.arguments[index + 1])
 }
 
@@ -31,7 +33,8 @@ let logger = Logger(label: "example")
 
 let battery = BluetoothUUID(assigned: 0x2A19)
 let temperature = BluetoothUUID(assigned: 0x2A6E)
-let transport = MockTransport(latency: .init(connect: .milliseconds(80), read: .milliseconds(10), disconnect: .milliseconds(20)))
+let transport = MockTransport(
+    latency: .init(connect: .milliseconds(80), read: .milliseconds(10), disconnect: .milliseconds(20)))
 let names = ["greenhouse-1", "greenhouse-2", "cold-room", "battery-bank", "incubator"]
 var specs: [PeripheralSpec] = []
 for (index, name) in names.enumerated() {
@@ -57,11 +60,15 @@ for (index, name) in names.enumerated() {
 transport.script(
     .connect,
     on: specs[2].peripheral,
-    .fail(times: 2, with: TransportError(.connectionAborted, "le-connection-abort-by-local", dbusName: "org.bluez.Error.Failed"))
+    .fail(
+        times: 2,
+        with: TransportError(.connectionAborted, "le-connection-abort-by-local", dbusName: "org.bluez.Error.Failed"))
 )
 
 let keepAlive = try KeepAlive(configuration: .init(interval: interval), logger: logger)
-let engine = try PollEngine(peripherals: specs, transport: transport, keepAlive: keepAlive, configuration: .init(maxConnections: 3), logger: logger)
+let engine = try PollEngine(
+    peripherals: specs, transport: transport, keepAlive: keepAlive, configuration: .init(maxConnections: 3),
+    logger: logger)
 
 func hex(_ bytes: [UInt8]) -> String {
     bytes.map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined()
@@ -93,9 +100,18 @@ struct Printer: Service {
             }
             group.addTask {
                 for await record in records {
-                    let window = record.window.map { "window \($0.id) \(milliseconds($0.used))/\(milliseconds($0.budget)) \($0.outcome.rawValue)" } ?? "no window"
-                    var line = "  \(record.device.padding(13)) \(record.result.rawValue.padding(8)) \(window), attempts \(record.attempts)"
-                    for value in record.values { line += "  \(value.characteristic.shortDescription)=\(hex(value.bytes))" }
+                    let window =
+                        record.window.map {
+                            "window \($0.id) \(milliseconds($0.used))/\(milliseconds($0.budget)) \($0.outcome.rawValue)"
+                        } ?? "no window"
+                    var line =
+                        """
+                              \(record.device.padding(13)) \(record.result.rawValue.padding(8)) \(window), attempts \
+                            \(record.attempts)
+                            """
+                    for value in record.values {
+                        line += "  \(value.characteristic.shortDescription)=\(hex(value.bytes))"
+                    }
                     if !record.notifications.isEmpty { line += "  +\(record.notifications.count) notifications" }
                     if let failure = record.failure { line += "  ✗ \(failure.code): \(failure.message)" }
                     print(line)
@@ -120,7 +136,8 @@ extension String {
     }
 }
 
-print("KeepAlive example: \(names.count) simulated sensors, interval \(interval), at most 3 connections (Ctrl-C to stop)")
+print(
+    "KeepAlive example: \(names.count) simulated sensors, interval \(interval), at most 3 connections (Ctrl-C to stop)")
 let group = ServiceGroup(
     configuration: .init(
         services: [
@@ -134,4 +151,10 @@ let group = ServiceGroup(
 )
 try await group.run()
 let stats = keepAlive.statistics
-print("stopped: \(stats.callbacksRun) polls, \(stats.failures) failed, \(stats.skippedBackoff + stats.skippedOverlap) skipped, \(keepAlive.ledger.openCount) windows open, \(transport.connected.count) links up")
+print(
+    """
+        stopped: \(stats.callbacksRun) polls, \(stats.failures) failed, \
+        \(stats.skippedBackoff + stats.skippedOverlap) skipped, \(keepAlive.ledger.openCount) windows open, \
+        \(transport.connected.count) links up
+        """
+)

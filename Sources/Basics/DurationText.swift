@@ -77,7 +77,9 @@ package enum DurationText {
         guard value <= longest else {
             let hours = longest.components.seconds / 3600
             return .failure(
-                Problem(kind: .outOfRange, message: "\(MessageText.shown(text)) is longer than \(hours)h, the most allowed"))
+                Problem(
+                    kind: .outOfRange, message: "\(MessageText.shown(text)) is longer than \(hours)h, the most allowed")
+            )
         }
         return .success(value)
     }

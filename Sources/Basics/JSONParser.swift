@@ -27,7 +27,8 @@ package struct JSONParser {
     }
 
     /// Any JSON (poll records, whose readings are decimals), up to `maximumBytes` and `maximumDepth`.
-    package static func parse(_ bytes: [UInt8], anyNumber: Bool, maximumBytes: Int) throws(JSONSyntaxError) -> JSONValue {
+    package static func parse(_ bytes: [UInt8], anyNumber: Bool, maximumBytes: Int) throws(JSONSyntaxError) -> JSONValue
+    {
         guard bytes.count <= maximumBytes else { throw .tooLong(bytes.count) }
         var parser = JSONParser(bytes: bytes, anyNumber: anyNumber)
         let value = try parser.parseValue(depth: 0)
@@ -119,7 +120,9 @@ package struct JSONParser {
         let start = position
         func digits() throws(JSONSyntaxError) {
             let first = position
-            while position < bytes.count, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(bytes[position]) { position += 1 }
+            while position < bytes.count, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(bytes[position]) {
+                position += 1
+            }
             guard position > first else {
                 throw position < bytes.count ? .unexpectedByte(bytes[position], at: position) : .unexpectedEnd
             }

@@ -46,7 +46,7 @@ package struct JSONObject {
     }
 
     // The common widths without generics: called from another module, the generic one runs unspecialized, through
-    // BinaryInteger's witness table (830 instructions a number, seven numbers a record).
+    // BinaryInteger's witness table, several times the cost of these (seven numbers a record).
 
     package mutating func integer(_ name: String, _ value: Int) {
         integer(name, Int64(value))
@@ -89,7 +89,9 @@ package struct JSONObject {
     }
 
     /// An array of objects, one per element.
-    package mutating func array<S: Sequence>(_ name: String, _ elements: S, _ build: (inout JSONObject, S.Element) -> Void) {
+    package mutating func array<S: Sequence>(
+        _ name: String, _ elements: S, _ build: (inout JSONObject, S.Element) -> Void
+    ) {
         array(name) { array in
             for element in elements {
                 array.object { build(&$0, element) }

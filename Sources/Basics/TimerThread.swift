@@ -1,6 +1,6 @@
 import CLinux
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 import Synchronization
 
@@ -10,8 +10,9 @@ import Synchronization
 /// Or the same without a thread of its own (``hosted()``): a thread that already waits in `epoll` (a D-Bus
 /// connection's) watches the timerfd, calls ``fire()`` when it is readable, and makes the set its thread's
 /// (``setCurrentHost(_:)``). Timers armed on that thread then fire on it: the tick of a daemon whose work runs
-/// there wakes one thread, not the timer thread and then, through it, the connection's (at one device a tick,
-/// that hand-over cost 70–100 µs of CPU, 8 % of a poll). When the host ends, ``handOver()`` moves what is
+/// there wakes one thread, not the timer thread and then, through it, the connection's (a hand-over that cost a
+/// measurable share of a poll's CPU at one device, Benchmarks/NOTES.md). When the host ends, ``handOver()`` moves what
+/// is
 /// pending to ``shared``, keeping each entry's id, and everything asked of the set after that goes there too.
 ///
 /// Why not `Task.sleep` or a `DispatchSourceTimer`: a cancelled `Task.sleep` still fires its libdispatch timer at

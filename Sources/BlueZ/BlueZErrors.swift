@@ -75,7 +75,8 @@ public enum BlueZErrors {
         case Name.noReply?:
             // The bus itself answers NoReply when the callee leaves it mid-call: bluetoothd crashed or
             // restarted, which the caller hears before NameOwnerChanged.
-            return error.message.lowercased().contains("disconnected from message bus") ? make(.serviceRestarted) : make(.timeout)
+            return error.message.lowercased().contains("disconnected from message bus")
+                ? make(.serviceRestarted) : make(.timeout)
         case Name.accessDenied?: return make(.accessDenied)
         case Name.failed?: return failed(error.message, make: make)
         default: return make(.failed)

@@ -43,7 +43,7 @@ public enum BlueZ {
 
     /// `/org/bluez/<adapter>`, with `/dev_<device>` when given, built in one allocation; nil when `adapter` is not
     /// a path element (`[A-Za-z0-9_]+`). `device` is 17 bytes already checked. Every poll builds these three or
-    /// four times: concatenating and validating with libdbus cost 5,000 instructions each.
+    /// four times, and concatenating and validating with libdbus cost several times more.
     private static func path(adapter: String, device: UnsafeBufferPointer<UInt8>?) -> ObjectPath? {
         let prefix: StaticString = "/org/bluez/"
         let count = prefix.utf8CodeUnitCount + adapter.utf8.count + (device.map { 5 + $0.count } ?? 0)
@@ -73,7 +73,8 @@ public enum BlueZ {
 
     private static func isPathElementByte(_ byte: UInt8) -> Bool {
         switch byte {
-        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
+            UInt8(ascii: "0")...UInt8(ascii: "9"),
             UInt8(ascii: "_"):
             true
         default: false
@@ -82,8 +83,8 @@ public enum BlueZ {
 
     /// The device a GATT object belongs to: `/org/bluez/hci0/dev_…/service0010/char0011` → `/org/bluez/hci0/dev_…`.
     static func deviceOwning(_ path: ObjectPath) -> ObjectPath? {
-        // On every signal's path (six or seven a poll): one pass over the bytes. Walking `String.UTF8View` slices
-        // with `starts(with:)` and `firstIndex(of:)` cost 3,000 instructions a call.
+        // On every signal's path (six or seven a poll): one pass over the bytes, where walking `String.UTF8View`
+        // slices with `starts(with:)` and `firstIndex(of:)` cost several times more.
         var raw = path.rawValue
         let end: Int? = raw.withUTF8 { bytes in
             let prefix: StaticString = "/org/bluez/"
@@ -91,7 +92,8 @@ public enum BlueZ {
             for offset in 0..<prefix.utf8CodeUnitCount where bytes[offset] != prefix.utf8Start[offset] { return nil }
             var index = prefix.utf8CodeUnitCount
             while index < bytes.count, bytes[index] != UInt8(ascii: "/") { index += 1 }  // the adapter
-            guard bytes.count >= index + 5, bytes[index + 1] == UInt8(ascii: "d"), bytes[index + 2] == UInt8(ascii: "e"),
+            guard bytes.count >= index + 5, bytes[index + 1] == UInt8(ascii: "d"),
+                bytes[index + 2] == UInt8(ascii: "e"),
                 bytes[index + 3] == UInt8(ascii: "v"), bytes[index + 4] == UInt8(ascii: "_")
             else { return nil }
             index += 5
@@ -107,7 +109,7 @@ public enum BlueZ {
     /// `/org/bluez/hci0/dev_AA_BB_CC_DD_EE_FF` — BlueZ's path for a device, derived from its address.
     ///
     /// Called three times per poll: one pass over the address's UTF-8 (splitting it and testing `Character`s for hex
-    /// digits cost 22,000 instructions a call, 7 % of a poll).
+    /// digits was one of the largest items of a poll's profile).
     public static func devicePath(_ peripheral: Peripheral) throws -> ObjectPath {
         var octets: [UInt8] = []
         octets.reserveCapacity(17)
@@ -130,7 +132,8 @@ public enum BlueZ {
     }
 
     private static func notAnAddress(_ peripheral: Peripheral) throws -> Never {
-        throw TransportError(.invalidArguments, "\"\(peripheral.address)\" is not a Bluetooth address (AA:BB:CC:DD:EE:FF)")
+        throw TransportError(
+            .invalidArguments, "\"\(peripheral.address)\" is not a Bluetooth address (AA:BB:CC:DD:EE:FF)")
     }
 }
 
@@ -206,7 +209,9 @@ public struct Device1: Sendable, Hashable {
     public var manufacturerData: [UInt16: [UInt8]] {
         var result: [UInt16: [UInt8]] = [:]
         for entry in properties["ManufacturerData"]?.dictionaryEntries ?? [] {
-            if let company = entry.key.uint16, let bytes = entry.value.unwrappingVariants.bytes { result[company] = bytes }
+            if let company = entry.key.uint16, let bytes = entry.value.unwrappingVariants.bytes {
+                result[company] = bytes
+            }
         }
         return result
     }

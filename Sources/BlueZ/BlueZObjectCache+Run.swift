@@ -28,7 +28,9 @@ extension BlueZObjectCache {
                     if change.oldOwner != nil, change.oldOwner != "" {
                         serviceLost(reason: "org.bluez changed owner (bluetoothd restarted)")
                     }
-                    logger.info("org.bluez is on the bus; fetching its object tree", metadata: ["owner": "\(change.newOwner ?? "")"])
+                    logger.info(
+                        "org.bluez is on the bus; fetching its object tree",
+                        metadata: ["owner": "\(change.newOwner ?? "")"])
                     await resync()
                 }
             }
@@ -46,8 +48,11 @@ extension BlueZObjectCache {
         // Filed as the reply is read: the whole tree is never decoded (at 10,000 devices that was the peak).
         var fetched = State()
         do {
-            try await connection.getManagedObjects(destination: BlueZ.service, timeout: .seconds(10)) { path, interface, properties in
-                if path.isInNamespace("/org/bluez"), let name = BlueZ.cachedInterface(interface) { fetched.store(path, name, properties) }
+            try await connection.getManagedObjects(destination: BlueZ.service, timeout: .seconds(10)) {
+                path, interface, properties in
+                if path.isInNamespace("/org/bluez"), let name = BlueZ.cachedInterface(interface) {
+                    fetched.store(path, name, properties)
+                }
             }
         } catch {
             let pending = state.withLock { state in
@@ -55,7 +60,9 @@ extension BlueZObjectCache {
                 return state.syncing == 0 ? state.takePending() : []
             }
             for change in pending { handle(change) }
-            if let error = error as? DBusError, error.name == BlueZErrors.Name.serviceUnknown || error.name == BlueZErrors.Name.nameHasNoOwner {
+            if let error = error as? DBusError,
+                error.name == BlueZErrors.Name.serviceUnknown || error.name == BlueZErrors.Name.nameHasNoOwner
+            {
                 logger.warning("org.bluez is not on the bus: is bluetoothd running?")
             } else {
                 logger.warning("could not fetch BlueZ's object tree", metadata: ["error": "\(error)"])
@@ -63,7 +70,8 @@ extension BlueZObjectCache {
             return
         }
         // A device's path is in `objects` too when it has another interface (Battery1): counted once.
-        let objects = fetched.objects.count + fetched.devices.keys.count { fetched.objects[$0] == nil }
+        let objects =
+            fetched.objects.count + fetched.devices.keys.count { fetched.objects[$0] == nil }
             + fetched.gatt.values.reduce(0) { $0 + $1.count }
         let (effects, readyWaiters) = state.withLock { state in
             var effects = Effects()
@@ -131,7 +139,8 @@ extension BlueZObjectCache {
                     return nil
                 }
             } catch {
-                self = .malformed(member: "\(signal.interface).\(signal.member)", path: signal.path, signature: signal.signature)
+                self = .malformed(
+                    member: "\(signal.interface).\(signal.member)", path: signal.path, signature: signal.signature)
             }
         }
     }
@@ -158,29 +167,39 @@ extension BlueZObjectCache {
             for interface in interfaces { state.remove(path, interface) }
             if interfaces.contains(BlueZ.deviceInterface) {
                 state.removeGATT(of: path)
-                finishNotifications(below: path, TransportError(.deviceVanished, "device \(path) disappeared"), &state, &effects)
+                finishNotifications(
+                    below: path, TransportError(.deviceVanished, "device \(path) disappeared"), &state, &effects)
             }
             evaluate(&state, effects: &effects, devices: [BlueZ.deviceOwning(path) ?? path])
         case .propertiesChanged(let path, let change):
             let interface = change.interface
             // Only objects we know: a PropertiesChanged racing an InterfacesRemoved must not resurrect it.
-            guard state.change(path, interface, changed: change.changed, invalidated: change.invalidated) else { return }
+            guard state.change(path, interface, changed: change.changed, invalidated: change.invalidated) else {
+                return
+            }
             if interface == BlueZ.gattCharacteristicInterface, let raw = change["Value"]?.unwrappingVariants {
                 guard let value = raw.bytes else {
                     // BlueZ's Value is always `ay`: anything else ends the notifications with a typed error
                     // instead of being dropped in silence.
-                    let error = TransportError(.protocolError, "Value of \(path) changed to a '\(raw.signature)', not an 'ay'")
-                    for target in state.notifications[path]?.values ?? [:].values { effects.finished.append((target, error)) }
+                    let error = TransportError(
+                        .protocolError, "Value of \(path) changed to a '\(raw.signature)', not an 'ay'")
+                    for target in state.notifications[path]?.values ?? [:].values {
+                        effects.finished.append((target, error))
+                    }
                     state.notifications[path] = nil
                     return
                 }
-                for target in state.notifications[path]?.values ?? [:].values { effects.notifications.append((target, value)) }
+                for target in state.notifications[path]?.values ?? [:].values {
+                    effects.notifications.append((target, value))
+                }
                 return  // a notification changes nothing anyone waits on
             }
             if interface == BlueZ.deviceInterface {
                 effects.changedDevices.append(path)
                 if change["Connected"]?.unwrappingVariants.boolean == false {
-                    finishNotifications(below: path, TransportError(.notConnected, "Not connected: the link to \(path) dropped"), &state, &effects)
+                    finishNotifications(
+                        below: path, TransportError(.notConnected, "Not connected: the link to \(path) dropped"),
+                        &state, &effects)
                 }
             }
             evaluate(&state, effects: &effects, devices: [BlueZ.deviceOwning(path) ?? path])
@@ -213,7 +232,8 @@ extension BlueZObjectCache {
     /// Ends the notification streams below `device` with `error`, made only when there is one (every poll's
     /// Connected=false comes here, nearly always with no stream open).
     private static func finishNotifications(
-        below device: ObjectPath, _ error: @autoclosure () -> TransportError, _ state: inout State, _ effects: inout Effects
+        below device: ObjectPath, _ error: @autoclosure () -> TransportError, _ state: inout State,
+        _ effects: inout Effects
     ) {
         guard !state.notifications.isEmpty else { return }
         let paths = state.notifications.keys.filter { $0.isDescendant(of: device) }
@@ -274,8 +294,11 @@ extension BlueZObjectCache {
 
     /// A stream of the `Value` changes of one characteristic (BlueZ's notifications). Ends with an error when
     /// the device disconnects or vanishes, or org.bluez leaves the bus.
-    public func notifications(of characteristic: ObjectPath) -> (stream: AsyncThrowingStream<[UInt8], any Error>, cancel: @Sendable () -> Void) {
-        let (stream, continuation) = AsyncThrowingStream<[UInt8], any Error>.makeStream(bufferingPolicy: .bufferingNewest(1_024))
+    public func notifications(of characteristic: ObjectPath) -> (
+        stream: AsyncThrowingStream<[UInt8], any Error>, cancel: @Sendable () -> Void
+    ) {
+        let (stream, continuation) = AsyncThrowingStream<[UInt8], any Error>.makeStream(
+            bufferingPolicy: .bufferingNewest(1_024))
         let id = state.withLock { state in
             let id = state.id()
             state.notifications[characteristic, default: [:]][id] = continuation

@@ -8,7 +8,9 @@ import KeepAlive
 extension BlueZObjectCache.State {
     /// The GATT object at `path` kept compactly (with `interface`, when given), and its device.
     func gattObject(at path: ObjectPath, _ interface: String? = nil) -> (device: ObjectPath, object: GattObject)? {
-        guard let (device, key) = GattObject.Key.locate(path), let object = gatt[device]?.first(where: { $0.key == key }) else {
+        guard let (device, key) = GattObject.Key.locate(path),
+            let object = gatt[device]?.first(where: { $0.key == key })
+        else {
             return nil
         }
         if let interface, object.kind.interface != interface { return nil }
@@ -17,14 +19,17 @@ extension BlueZObjectCache.State {
 
     /// Every adapter, in path order.
     func adapters() -> [Adapter1] {
-        objects.compactMap { path, interfaces in interfaces[BlueZ.adapterInterface].map { Adapter1(path: path, properties: $0) } }
-            .sorted { $0.path < $1.path }
+        objects.compactMap { path, interfaces in
+            interfaces[BlueZ.adapterInterface].map { Adapter1(path: path, properties: $0) }
+        }
+        .sorted { $0.path < $1.path }
     }
 
     func properties(_ path: ObjectPath, _ interface: String) -> BlueZProperties? {
         if interface == BlueZ.deviceInterface { return devices[path]?.properties(at: path) }
         if let properties = objects[path]?[interface] { return properties }
-        guard GattObject.Kind(interface: interface) != nil, let (device, object) = gattObject(at: path, interface) else { return nil }
+        guard GattObject.Kind(interface: interface) != nil, let (device, object) = gattObject(at: path, interface)
+        else { return nil }
         return object.properties(below: device)
     }
 
@@ -80,7 +85,9 @@ extension BlueZObjectCache.State {
 
     /// Applies a PropertiesChanged (or values learned by asking) to a known object; false when `interface` of
     /// `path` is not in the tree (a change racing an InterfacesRemoved must not bring it back).
-    mutating func change(_ path: ObjectPath, _ interface: String, changed: [PropertiesChange.Property], invalidated: [String]) -> Bool {
+    mutating func change(
+        _ path: ObjectPath, _ interface: String, changed: [PropertiesChange.Property], invalidated: [String]
+    ) -> Bool {
         if interface == BlueZ.deviceInterface {
             // One lookup, then the device is changed in place (a lookup per property was 13 hashes a poll).
             guard let index = devices.index(forKey: path) else { return false }
@@ -94,7 +101,8 @@ extension BlueZObjectCache.State {
             return true
         }
         guard GattObject.Kind(interface: interface) != nil, let (device, key) = GattObject.Key.locate(path),
-            let index = gatt[device]?.firstIndex(where: { $0.key == key }), gatt[device]![index].kind.interface == interface
+            let index = gatt[device]?.firstIndex(where: { $0.key == key }),
+            gatt[device]![index].kind.interface == interface
         else { return false }
         var object = gatt[device]![index]
         var fits = true
@@ -115,7 +123,9 @@ extension BlueZObjectCache.State {
 
     private mutating func storeWhole(_ path: ObjectPath, _ interface: String, _ properties: BlueZProperties) {
         objects[path, default: [:]][interface] = properties
-        if interface == BlueZ.gattCharacteristicInterface, let uuid = properties.uuid("UUID"), let device = BlueZ.deviceOwning(path) {
+        if interface == BlueZ.gattCharacteristicInterface, let uuid = properties.uuid("UUID"),
+            let device = BlueZ.deviceOwning(path)
+        {
             characteristicIndex[device, default: [:]][uuid] = path
         } else if interface == BlueZ.gattDescriptorInterface, let characteristic = path.parent {
             descriptorIndex[characteristic, default: []].insert(path)
@@ -124,7 +134,8 @@ extension BlueZObjectCache.State {
 
     private mutating func removeWhole(_ path: ObjectPath, _ interface: String) {
         guard let properties = objects[path]?[interface] else { return }
-        if interface == BlueZ.gattCharacteristicInterface, let uuid = properties.uuid("UUID"), let device = BlueZ.deviceOwning(path),
+        if interface == BlueZ.gattCharacteristicInterface, let uuid = properties.uuid("UUID"),
+            let device = BlueZ.deviceOwning(path),
             characteristicIndex[device]?[uuid] == path
         {
             characteristicIndex[device]?[uuid] = nil

@@ -135,7 +135,9 @@ public final class BlueZObjectCache: Sendable {
     }
 
     public func adapter(named name: String) -> Adapter1? {
-        guard let path = try? BlueZ.adapterPath(name), let properties = properties(path, BlueZ.adapterInterface) else { return nil }
+        guard let path = try? BlueZ.adapterPath(name), let properties = properties(path, BlueZ.adapterInterface) else {
+            return nil
+        }
         return Adapter1(path: path, properties: properties)
     }
 
@@ -159,7 +161,8 @@ public final class BlueZObjectCache: Sendable {
         let prefix = adapter.map { "/org/bluez/\($0)/" }
         return state.withLock { state in
             state.devices.compactMap { path, device in
-                prefix == nil || path.rawValue.hasPrefix(prefix!) ? Device1(path: path, properties: device.properties(at: path)) : nil
+                prefix == nil || path.rawValue.hasPrefix(prefix!)
+                    ? Device1(path: path, properties: device.properties(at: path)) : nil
             }
         }.sorted { $0.path < $1.path }
     }
@@ -181,7 +184,9 @@ public final class BlueZObjectCache: Sendable {
                 GattCharacteristic1(path: $0.key.path(below: device), properties: $0.properties(below: device))
             }
             let whole = (state.characteristicIndex[device] ?? [:]).values.compactMap { path in
-                state.objects[path]?[BlueZ.gattCharacteristicInterface].map { GattCharacteristic1(path: path, properties: $0) }
+                state.objects[path]?[BlueZ.gattCharacteristicInterface].map {
+                    GattCharacteristic1(path: path, properties: $0)
+                }
             }
             return Array(compact) + whole
         }.sorted { $0.path < $1.path }
@@ -193,12 +198,18 @@ public final class BlueZObjectCache: Sendable {
             var found: [GattDescriptor1] = []
             if let (device, key) = GattObject.Key.locate(characteristic), key.kind == .characteristic {
                 for object in state.gatt[device] ?? []
-                where object.kind == .descriptor && object.key.service == key.service && object.key.characteristic == key.characteristic {
-                    found.append(GattDescriptor1(path: object.key.path(below: device), properties: object.properties(below: device)))
+                where object.kind == .descriptor && object.key.service == key.service
+                    && object.key.characteristic == key.characteristic
+                {
+                    found.append(
+                        GattDescriptor1(
+                            path: object.key.path(below: device), properties: object.properties(below: device)))
                 }
             }
             for path in state.descriptorIndex[characteristic] ?? [] {
-                if let properties = state.objects[path]?[BlueZ.gattDescriptorInterface] { found.append(GattDescriptor1(path: path, properties: properties)) }
+                if let properties = state.objects[path]?[BlueZ.gattDescriptorInterface] {
+                    found.append(GattDescriptor1(path: path, properties: properties))
+                }
             }
             return found
         }.sorted { $0.path < $1.path }
@@ -226,7 +237,9 @@ public final class BlueZObjectCache: Sendable {
         if let object = state.gatt[device]?.first(where: { $0.kind == .characteristic && $0.uuid == uuid }) {
             return object.key.path(below: device)
         }
-        guard let path = state.characteristicIndex[device]?[uuid], state.objects[path]?[BlueZ.gattCharacteristicInterface] != nil else {
+        guard let path = state.characteristicIndex[device]?[uuid],
+            state.objects[path]?[BlueZ.gattCharacteristicInterface] != nil
+        else {
             return nil
         }
         return path
@@ -316,7 +329,9 @@ public final class BlueZObjectCache: Sendable {
                         var watcher = Watcher(check: check, continuation: continuation)
                         if let deadline {
                             // Its call takes this lock: it cannot run before the watcher is registered.
-                            watcher.timer = time.call(at: deadline.instant) { [weak self] in self?.expire(id, what: deadline.what) }
+                            watcher.timer = time.call(at: deadline.instant) { [weak self] in
+                                self?.expire(id, what: deadline.what)
+                            }
                         }
                         state.watchers[id] = watcher
                         return nil
@@ -371,7 +386,8 @@ public final class BlueZObjectCache: Sendable {
         let guard_ = Guard()
         let id: UInt64 = state.withLock { state in
             let id = state.id()
-            state.invalidators[device, default: [:]][id] = Invalidator(requireConnected: requireConnected, fire: guard_.invalidate)
+            state.invalidators[device, default: [:]][id] = Invalidator(
+                requireConnected: requireConnected, fire: guard_.invalidate)
             return id
         }
         // The device may have gone (or org.bluez left) before we were registered.

@@ -32,16 +32,21 @@ extension BlueZTransport {
         }
     }
 
-    private func connectFound(_ path: ObjectPath, peripheral: Peripheral, options: ConnectOptions, deadline: KeepAliveInstant) async throws {
+    private func connectFound(
+        _ path: ObjectPath, peripheral: Peripheral, options: ConnectOptions, deadline: KeepAliveInstant
+    ) async throws {
         let address = peripheral.address
         let remaining: @Sendable () -> Duration = { self.time.now.duration(to: deadline) }
         do {
             _ = try await cache.guarded(device: path, requireConnected: false) { cancellation in
                 try await self.call(
-                    path, BlueZ.deviceInterface, "Connect", timeout: remaining(), cancellation: cancellation, context: "Connect \(address)")
+                    path, BlueZ.deviceInterface, "Connect", timeout: remaining(), cancellation: cancellation,
+                    context: "Connect \(address)")
             }
         } catch let error as TransportError where error.code == .timeout && error.dbusName == BlueZErrors.Name.noReply {
-            throw TransportError(.timeout, "Connect \(address) did not complete within \(options.timeout.compact)", dbusName: error.dbusName)
+            throw TransportError(
+                .timeout, "Connect \(address) did not complete within \(options.timeout.compact)",
+                dbusName: error.dbusName)
         }
         // bluetoothd sends Connected=true before the Connect reply, and signals are applied on the connection's
         // queue before the reply is handed over: if the signal came, the cache has it now. Quirk 2: sometimes
@@ -49,7 +54,8 @@ extension BlueZTransport {
         if cache.deviceObject(path)?.flag(.connected) != true {
             connectedQueries.withLock { $0 += 1 }
             let connected = try await call(
-                path, BlueZ.propertiesInterface, "Get", [.string(BlueZ.deviceInterface), .string("Connected")], expecting: "v",
+                path, BlueZ.propertiesInterface, "Get", [.string(BlueZ.deviceInterface), .string("Connected")],
+                expecting: "v",
                 timeout: max(remaining(), .seconds(1)), context: "Get Connected of \(address)"
             )
             guard connected.first?.unwrappingVariants.boolean == true else {
@@ -60,7 +66,8 @@ extension BlueZTransport {
 
         try await cache.wait(until: deadline, for: "ServicesResolved on \(address)") { tree in
             guard let device = tree.device(path) else {
-                return .failed(TransportError(.deviceVanished, "device \(address) disappeared while resolving services"))
+                return .failed(
+                    TransportError(.deviceVanished, "device \(address) disappeared while resolving services"))
             }
             if device.flag(.connected) == false {
                 return .failed(TransportError(.notConnected, "\(address) disconnected while resolving services"))
@@ -72,7 +79,9 @@ extension BlueZTransport {
 
     /// Quirk 1: ServicesResolved can come before the GATT objects. Wait a little for the wanted
     /// characteristics, then fetch the tree again, then give up with a permanent error naming what is missing.
-    private func waitForCharacteristics(_ wanted: [BluetoothUUID], path: ObjectPath, address: String, deadline: KeepAliveInstant) async throws {
+    private func waitForCharacteristics(
+        _ wanted: [BluetoothUUID], path: ObjectPath, address: String, deadline: KeepAliveInstant
+    ) async throws {
         guard !wanted.isEmpty else { return }
         let missing: @Sendable (BlueZObjectCache.TreeView) -> [BluetoothUUID] = { tree in
             wanted.filter { uuid in
@@ -89,7 +98,9 @@ extension BlueZTransport {
             }
             return
         } catch let error as TransportError where error.code == .timeout {
-            logger.notice("wanted characteristics not there after ServicesResolved; fetching BlueZ's tree again", metadata: ["address": "\(address)"])
+            logger.notice(
+                "wanted characteristics not there after ServicesResolved; fetching BlueZ's tree again",
+                metadata: ["address": "\(address)"])
         }
         await cache.resync()
         let stillMissing = cache.state.withLock { missing(BlueZObjectCache.TreeView(state: $0)) }
@@ -97,13 +108,17 @@ extension BlueZTransport {
             let found = cache.characteristics(of: path).compactMap(\.uuid?.shortDescription).joined(separator: ", ")
             throw TransportError(
                 .characteristicNotFound,
-                "\(address) has no characteristic \(stillMissing.map(\.shortDescription).joined(separator: ", ")) (found: \(found.isEmpty ? "none" : found))"
+                """
+                    \(address) has no characteristic \(stillMissing.map(\.shortDescription).joined(separator: ", ")) \
+                    (found: \(found.isEmpty ? "none" : found))
+                    """
             )
         }
     }
 
     /// Runs discovery on the adapter until the device object appears.
-    private func discover(_ path: ObjectPath, of peripheral: Peripheral, before deadline: KeepAliveInstant) async throws {
+    private func discover(_ path: ObjectPath, of peripheral: Peripheral, before deadline: KeepAliveInstant) async throws
+    {
         try await discovery.acquire(adapter: peripheral.adapter, filter: DiscoveryFilter())
         do {
             try await cache.wait(until: deadline, for: "\(peripheral.address) to be discovered") { tree in
@@ -111,7 +126,9 @@ extension BlueZTransport {
             }
         } catch let error as TransportError where error.code == .timeout {
             await discovery.release(adapter: peripheral.adapter)
-            throw TransportError(.deviceNotFound, "\(peripheral.address) not found on \(peripheral.adapter): not advertising, or out of range")
+            throw TransportError(
+                .deviceNotFound,
+                "\(peripheral.address) not found on \(peripheral.adapter): not advertising, or out of range")
         } catch {
             await discovery.release(adapter: peripheral.adapter)
             throw error
@@ -141,24 +158,34 @@ extension BlueZTransport {
         guard remove, let adapterPath = try? BlueZ.adapterPath(peripheral.adapter) else { return }
         logger.warning(
             "device keeps failing to connect: removing its BlueZ object so it is rediscovered",
-            metadata: ["address": "\(peripheral.address)", "adapter": "\(peripheral.adapter)", "last_error": "\(error)"]
+            metadata: [
+                "address": "\(peripheral.address)", "adapter": "\(peripheral.adapter)", "last_error": "\(error)",
+            ]
         )
         await detached {
-            _ = try? await self.call(adapterPath, BlueZ.adapterInterface, "RemoveDevice", [.objectPath(path)], timeout: .seconds(5), context: "RemoveDevice")
+            _ = try? await self.call(
+                adapterPath, BlueZ.adapterInterface, "RemoveDevice", [.objectPath(path)], timeout: .seconds(5),
+                context: "RemoveDevice")
         }
     }
 
     // MARK: GATT
 
     /// The resolved characteristic with `uuid` on a connected device.
-    func characteristicPath(_ uuid: BluetoothUUID, of peripheral: Peripheral) throws -> (device: ObjectPath, characteristic: ObjectPath) {
+    func characteristicPath(_ uuid: BluetoothUUID, of peripheral: Peripheral) throws -> (
+        device: ObjectPath, characteristic: ObjectPath
+    ) {
         let path = try BlueZ.devicePath(peripheral)
         guard let device = cache.deviceObject(path) else {
-            throw TransportError(.deviceVanished, "device \(peripheral.address) is not known to BlueZ on \(peripheral.adapter)")
+            throw TransportError(
+                .deviceVanished, "device \(peripheral.address) is not known to BlueZ on \(peripheral.adapter)")
         }
         guard let characteristic = cache.characteristicPath(uuid, of: path) else {
-            if device.flag(.connected) != true { throw TransportError(.notConnected, "Not connected: \(peripheral.address)") }
-            throw TransportError(.characteristicNotFound, "\(peripheral.address) has no characteristic \(uuid.shortDescription)")
+            if device.flag(.connected) != true {
+                throw TransportError(.notConnected, "Not connected: \(peripheral.address)")
+            }
+            throw TransportError(
+                .characteristicNotFound, "\(peripheral.address) has no characteristic \(uuid.shortDescription)")
         }
         return (path, characteristic)
     }
@@ -168,10 +195,16 @@ extension BlueZTransport {
 
     /// Reads `characteristic`'s 0x2904 descriptor (GattDescriptor1.ReadValue) while connected; nil when BlueZ
     /// shows it none. The poll engine keeps the answer per device.
-    public func presentationFormat(of characteristic: BluetoothUUID, from peripheral: Peripheral) async throws -> [UInt8]? {
+    public func presentationFormat(of characteristic: BluetoothUUID, from peripheral: Peripheral) async throws
+        -> [UInt8]?
+    {
         try await withTaskExecutorPreference(connection.taskExecutor) {
             let (device, target) = try characteristicPath(characteristic, of: peripheral)
-            guard let descriptor = cache.descriptors(of: target).first(where: { $0.uuid == Self.presentationFormatDescriptor }) else {
+            guard
+                let descriptor = cache.descriptors(of: target).first(where: {
+                    $0.uuid == Self.presentationFormatDescriptor
+                })
+            else {
                 return nil
             }
             let context: @Sendable () -> String = {
@@ -183,7 +216,8 @@ extension BlueZTransport {
                     timeout: self.configuration.gattTimeout, cancellation: cancellation, context: context())
             }
             guard reply.count == 1, let bytes = reply[0].bytes else {
-                throw TransportError(.protocolError, "\(context()): expected a reply of type 'ay', got '\(reply.signature)'")
+                throw TransportError(
+                    .protocolError, "\(context()): expected a reply of type 'ay', got '\(reply.signature)'")
             }
             return bytes
         }
@@ -208,33 +242,42 @@ extension BlueZTransport {
                 throw TransportError(.notConnected, "Not connected: \(peripheral.address)")
             }
             guard let percentage = battery.percentage else {
-                throw TransportError(.protocolError, "Battery1.Percentage of \(peripheral.address) is missing or not a byte")
+                throw TransportError(
+                    .protocolError, "Battery1.Percentage of \(peripheral.address) is missing or not a byte")
             }
             return [percentage]
         }
         let (device, target) = try characteristicPath(characteristic, of: peripheral)
         // Only formatted when something fails: a read's hot path builds no strings.
-        let context: @Sendable () -> String = { "ReadValue \(characteristic.shortDescription) on \(peripheral.address)" }
+        let context: @Sendable () -> String = {
+            "ReadValue \(characteristic.shortDescription) on \(peripheral.address)"
+        }
         let reply = try await cache.guarded(device: device, requireConnected: true) { cancellation in
             try await self.call(
                 target, BlueZ.gattCharacteristicInterface, "ReadValue", [Self.emptyOptions()], expecting: "ay",
                 timeout: self.configuration.gattTimeout, cancellation: cancellation, context: context())
         }
         guard reply.count == 1, let bytes = reply[0].bytes else {
-            throw TransportError(.protocolError, "\(context()): expected a reply of type 'ay', got '\(reply.signature)'")
+            throw TransportError(
+                .protocolError, "\(context()): expected a reply of type 'ay', got '\(reply.signature)'")
         }
         return bytes
     }
 
-    public func write(_ value: [UInt8], to characteristic: BluetoothUUID, of peripheral: Peripheral, type: WriteType) async throws {
+    public func write(_ value: [UInt8], to characteristic: BluetoothUUID, of peripheral: Peripheral, type: WriteType)
+        async throws
+    {
         try await withTaskExecutorPreference(connection.taskExecutor) {
             try await writeOnThread(value, to: characteristic, of: peripheral, type: type)
         }
     }
 
-    private func writeOnThread(_ value: [UInt8], to characteristic: BluetoothUUID, of peripheral: Peripheral, type: WriteType) async throws {
+    private func writeOnThread(
+        _ value: [UInt8], to characteristic: BluetoothUUID, of peripheral: Peripheral, type: WriteType
+    ) async throws {
         let (device, target) = try characteristicPath(characteristic, of: peripheral)
-        let options: DBusValue = .dictionary(key: "s", value: "v", [.init(key: .string("type"), value: .variant(.string(type.rawValue)))])
+        let options: DBusValue = .dictionary(
+            key: "s", value: "v", [.init(key: .string("type"), value: .variant(.string(type.rawValue)))])
         _ = try await cache.guarded(device: device, requireConnected: true) { cancellation in
             try await self.call(
                 target, BlueZ.gattCharacteristicInterface, "WriteValue", [.bytes(value), options],
@@ -243,13 +286,17 @@ extension BlueZTransport {
         }
     }
 
-    public func notifications(from characteristic: BluetoothUUID, of peripheral: Peripheral) async throws -> AsyncThrowingStream<[UInt8], any Error> {
+    public func notifications(from characteristic: BluetoothUUID, of peripheral: Peripheral) async throws
+        -> AsyncThrowingStream<[UInt8], any Error>
+    {
         try await withTaskExecutorPreference(connection.taskExecutor) {
             try await notificationsOnThread(from: characteristic, of: peripheral)
         }
     }
 
-    private func notificationsOnThread(from characteristic: BluetoothUUID, of peripheral: Peripheral) async throws -> AsyncThrowingStream<[UInt8], any Error> {
+    private func notificationsOnThread(from characteristic: BluetoothUUID, of peripheral: Peripheral) async throws
+        -> AsyncThrowingStream<[UInt8], any Error>
+    {
         let (device, target) = try characteristicPath(characteristic, of: peripheral)
         // Listen before StartNotify, so the first notification cannot slip through.
         let (values, unsubscribe) = cache.notifications(of: target)
@@ -279,7 +326,8 @@ extension BlueZTransport {
             unsubscribe()
             // Notify sessions outlive a disconnect in BlueZ: end ours explicitly, best effort.
             Task(executorPreference: self.connection.taskExecutor) {
-                _ = try? await self.call(path, BlueZ.gattCharacteristicInterface, "StopNotify", timeout: .seconds(5), context: "StopNotify")
+                _ = try? await self.call(
+                    path, BlueZ.gattCharacteristicInterface, "StopNotify", timeout: .seconds(5), context: "StopNotify")
             }
         }
         return stream
@@ -311,8 +359,12 @@ extension BlueZTransport {
         guard let path = try? BlueZ.devicePath(peripheral) else { return }
         let started = time.now
         do {
-            _ = try await call(path, BlueZ.deviceInterface, "Disconnect", timeout: timeout, context: "Disconnect \(peripheral.address)")
-        } catch let error as TransportError where [.notConnected, .deviceVanished, .serviceUnavailable, .serviceRestarted].contains(error.code) {
+            _ = try await call(
+                path, BlueZ.deviceInterface, "Disconnect", timeout: timeout, context: "Disconnect \(peripheral.address)"
+            )
+        } catch let error as TransportError
+            where [.notConnected, .deviceVanished, .serviceUnavailable, .serviceRestarted].contains(error.code)
+        {
             return  // Nothing (left) to disconnect.
         } catch {
             logger.warning("Disconnect failed", metadata: ["address": "\(peripheral.address)", "error": "\(error)"])
@@ -329,7 +381,9 @@ extension BlueZTransport {
         } catch let error as TransportError where [.serviceUnavailable, .serviceRestarted].contains(error.code) {
             // bluetoothd left meanwhile: there is no link to wait for.
         } catch {
-            logger.warning("Disconnect returned but the link stayed up", metadata: ["address": "\(peripheral.address)", "error": "\(error)"])
+            logger.warning(
+                "Disconnect returned but the link stayed up",
+                metadata: ["address": "\(peripheral.address)", "error": "\(error)"])
         }
     }
 
@@ -344,12 +398,18 @@ extension BlueZTransport {
                 try await self.discovery.acquire(adapter: adapter, filter: filter)
                 // Devices BlueZ already holds count as found.
                 for device in self.cache.devices(on: adapter) {
-                    if let advertisement = self.advertisement(device, adapter: adapter, filter: filter) { continuation.yield(advertisement) }
+                    if let advertisement = self.advertisement(device, adapter: adapter, filter: filter) {
+                        continuation.yield(advertisement)
+                    }
                 }
                 for await path in changes {
                     if Task.isCancelled { break }
-                    guard path.rawValue.hasPrefix("/org/bluez/\(adapter)/"), let device = self.cache.device(path) else { continue }
-                    if let advertisement = self.advertisement(device, adapter: adapter, filter: filter) { continuation.yield(advertisement) }
+                    guard path.rawValue.hasPrefix("/org/bluez/\(adapter)/"), let device = self.cache.device(path) else {
+                        continue
+                    }
+                    if let advertisement = self.advertisement(device, adapter: adapter, filter: filter) {
+                        continuation.yield(advertisement)
+                    }
                 }
                 await self.discovery.release(adapter: adapter)
                 continuation.finish()

@@ -132,7 +132,8 @@ public final class BlueZTransport: PeripheralTransport, Service {
         }
         guard let adapter = reading.adapter else {
             let known = reading.names.joined(separator: ", ")
-            throw TransportError(.adapterNotFound, "adapter \(name) not found (adapters: \(known.isEmpty ? "none" : known))")
+            throw TransportError(
+                .adapterNotFound, "adapter \(name) not found (adapters: \(known.isEmpty ? "none" : known))")
         }
         if adapter.powerState == "off-blocked" {
             throw TransportError(
@@ -141,7 +142,8 @@ public final class BlueZTransport: PeripheralTransport, Service {
             )
         }
         guard adapter.powered else {
-            throw TransportError(.adapterUnavailable, "adapter \(name) is powered off (PowerState \(adapter.powerState ?? "off"))")
+            throw TransportError(
+                .adapterUnavailable, "adapter \(name) is powered off (PowerState \(adapter.powerState ?? "off"))")
         }
         return adapter
     }
@@ -181,7 +183,8 @@ public final class BlueZTransport: PeripheralTransport, Service {
     /// ReadValue): any other answer is a protocol error, reported rather than ignored.
     static func check(_ reply: [DBusValue], is signature: DBusSignature, context: @autoclosure () -> String) throws {
         guard reply.signature == signature else {
-            throw TransportError(.protocolError, "\(context()): expected a reply of type '\(signature)', got '\(reply.signature)'")
+            throw TransportError(
+                .protocolError, "\(context()): expected a reply of type '\(signature)', got '\(reply.signature)'")
         }
     }
 
@@ -215,7 +218,10 @@ actor DiscoverySessions {
             let path = try BlueZ.adapterPath(adapter)
             var entries: [DBusDictionaryEntry] = [.init(key: .string("Transport"), value: .variant(.string("le")))]
             if !filter.serviceUUIDs.isEmpty {
-                entries.append(.init(key: .string("UUIDs"), value: .variant(.array(element: "s", filter.serviceUUIDs.map { .string($0.description) }))))
+                entries.append(
+                    .init(
+                        key: .string("UUIDs"),
+                        value: .variant(.array(element: "s", filter.serviceUUIDs.map { .string($0.description) }))))
             }
             if let rssi = filter.rssi {
                 entries.append(.init(key: .string("RSSI"), value: .variant(.int16(rssi))))

@@ -228,6 +228,7 @@ struct GattFlags: Sendable, Equatable {
     }
 
     var value: DBusValue {
-        .array(element: "s", Self.names.indices.filter { bits & (1 << UInt32($0)) != 0 }.map { .string(Self.names[$0]) })
+        .array(
+            element: "s", Self.names.indices.filter { bits & (1 << UInt32($0)) != 0 }.map { .string(Self.names[$0]) })
     }
 }

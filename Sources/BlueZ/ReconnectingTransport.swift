@@ -34,7 +34,8 @@ package final class ReconnectingTransport: PeripheralTransport {
         return transport
     }
 
-    package func discover(on adapter: String, filter: DiscoveryFilter) -> AsyncThrowingStream<Advertisement, any Error> {
+    package func discover(on adapter: String, filter: DiscoveryFilter) -> AsyncThrowingStream<Advertisement, any Error>
+    {
         do {
             return try transport().discover(on: actual(adapter), filter: filter)
         } catch {
@@ -50,15 +51,21 @@ package final class ReconnectingTransport: PeripheralTransport {
         try await transport().read(characteristic, from: actual(peripheral))
     }
 
-    package func write(_ value: [UInt8], to characteristic: BluetoothUUID, of peripheral: Peripheral, type: WriteType) async throws {
+    package func write(_ value: [UInt8], to characteristic: BluetoothUUID, of peripheral: Peripheral, type: WriteType)
+        async throws
+    {
         try await transport().write(value, to: characteristic, of: actual(peripheral), type: type)
     }
 
-    package func notifications(from characteristic: BluetoothUUID, of peripheral: Peripheral) async throws -> AsyncThrowingStream<[UInt8], any Error> {
+    package func notifications(from characteristic: BluetoothUUID, of peripheral: Peripheral) async throws
+        -> AsyncThrowingStream<[UInt8], any Error>
+    {
         try await transport().notifications(from: characteristic, of: actual(peripheral))
     }
 
-    package func presentationFormat(of characteristic: BluetoothUUID, from peripheral: Peripheral) async throws -> [UInt8]? {
+    package func presentationFormat(of characteristic: BluetoothUUID, from peripheral: Peripheral) async throws
+        -> [UInt8]?
+    {
         try await transport().presentationFormat(of: characteristic, from: actual(peripheral))
     }
 

@@ -244,29 +244,36 @@ public enum ValueGenerator: Sendable {
 extension SimulatedService {
     /// Battery Service 0x180F with Battery Level 0x2A19 (read, notify).
     public static func battery(level: UInt8 = 100) -> SimulatedService {
-        SimulatedService(uuid: "180F", characteristics: [
-            SimulatedCharacteristic(uuid: "2A19", flags: ["read", "notify"], value: .batteryLevel(level))
-        ])
+        SimulatedService(
+            uuid: "180F",
+            characteristics: [
+                SimulatedCharacteristic(uuid: "2A19", flags: ["read", "notify"], value: .batteryLevel(level))
+            ])
     }
 
     /// Environmental Sensing 0x181A with Temperature 0x2A6E (read, notify).
     public static func environmentalSensing(celsius: Double = 21.5) -> SimulatedService {
-        SimulatedService(uuid: "181A", characteristics: [
-            SimulatedCharacteristic(uuid: "2A6E", flags: ["read", "notify"], value: .temperature(celsius: celsius))
-        ])
+        SimulatedService(
+            uuid: "181A",
+            characteristics: [
+                SimulatedCharacteristic(uuid: "2A6E", flags: ["read", "notify"], value: .temperature(celsius: celsius))
+            ])
     }
 
     /// The keep-alive test service: a counter (read, notify), a setting (read, write, write-without-response)
     /// and a write-only command point.
     public static func keepAlive(notifyInterval: Duration = .milliseconds(100)) -> SimulatedService {
-        SimulatedService(uuid: SimulatedUUID.keepAliveService, characteristics: [
-            SimulatedCharacteristic(
-                uuid: SimulatedUUID.counter, flags: ["read", "notify"], value: .counter, notifyInterval: notifyInterval),
-            SimulatedCharacteristic(
-                uuid: SimulatedUUID.setting, flags: ["read", "write", "write-without-response"],
-                value: .constant([0x01])),
-            SimulatedCharacteristic(uuid: SimulatedUUID.command, flags: ["write"], value: .constant([])),
-        ])
+        SimulatedService(
+            uuid: SimulatedUUID.keepAliveService,
+            characteristics: [
+                SimulatedCharacteristic(
+                    uuid: SimulatedUUID.counter, flags: ["read", "notify"], value: .counter,
+                    notifyInterval: notifyInterval),
+                SimulatedCharacteristic(
+                    uuid: SimulatedUUID.setting, flags: ["read", "write", "write-without-response"],
+                    value: .constant([0x01])),
+                SimulatedCharacteristic(uuid: SimulatedUUID.command, flags: ["write"], value: .constant([])),
+            ])
     }
 }
 

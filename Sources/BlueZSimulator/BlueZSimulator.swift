@@ -40,7 +40,8 @@ public final class BlueZSimulator: Sendable {
         on bus: DBusConnection.Bus, configuration: Configuration = Configuration(),
         logger: Logger = Logger(label: "bluez-sim")
     ) async throws -> BlueZSimulator {
-        let simulator = BlueZSimulator(engine: try SimulatorEngine(configuration: configuration, bus: bus, logger: logger))
+        let simulator = BlueZSimulator(
+            engine: try SimulatorEngine(configuration: configuration, bus: bus, logger: logger))
         try await simulator.engine.start()
         if let name = configuration.controlName {
             do {
@@ -157,7 +158,8 @@ public final class BlueZSimulator: Sendable {
 
     /// Addresses of the devices with Connected=true right now, sorted.
     public var connectedDevices: [String] {
-        engine.model.withLock { model in model.devices.values.filter(\.connected).map(\.configuration.address).sorted() }
+        engine.model.withLock { model in model.devices.values.filter(\.connected).map(\.configuration.address).sorted()
+        }
     }
 
     /// How often each BlueZ method was called (`Connect`, `ReadValue`, …).

@@ -43,7 +43,8 @@ public final class HostileBlueZ: Sendable {
                 let plausible = index % 2 == 0
                 try await connection.export(hostile.device(plausible: plausible), at: device)
                 try await connection.export(
-                    hostile.characteristic(device, plausible: plausible), at: try ObjectPath(device.rawValue + "/service000a/char000b"))
+                    hostile.characteristic(device, plausible: plausible),
+                    at: try ObjectPath(device.rawValue + "/service000a/char000b"))
             }
             guard try await connection.requestName("org.bluez") == .primaryOwner else {
                 throw BlueZSimulatorError.nameTaken("org.bluez")
@@ -52,7 +53,8 @@ public final class HostileBlueZ: Sendable {
             await connection.close()
             throw error
         }
-        logger.notice("hostile org.bluez: every type wrong", metadata: ["devices": "\(devices.count)", "seed": "\(seed)"])
+        logger.notice(
+            "hostile org.bluez: every type wrong", metadata: ["devices": "\(devices.count)", "seed": "\(seed)"])
         hostile.signals.withLock { $0 = Task { await hostile.emitSignals(every: signalInterval) } }
         return hostile
     }
@@ -80,7 +82,9 @@ public final class HostileBlueZ: Sendable {
         DBusObject(interfaces: [
             DBusInterface(
                 "org.bluez.Adapter1",
-                methods: hostileMethods(["StartDiscovery", "StopDiscovery", "SetDiscoveryFilter", "RemoveDevice", "GetDiscoveryFilters"]),
+                methods: hostileMethods([
+                    "StartDiscovery", "StopDiscovery", "SetDiscoveryFilter", "RemoveDevice", "GetDiscoveryFilters",
+                ]),
                 properties: [
                     DBusProperty("Address", signature: "u", get: { .uint32(0xDEAD) }),
                     DBusProperty("Powered", signature: "b", get: { .boolean(true) }),
@@ -109,9 +113,13 @@ public final class HostileBlueZ: Sendable {
                     DBusProperty("UUIDs", signature: "s", get: { .string("0000180f-0000-1000-8000-00805f9b34fb") }),
                     DBusProperty("RSSI", signature: "s", get: { .string("-40") }),
                     DBusProperty("Name", signature: "u", get: { .uint32(7) }),
-                    DBusProperty("ManufacturerData", signature: "a{sv}", get: {
-                        .dictionary(key: "s", value: "v", [DBusDictionaryEntry(key: .string("76"), value: .variant(.int64(1)))])
-                    }),
+                    DBusProperty(
+                        "ManufacturerData", signature: "a{sv}",
+                        get: {
+                            .dictionary(
+                                key: "s", value: "v",
+                                [DBusDictionaryEntry(key: .string("76"), value: .variant(.int64(1)))])
+                        }),
                     DBusProperty("ServiceData", signature: "as", get: { .array(element: "s", []) }),
                 ]),
             DBusInterface(
@@ -124,16 +132,22 @@ public final class HostileBlueZ: Sendable {
         DBusObject(interfaces: [
             DBusInterface(
                 "org.bluez.GattCharacteristic1",
-                methods: hostileMethods(["ReadValue", "WriteValue", "StartNotify", "StopNotify", "AcquireNotify", "AcquireWrite"]),
+                methods: hostileMethods([
+                    "ReadValue", "WriteValue", "StartNotify", "StopNotify", "AcquireNotify", "AcquireWrite",
+                ]),
                 properties: [
                     plausible
                         ? DBusProperty("UUID", signature: "s", get: { .string(Self.counter) })
                         : DBusProperty("UUID", signature: "ay", get: { .bytes([0x2a, 0x19]) }),
                     plausible
-                        ? DBusProperty("Service", signature: "o", get: { .objectPath(try ObjectPath(device.rawValue + "/service000a")) })
+                        ? DBusProperty(
+                            "Service", signature: "o",
+                            get: { .objectPath(try ObjectPath(device.rawValue + "/service000a")) })
                         : DBusProperty("Service", signature: "s", get: { .string(device.rawValue) }),
                     plausible
-                        ? DBusProperty("Flags", signature: "as", get: { .array(element: "s", [.string("read"), .string("write"), .string("notify")]) })
+                        ? DBusProperty(
+                            "Flags", signature: "as",
+                            get: { .array(element: "s", [.string("read"), .string("write"), .string("notify")]) })
                         : DBusProperty("Flags", signature: "s", get: { .string("read,notify") }),
                     DBusProperty("Value", signature: "s", get: { .string("not bytes") }),
                     DBusProperty("Notifying", signature: "ay", get: { .bytes([1]) }),
@@ -182,7 +196,10 @@ public final class HostileBlueZ: Sendable {
         case 3: return [.array(element: "i", [.int32(1), .int32(2)])]
         case 4: return [.variant(.variant(.variant(.byte(1))))]
         case 5: return [.structure([.string("x"), .uint64(.max)])]
-        case 6: return [.dictionary(key: "s", value: "s", [DBusDictionaryEntry(key: .string("Value"), value: .string("01"))])]
+        case 6:
+            return [
+                .dictionary(key: "s", value: "s", [DBusDictionaryEntry(key: .string("Value"), value: .string("01"))])
+            ]
         case 7: return [.objectPath("/nowhere")]
         case 8: return [.boolean(true), .string("extra")]
         case 9: return [.double(.nan)]
@@ -201,33 +218,52 @@ public final class HostileBlueZ: Sendable {
             } catch {
                 return
             }
-            guard let device = devices.isEmpty ? nil : devices[Int(random.withLock { $0.next() } % UInt64(devices.count))] else {
+            guard
+                let device = devices.isEmpty ? nil : devices[Int(random.withLock { $0.next() } % UInt64(devices.count))]
+            else {
                 continue
             }
             let choice = random.withLock { $0.next() } % 5
             let (path, interface, member, arguments): (ObjectPath, String, String, [DBusValue]) =
                 switch choice {
                 case 0:
-                    (device, "org.freedesktop.DBus.Properties", "PropertiesChanged", [
-                        .string("org.bluez.Device1"),
-                        .dictionary(key: "s", value: "v", [
-                            DBusDictionaryEntry(key: .string("Connected"), value: .variant(.string("false"))),
-                            DBusDictionaryEntry(key: .string("ServicesResolved"), value: .variant(.int64(1))),
-                        ]),
-                        .array(element: "s", []),
-                    ])
+                    (
+                        device, "org.freedesktop.DBus.Properties", "PropertiesChanged",
+                        [
+                            .string("org.bluez.Device1"),
+                            .dictionary(
+                                key: "s", value: "v",
+                                [
+                                    DBusDictionaryEntry(key: .string("Connected"), value: .variant(.string("false"))),
+                                    DBusDictionaryEntry(key: .string("ServicesResolved"), value: .variant(.int64(1))),
+                                ]),
+                            .array(element: "s", []),
+                        ]
+                    )
                 case 1:
-                    (device, "org.freedesktop.DBus.Properties", "PropertiesChanged", [.string("org.bluez.Device1"), .int32(1)])
+                    (
+                        device, "org.freedesktop.DBus.Properties", "PropertiesChanged",
+                        [.string("org.bluez.Device1"), .int32(1)]
+                    )
                 case 2:
                     ("/", "org.freedesktop.DBus.ObjectManager", "InterfacesAdded", [.string(device.rawValue)])
                 case 3:
-                    ("/", "org.freedesktop.DBus.ObjectManager", "InterfacesRemoved", [.objectPath(device), .string("org.bluez.Device1")])
+                    (
+                        "/", "org.freedesktop.DBus.ObjectManager", "InterfacesRemoved",
+                        [.objectPath(device), .string("org.bluez.Device1")]
+                    )
                 default:
-                    (try! ObjectPath(device.rawValue + "/service000a/char000b"), "org.freedesktop.DBus.Properties", "PropertiesChanged", [
-                        .string("org.bluez.GattCharacteristic1"),
-                        .dictionary(key: "s", value: "v", [DBusDictionaryEntry(key: .string("Value"), value: .variant(.uint32(7)))]),
-                        .array(element: "s", []),
-                    ])
+                    (
+                        try! ObjectPath(device.rawValue + "/service000a/char000b"), "org.freedesktop.DBus.Properties",
+                        "PropertiesChanged",
+                        [
+                            .string("org.bluez.GattCharacteristic1"),
+                            .dictionary(
+                                key: "s", value: "v",
+                                [DBusDictionaryEntry(key: .string("Value"), value: .variant(.uint32(7)))]),
+                            .array(element: "s", []),
+                        ]
+                    )
                 }
             try? await connection.emitSignal(path: path, interface: interface, member: member, arguments: arguments)
         }

@@ -12,9 +12,11 @@ extension SimulatedDevice {
     ) -> SimulatedDevice {
         SimulatedDevice(
             address: address, addressType: .public, name: name, adapter: adapter, rssi: -70,
-            services: [.miFloraData(
-                celsius: celsius, lux: lux, moisture: moisture, conductivity: conductivity, battery: battery,
-                firmware: firmware)])
+            services: [
+                .miFloraData(
+                    celsius: celsius, lux: lux, moisture: moisture, conductivity: conductivity, battery: battery,
+                    firmware: firmware)
+            ])
     }
 
     /// A Xiaomi LYWSD03MMC thermometer/hygrometer on stock firmware: `SimulatedService.lywsd03mmc`, notifying a
@@ -25,8 +27,10 @@ extension SimulatedDevice {
     ) -> SimulatedDevice {
         SimulatedDevice(
             address: address, addressType: .public, name: name, adapter: adapter, rssi: -65,
-            services: [.lywsd03mmc(
-                celsius: celsius, humidity: humidity, millivolts: millivolts, notifyInterval: notifyInterval)])
+            services: [
+                .lywsd03mmc(
+                    celsius: celsius, humidity: humidity, millivolts: millivolts, notifyInterval: notifyInterval)
+            ])
     }
 
     /// An Environmental Sensing device: Temperature 0x2A6E and Humidity 0x2A6F in 0x181A (`celsius` may be
@@ -80,7 +84,8 @@ extension Array where Element == SimulatedDevice {
     ///
     /// | address | name | what a client reads (value 0) |
     /// |---|---|---|
-    /// | C0:FF:EE:01:00:01 | Flower care | after writing A0 1F to 0x1a00: 23.4 °C, 1234 lux, 41 %, 567 µS/cm; 0x1a02: 97 %, "3.2.1" |
+    /// | C0:FF:EE:01:00:01 | Flower care | after writing A0 1F to 0x1a00: 23.4 °C, 1234 lux, 41 %, 567 µS/cm; 0x1a02:
+    /// 97 %, "3.2.1" |
     /// | C0:FF:EE:01:00:02 | LYWSD03MMC | notifications: 22.51 °C, 48 %, 2.981 V |
     /// | C0:FF:EE:01:00:03 | Env-Sensor | 0x2A6E −7.25 °C, 0x2A6F 55.5 %, probe (via 0x2904) −18.25 °C |
     /// | C0:FF:EE:01:00:04 | HR-Monitor | 0x2A37 notifications: 72 bpm, RR 853/1024 s |

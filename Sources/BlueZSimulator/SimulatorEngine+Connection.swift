@@ -210,6 +210,7 @@ extension SimulatorEngine {
         }
         await emitChanged(
             path, Self.deviceInterface,
-            dropped.wasResolved ? ["Connected": .boolean(false), "ServicesResolved": .boolean(false)] : ["Connected": .boolean(false)])
+            dropped.wasResolved
+                ? ["Connected": .boolean(false), "ServicesResolved": .boolean(false)] : ["Connected": .boolean(false)])
     }
 }

@@ -22,12 +22,17 @@ extension SimulatorEngine {
                     DBusProperty("UUID", signature: "s", get: { .string(configuration.uuid) }),
                     DBusProperty("Characteristic", signature: "o", get: { .objectPath(characteristicPath) }),
                     // Like a characteristic's, the Value property is bluetoothd's cache: empty until the first read.
-                    DBusProperty("Value", signature: "ay", get: { [self] in
-                        .bytes(model.withLock { $0.characteristics[characteristicPath]?.descriptorValues[path] } ?? [])
-                    }),
-                    DBusProperty("Flags", signature: "as", get: {
-                        .array(element: "s", configuration.flags.map(DBusValue.string))
-                    }),
+                    DBusProperty(
+                        "Value", signature: "ay",
+                        get: { [self] in
+                            .bytes(
+                                model.withLock { $0.characteristics[characteristicPath]?.descriptorValues[path] } ?? [])
+                        }),
+                    DBusProperty(
+                        "Flags", signature: "as",
+                        get: {
+                            .array(element: "s", configuration.flags.map(DBusValue.string))
+                        }),
                     DBusProperty("Handle", signature: "q", get: { .uint16(descriptor.handle) }),
                 ])
         ])
@@ -85,7 +90,9 @@ extension SimulatorEngine {
 
     /// The checks bluetoothd makes before an ATT request on a descriptor, in its order; returns the link the
     /// request goes out on.
-    private func linkForDescriptor(_ descriptor: DescriptorLayout, of characteristicPath: ObjectPath, needs flag: String)
+    private func linkForDescriptor(
+        _ descriptor: DescriptorLayout, of characteristicPath: ObjectPath, needs flag: String
+    )
         throws -> Int
     {
         try model.withLock { model in

@@ -36,7 +36,9 @@ extension SimulatorEngine {
     /// Ends `client`'s session; the last one stops discovery (Discovering=false, RSSI invalidated).
     func endDiscoverySession(adapter name: String, client: String) async {
         let stopped = model.withLock { model -> (ObjectPath, [ObjectPath])? in
-            guard var adapter = model.adapters[name], adapter.discoverySessions.remove(client) != nil else { return nil }
+            guard var adapter = model.adapters[name], adapter.discoverySessions.remove(client) != nil else {
+                return nil
+            }
             model.adapters[name] = adapter
             return adapter.discoverySessions.isEmpty ? model.stopDiscovering(name) : nil
         }
@@ -96,7 +98,8 @@ extension SimulatorEngine {
                 throw BlueZError.invalidArguments
             }
         }
-        if let transport = filter["Transport"]?.unwrappingVariants.string, !["auto", "bredr", "le"].contains(transport) {
+        if let transport = filter["Transport"]?.unwrappingVariants.string, !["auto", "bredr", "le"].contains(transport)
+        {
             throw BlueZError.invalidArguments
         }
         if filter["RSSI"] != nil, filter["Pathloss"] != nil { throw BlueZError.invalidArguments }
@@ -171,7 +174,12 @@ extension SimulatorEngine {
             model.adapters[name] = adapter
             let stopped = !on && adapter.discovering ? model.stopDiscovering(name) : nil
             if !on { model.adapters[name]?.discoverySessions.removeAll() }
-            let links = on ? [] : model.devices.values.filter { $0.configuration.adapter == name && ($0.connected || $0.pendingConnect != nil) }.map(\.path)
+            let links =
+                on
+                ? []
+                : model.devices.values.filter {
+                    $0.configuration.adapter == name && ($0.connected || $0.pendingConnect != nil)
+                }.map(\.path)
             return (adapter.path, on, links, stopped)
         }
         guard let (path, powered, links, stopped) = change else { return }

@@ -17,7 +17,8 @@ extension SimulatorEngine {
         _ = try Self.option(options, "mtu", as: UInt16.self)
         _ = try Self.option(options, "device", as: ObjectPath.self)
         let plan = try model.withLock { model -> ReadPlan in
-            guard var characteristic = model.characteristics[path], let device = model.devices[characteristic.devicePath],
+            guard var characteristic = model.characteristics[path],
+                let device = model.devices[characteristic.devicePath],
                 device.gattExported
             else { throw BlueZError.unknownObject(path) }
             guard characteristic.configuration.flags.contains("read") else { throw BlueZError.readNotPermitted }
@@ -76,7 +77,9 @@ extension SimulatorEngine {
             {
                 full = required.placeholder
             } else {
-                full = characteristic.written(onLink: link) ?? characteristic.configuration.value.value(characteristic.readSequence)
+                full =
+                    characteristic.written(onLink: link)
+                    ?? characteristic.configuration.value.value(characteristic.readSequence)
                 characteristic.readSequence += 1
             }
             guard Int(offset) <= full.count else {
@@ -119,7 +122,8 @@ extension SimulatorEngine {
         _ = try Self.option(options, "prepare-authorize", as: Bool.self)
         if let type, !["request", "command", "reliable"].contains(type) { throw BlueZError.invalidArguments }
         let link = try model.withLock { model -> Int in
-            guard let characteristic = model.characteristics[path], let device = model.devices[characteristic.devicePath],
+            guard let characteristic = model.characteristics[path],
+                let device = model.devices[characteristic.devicePath],
                 device.gattExported
             else { throw BlueZError.unknownObject(path) }
             let flags = characteristic.configuration.flags
@@ -139,7 +143,9 @@ extension SimulatorEngine {
             guard var characteristic = model.characteristics[path],
                 model.devices[characteristic.devicePath]?.link == link
             else { throw BlueZError.notConnected }
-            var stored = characteristic.written(onLink: link) ?? characteristic.configuration.value.value(characteristic.readSequence)
+            var stored =
+                characteristic.written(onLink: link)
+                ?? characteristic.configuration.value.value(characteristic.readSequence)
             guard Int(offset) <= stored.count else { throw BlueZError.attError(0x07) }
             stored.replaceSubrange(Int(offset)..<min(stored.count, Int(offset) + bytes.count), with: bytes)
             characteristic.written = stored
@@ -209,7 +215,9 @@ extension SimulatorEngine {
                     guard var characteristic = model.characteristics[path] else { continue }
                     let wanted = device.connected && device.gattExported && characteristic.notifying
                     if wanted, characteristic.notifier == nil {
-                        characteristic.notifier = Task { await self.notify(path, link: device.link, generation: generation) }
+                        characteristic.notifier = Task {
+                            await self.notify(path, link: device.link, generation: generation)
+                        }
                     } else if !wanted, let notifier = characteristic.notifier {
                         notifier.cancel()
                         characteristic.notifier = nil
@@ -227,7 +235,8 @@ extension SimulatorEngine {
         while !Task.isCancelled {
             try? await Task.sleep(for: interval)
             let value = model.withLock { model -> [UInt8]? in
-                guard !Task.isCancelled, model.generation == generation, var characteristic = model.characteristics[path],
+                guard !Task.isCancelled, model.generation == generation,
+                    var characteristic = model.characteristics[path],
                     characteristic.notifying, let device = model.devices[characteristic.devicePath],
                     device.connected, device.link == link
                 else { return nil }

@@ -90,9 +90,13 @@ extension SimulatorEngine {
                 },
                 DBusMethod("GetDiscoveryFilters", out: "as", outNames: ["filters"]) { _ in
                     self.count("GetDiscoveryFilters")
-                    return [.array(element: "s", [
-                        "UUIDs", "RSSI", "Pathloss", "Transport", "DuplicateData", "Discoverable", "Pattern",
-                    ].map(DBusValue.string))]
+                    return [
+                        .array(
+                            element: "s",
+                            [
+                                "UUIDs", "RSSI", "Pathloss", "Transport", "DuplicateData", "Discoverable", "Pattern",
+                            ].map(DBusValue.string))
+                    ]
                 },
                 DBusMethod("RemoveDevice", in: "o", inNames: ["device"]) { call in
                     try await self.removeDevice(adapter: name, call)
@@ -130,16 +134,22 @@ extension SimulatorEngine {
                     }),
                 DBusProperty("PairableTimeout", signature: "u", get: get { _ in .uint32(0) }),
                 DBusProperty("Discovering", signature: "b", get: get { .boolean($0.discovering) }),
-                DBusProperty("UUIDs", signature: "as", get: get { _ in
-                    .array(element: "s", [
-                        "00001801-0000-1000-8000-00805f9b34fb", "00001800-0000-1000-8000-00805f9b34fb",
-                        "0000180a-0000-1000-8000-00805f9b34fb",
-                    ].map(DBusValue.string))
-                }),
+                DBusProperty(
+                    "UUIDs", signature: "as",
+                    get: get { _ in
+                        .array(
+                            element: "s",
+                            [
+                                "00001801-0000-1000-8000-00805f9b34fb", "00001800-0000-1000-8000-00805f9b34fb",
+                                "0000180a-0000-1000-8000-00805f9b34fb",
+                            ].map(DBusValue.string))
+                    }),
                 DBusProperty("Modalias", signature: "s", get: get { _ in .string("usb:v1D6Bp0246d0542") }),
-                DBusProperty("Roles", signature: "as", get: get { _ in
-                    .array(element: "s", [.string("central"), .string("peripheral")])
-                }),
+                DBusProperty(
+                    "Roles", signature: "as",
+                    get: get { _ in
+                        .array(element: "s", [.string("central"), .string("peripheral")])
+                    }),
                 DBusProperty("ExperimentalFeatures", signature: "as", get: get { _ in .array(element: "s", []) }),
             ])
         let gattManager = DBusInterface(
@@ -165,12 +175,16 @@ extension SimulatorEngine {
             properties: [
                 DBusProperty("ActiveInstances", signature: "y", get: { .byte(0) }),
                 DBusProperty("SupportedInstances", signature: "y", get: { .byte(5) }),
-                DBusProperty("SupportedIncludes", signature: "as", get: {
-                    .array(element: "s", ["tx-power", "appearance", "local-name"].map(DBusValue.string))
-                }),
-                DBusProperty("SupportedSecondaryChannels", signature: "as", get: {
-                    .array(element: "s", ["1M", "2M", "Coded"].map(DBusValue.string))
-                }),
+                DBusProperty(
+                    "SupportedIncludes", signature: "as",
+                    get: {
+                        .array(element: "s", ["tx-power", "appearance", "local-name"].map(DBusValue.string))
+                    }),
+                DBusProperty(
+                    "SupportedSecondaryChannels", signature: "as",
+                    get: {
+                        .array(element: "s", ["1M", "2M", "Coded"].map(DBusValue.string))
+                    }),
             ])
         return DBusObject(interfaces: [adapter, gattManager, advertising])
     }
@@ -219,13 +233,18 @@ extension SimulatorEngine {
                 ],
                 properties: [
                     DBusProperty("Address", signature: "s", get: get { .string($0.configuration.address) }),
-                    DBusProperty("AddressType", signature: "s", get: get { .string($0.configuration.addressType.rawValue) }),
+                    DBusProperty(
+                        "AddressType", signature: "s", get: get { .string($0.configuration.addressType.rawValue) }),
                     DBusProperty(
                         "Name", signature: "s", get: get { .string($0.configuration.name ?? "") },
                         exists: exists { $0.configuration.name != nil }),
-                    DBusProperty("Alias", signature: "s", get: get { device in
-                        .string(device.configuration.name ?? device.configuration.address.split(separator: ":").joined(separator: "-"))
-                    }),
+                    DBusProperty(
+                        "Alias", signature: "s",
+                        get: get { device in
+                            .string(
+                                device.configuration.name
+                                    ?? device.configuration.address.split(separator: ":").joined(separator: "-"))
+                        }),
                     DBusProperty(
                         "Appearance", signature: "q", get: get { .uint16($0.configuration.appearance ?? 0) },
                         exists: exists { $0.configuration.appearance != nil }),
@@ -244,24 +263,30 @@ extension SimulatorEngine {
                         "TxPower", signature: "n", get: get { .int16($0.configuration.txPower ?? 0) },
                         exists: exists { $0.rssi != nil && $0.configuration.txPower != nil }),
                     DBusProperty("Connected", signature: "b", get: get { .boolean($0.connected) }),
-                    DBusProperty("UUIDs", signature: "as", get: get { device in
-                        .array(element: "s", device.services.map(\.uuid).sorted().map(DBusValue.string))
-                    }),
+                    DBusProperty(
+                        "UUIDs", signature: "as",
+                        get: get { device in
+                            .array(element: "s", device.services.map(\.uuid).sorted().map(DBusValue.string))
+                        }),
                     DBusProperty("Adapter", signature: "o", get: get { .objectPath($0.adapterPath) }),
                     DBusProperty(
                         "ManufacturerData", signature: "a{qv}",
                         get: get { device in
-                            .dictionary(key: "q", value: "v", device.configuration.manufacturerData.sorted { $0.key < $1.key }.map {
-                                DBusDictionaryEntry(key: .uint16($0.key), value: .variant(.bytes($0.value)))
-                            })
+                            .dictionary(
+                                key: "q", value: "v",
+                                device.configuration.manufacturerData.sorted { $0.key < $1.key }.map {
+                                    DBusDictionaryEntry(key: .uint16($0.key), value: .variant(.bytes($0.value)))
+                                })
                         },
                         exists: exists { !$0.configuration.manufacturerData.isEmpty }),
                     DBusProperty(
                         "ServiceData", signature: "a{sv}",
                         get: get { device in
-                            .dictionary(key: "s", value: "v", device.configuration.serviceData.sorted { $0.key < $1.key }.map {
-                                DBusDictionaryEntry(key: .string($0.key), value: .variant(.bytes($0.value)))
-                            })
+                            .dictionary(
+                                key: "s", value: "v",
+                                device.configuration.serviceData.sorted { $0.key < $1.key }.map {
+                                    DBusDictionaryEntry(key: .string($0.key), value: .variant(.bytes($0.value)))
+                                })
                         },
                         exists: exists { !$0.configuration.serviceData.isEmpty }),
                     DBusProperty("ServicesResolved", signature: "b", get: get { .boolean($0.servicesResolved) }),
@@ -270,12 +295,13 @@ extension SimulatorEngine {
                 ])
         ]
         if battery {
-            interfaces.append(DBusInterface(
-                Self.batteryInterface,
-                properties: [
-                    DBusProperty("Percentage", signature: "y", get: { [self] in .byte(batteryPercentage(path)) }),
-                    DBusProperty("Source", signature: "s", get: { .string("GATT Battery Service") }),
-                ]))
+            interfaces.append(
+                DBusInterface(
+                    Self.batteryInterface,
+                    properties: [
+                        DBusProperty("Percentage", signature: "y", get: { [self] in .byte(batteryPercentage(path)) }),
+                        DBusProperty("Source", signature: "s", get: { .string("GATT Battery Service") }),
+                    ]))
         }
         return DBusObject(interfaces: interfaces)
     }
@@ -303,17 +329,21 @@ extension SimulatorEngine {
         }
         var objects: [(ObjectPath, DBusObject)] = []
         for service in services {
-            objects.append((service.path, DBusObject(interfaces: [
-                DBusInterface(
-                    Self.serviceInterface,
-                    properties: [
-                        DBusProperty("UUID", signature: "s", get: { .string(service.uuid) }),
-                        DBusProperty("Device", signature: "o", get: { .objectPath(devicePath) }),
-                        DBusProperty("Primary", signature: "b", get: { .boolean(service.primary) }),
-                        DBusProperty("Includes", signature: "ao", get: { .array(element: "o", []) }),
-                        DBusProperty("Handle", signature: "q", get: { .uint16(service.handle) }),
+            objects.append(
+                (
+                    service.path,
+                    DBusObject(interfaces: [
+                        DBusInterface(
+                            Self.serviceInterface,
+                            properties: [
+                                DBusProperty("UUID", signature: "s", get: { .string(service.uuid) }),
+                                DBusProperty("Device", signature: "o", get: { .objectPath(devicePath) }),
+                                DBusProperty("Primary", signature: "b", get: { .boolean(service.primary) }),
+                                DBusProperty("Includes", signature: "ao", get: { .array(element: "o", []) }),
+                                DBusProperty("Handle", signature: "q", get: { .uint16(service.handle) }),
+                            ])
                     ])
-            ])))
+                ))
             for characteristic in characteristics where characteristic.servicePath == service.path {
                 objects.append((characteristic.path, characteristicObject(characteristic)))
                 if let descriptor = characteristic.descriptorPath {
@@ -330,9 +360,13 @@ extension SimulatorEngine {
     private func characteristicObject(_ characteristic: CharacteristicState) -> DBusObject {
         let path = characteristic.path
         let canNotify = characteristic.configuration.canNotify
-        func get(_ body: @escaping @Sendable (CharacteristicState) -> DBusValue) -> @Sendable () async throws -> DBusValue {
+        func get(_ body: @escaping @Sendable (CharacteristicState) -> DBusValue)
+            -> @Sendable () async throws -> DBusValue
+        {
             { [self] in
-                guard let state = model.withLock({ $0.characteristics[path] }) else { throw BlueZError.unknownObject(path) }
+                guard let state = model.withLock({ $0.characteristics[path] }) else {
+                    throw BlueZError.unknownObject(path)
+                }
                 return body(state)
             }
         }
@@ -355,9 +389,13 @@ extension SimulatorEngine {
                     DBusProperty("Value", signature: "ay", get: get { .bytes($0.value) }),
                     DBusProperty(
                         "Notifying", signature: "b", get: get { .boolean($0.notifying) }, exists: { canNotify }),
-                    DBusProperty("Flags", signature: "as", get: {
-                        .array(element: "s", Self.inBluetoothdOrder(characteristic.configuration.flags).map(DBusValue.string))
-                    }),
+                    DBusProperty(
+                        "Flags", signature: "as",
+                        get: {
+                            .array(
+                                element: "s",
+                                Self.inBluetoothdOrder(characteristic.configuration.flags).map(DBusValue.string))
+                        }),
                     DBusProperty("MTU", signature: "q", get: { .uint16(247) }),
                     DBusProperty("Handle", signature: "q", get: { .uint16(characteristic.handle) }),
                 ])
@@ -372,7 +410,9 @@ extension SimulatorEngine {
             "extended-properties", "reliable-write", "writable-auxiliaries",
         ]
         return flags.enumerated().sorted { lhs, rhs in
-            (order.firstIndex(of: lhs.element) ?? order.count, lhs.offset) < (order.firstIndex(of: rhs.element) ?? order.count, rhs.offset)
+            (order.firstIndex(of: lhs.element) ?? order.count, lhs.offset) < (
+                order.firstIndex(of: rhs.element) ?? order.count, rhs.offset
+            )
         }.map(\.element)
     }
 
@@ -395,7 +435,8 @@ extension SimulatorEngine {
                     DBusProperty("UUID", signature: "s", get: { .string(Self.cccdUUID) }),
                     DBusProperty("Characteristic", signature: "o", get: { .objectPath(characteristic.path) }),
                     DBusProperty("Value", signature: "ay", get: { [self] in .bytes(cccdValue(characteristic.path)) }),
-                    DBusProperty("Flags", signature: "as", get: { .array(element: "s", [.string("read"), .string("write")]) }),
+                    DBusProperty(
+                        "Flags", signature: "as", get: { .array(element: "s", [.string("read"), .string("write")]) }),
                     DBusProperty("Handle", signature: "q", get: { .uint16(handle) }),
                 ])
         ])

@@ -66,10 +66,14 @@ final class SimulatorEngine: Sendable {
         }
     }
 
-    func emitChanged(_ path: ObjectPath, _ interface: String, _ changed: [String: DBusValue], invalidated: [String] = [])
+    func emitChanged(
+        _ path: ObjectPath, _ interface: String, _ changed: [String: DBusValue], invalidated: [String] = []
+    )
         async
     {
-        await emit { try $0.propertiesChanged(path: path, interface: interface, changed: changed, invalidated: invalidated) }
+        await emit {
+            try $0.propertiesChanged(path: path, interface: interface, changed: changed, invalidated: invalidated)
+        }
     }
 
     // MARK: Devices
@@ -100,9 +104,11 @@ final class SimulatorEngine: Sendable {
                 // Configured descriptors follow the CCCD, one handle each, in the order given.
                 var descriptors: [DescriptorLayout] = []
                 for descriptor in characteristic.descriptors {
-                    descriptors.append(DescriptorLayout(
-                        configuration: descriptor, path: try characteristicPath.appending("desc" + Hex.handle(handle)),
-                        handle: handle))
+                    descriptors.append(
+                        DescriptorLayout(
+                            configuration: descriptor,
+                            path: try characteristicPath.appending("desc" + Hex.handle(handle)),
+                            handle: handle))
                     handle += 1
                 }
                 paths.append(characteristicPath)
@@ -115,9 +121,10 @@ final class SimulatorEngine: Sendable {
             // bluetoothd 5.66's battery plugin adds Battery1 but leaves the Battery Service's GATT objects
             // exported (seen in the qemu lab; older notes said hidden): nothing is claimed away.
             let claimed = false
-            services.append(ServiceLayout(
-                path: servicePath, uuid: service.uuid, primary: service.primary, handle: serviceHandle,
-                characteristics: paths, claimed: claimed))
+            services.append(
+                ServiceLayout(
+                    path: servicePath, uuid: service.uuid, primary: service.primary, handle: serviceHandle,
+                    characteristics: paths, claimed: claimed))
         }
         let state = DeviceState(
             configuration: device, path: path, adapterPath: adapterPath, services: services,
@@ -173,9 +180,10 @@ final class SimulatorEngine: Sendable {
             }
             // Added after the initial objects, so that starting does not announce them one by one.
             await connection.addObjectManager(at: .root)
-            let departures = try await connection.signals(matching: MatchRule(
-                sender: "org.freedesktop.DBus", path: "/org/freedesktop/DBus", interface: "org.freedesktop.DBus",
-                member: "NameOwnerChanged"))
+            let departures = try await connection.signals(
+                matching: MatchRule(
+                    sender: "org.freedesktop.DBus", path: "/org/freedesktop/DBus", interface: "org.freedesktop.DBus",
+                    member: "NameOwnerChanged"))
             let generation = model.withLock { model in
                 model.connection = connection
                 return model.generation
@@ -184,7 +192,9 @@ final class SimulatorEngine: Sendable {
                 do {
                     for try await signal in departures {
                         guard let self, self.model.withLock({ $0.generation }) == generation else { return }
-                        guard let (name, _, newOwner) = try? signal.arguments.decode(String.self, String.self, String.self),
+                        guard
+                            let (name, _, newOwner) = try? signal.arguments.decode(
+                                String.self, String.self, String.self),
                             name.hasPrefix(":"), newOwner.isEmpty
                         else { continue }
                         await self.clientLeft(name)
@@ -197,7 +207,9 @@ final class SimulatorEngine: Sendable {
             }
             logger.info("org.bluez is up as \(connection.uniqueName)")
             for (path, link) in leftovers {
-                schedule(after: configuration.latencies.kernelLinkAfterCrash) { [self] in await dropLink(path, onlyLink: link) }
+                schedule(after: configuration.latencies.kernelLinkAfterCrash) { [self] in
+                    await dropLink(path, onlyLink: link)
+                }
             }
         } catch {
             _ = model.withLock { $0.resetRuntimeState(BlueZError.inputOutput) }
@@ -217,7 +229,9 @@ final class SimulatorEngine: Sendable {
             return model.connection
         }
         await connection?.close()
-        let promises = model.withLock { $0.resetRuntimeState(DBusError(name: "org.freedesktop.DBus.Error.NoReply", message: "")) }
+        let promises = model.withLock {
+            $0.resetRuntimeState(DBusError(name: "org.freedesktop.DBus.Error.NoReply", message: ""))
+        }
         for promise in promises { promise.complete(.failure(BlueZError.inputOutput)) }
         logger.info("org.bluez crashed")
     }

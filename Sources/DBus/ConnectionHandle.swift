@@ -24,7 +24,8 @@ final class ConnectionHandle: @unchecked Sendable {
     /// accepts but never answers its authentication waits in `poll(-1)`: one silent bus would then hang every
     /// later connection in the process. Authentication is driven here in bounded rounds, and `Hello` is sent
     /// with a timeout, so a dead bus costs `timeout` and nothing else.
-    static func open(address: String, timeout: Duration = .seconds(10)) throws -> (ConnectionHandle, uniqueName: String) {
+    static func open(address: String, timeout: Duration = .seconds(10)) throws -> (ConnectionHandle, uniqueName: String)
+    {
         libdbus_threads_init_default()
         guard Names.hasNoNUL(address) else { throw DBusError.invalidArgument("bus address contains NUL") }
         let (pointer, failure) = libdbus_connection_open_private(address)
@@ -50,18 +51,25 @@ final class ConnectionHandle: @unchecked Sendable {
         let deadline = clock.now + timeout
         while !libdbus_connection_get_is_authenticated(pointer) {
             guard libdbus_connection_get_is_connected(pointer) else {
-                throw DBusError(code: .connectFailed, message: "the bus at \(address) closed the connection while authenticating")
+                throw DBusError(
+                    code: .connectFailed, message: "the bus at \(address) closed the connection while authenticating")
             }
             let left = clock.now.duration(to: deadline)
             guard left > .zero else {
                 throw DBusError(
                     code: .connectFailed,
-                    message: "the bus at \(address) did not complete authentication within \(timeout) (is the daemon stopped or overloaded?)")
+                    message:
+                        """
+                            the bus at \(address) did not complete authentication within \(timeout) (is the daemon \
+                            stopped or overloaded?)
+                            """
+                )
             }
             libdbus_connection_read_write(pointer, timeoutMilliseconds: milliseconds(min(left, .milliseconds(100))))
         }
         let hello = try DBusMessage.methodCall(
-            destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus", interface: "org.freedesktop.DBus", member: "Hello")
+            destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus", interface: "org.freedesktop.DBus",
+            member: "Hello")
         let left = max(clock.now.duration(to: deadline), .milliseconds(1))
         let (reply, failure) = libdbus_connection_send_with_reply_and_block(
             pointer, hello.pointer, timeoutMilliseconds: milliseconds(left))

@@ -2,7 +2,7 @@ import CLinux
 import Dispatch
 import Basics
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// The executor of one `DBusConnection`: a thread of its own that waits in `epoll_wait` on the bus socket and
@@ -166,7 +166,8 @@ final class ConnectionThread: SerialExecutor, @unchecked Sendable {
     init(name: String) throws(DBusError) {
         guard let timers = TimerThread.hosted() else {
             throw DBusError(
-                code: .systemCall, message: "cannot create the D-Bus connection's timerfd: " + String(cString: strerror(errno)))
+                code: .systemCall,
+                message: "cannot create the D-Bus connection's timerfd: " + String(cString: strerror(errno)))
         }
         self.name = name
         self.timers = timers

@@ -82,7 +82,8 @@ extension DBusConnection {
         let interface = message.interface
         let object = exportedObjects[path]
         switch (interface, member) {
-        case (let name, "Introspect") where name == Self.introspectableInterface
+        case (let name, "Introspect")
+        where name == Self.introspectableInterface
             || (name == nil && object?.method(member) == nil):
             guard object != nil || objectManagers.contains(path) || hasChildren(path) else {
                 return replyError(message, DBusError.StandardName.unknownObject, "No such object path '\(path)'")
@@ -134,7 +135,8 @@ extension DBusConnection {
         }
     }
 
-    private func handlePropertiesCall(_ message: DBusMessage, object: ExportedObject, path: ObjectPath, member: String) {
+    private func handlePropertiesCall(_ message: DBusMessage, object: ExportedObject, path: ObjectPath, member: String)
+    {
         let expected: DBusSignature
         switch member {
         case "Get": expected = "ss"
@@ -167,14 +169,16 @@ extension DBusConnection {
         }
         if member == "Get" {
             guard let get = property.get else {
-                return replyError(message, DBusError.StandardName.accessDenied, "Property '\(propertyName)' is write-only")
+                return replyError(
+                    message, DBusError.StandardName.accessDenied, "Property '\(propertyName)' is write-only")
             }
             return replyLater(message, out: "v") {
                 [.variant(try await Self.read(property, get))]
             }
         }
         guard let set = property.set else {
-            return replyError(message, DBusError.StandardName.propertyReadOnly, "Property '\(propertyName)' is read-only")
+            return replyError(
+                message, DBusError.StandardName.propertyReadOnly, "Property '\(propertyName)' is read-only")
         }
         let value = arguments[2].variant ?? arguments[2]
         guard value.hasSignature(property.signature) else {
@@ -279,7 +283,8 @@ extension DBusConnection {
         var entries: [DBusDictionaryEntry] = []
         for property in interface.declaration.properties where property.isPresent {
             guard let get = property.get else { continue }
-            entries.append(DBusDictionaryEntry(key: .string(property.name), value: .variant(try await read(property, get))))
+            entries.append(
+                DBusDictionaryEntry(key: .string(property.name), value: .variant(try await read(property, get))))
         }
         return .dictionary(key: "s", value: "v", entries)
     }

@@ -30,7 +30,8 @@ public enum ReleaseNameReply: UInt32, Sendable {
 
 extension DBusConnection {
     /// Asks the bus for a well-known name.
-    nonisolated(nonsending) public func requestName(_ name: String, flags: RequestNameFlags = [.doNotQueue]) async throws
+    nonisolated(nonsending) public func requestName(_ name: String, flags: RequestNameFlags = [.doNotQueue])
+        async throws
         -> RequestNameReply
     {
         try Names.checkBusName(name)

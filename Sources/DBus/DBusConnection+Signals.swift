@@ -140,7 +140,9 @@ extension DBusConnection {
 
     func removeSubscription(_ id: UInt64, removeMatch: Bool) {
         guard let subscription = subscriptions.removeValue(forKey: id) else { return }
-        if removeMatch { sendWithoutReply(try? Self.busMethod("RemoveMatch", [.string(subscription.rule.description)])) }
+        if removeMatch {
+            sendWithoutReply(try? Self.busMethod("RemoveMatch", [.string(subscription.rule.description)]))
+        }
         if subscription.rule.senderNeedsResolution, let sender = subscription.rule.sender {
             stopTrackingOwner(of: sender)
         }
@@ -196,16 +198,23 @@ extension DBusConnection {
         var signal: DBusSignal?
         var firstString: String??
         for subscription in subscriptions.values {
-            let owner = subscription.rule.senderNeedsResolution ? subscription.rule.sender.flatMap { ownerTrackers[$0]?.owner } : nil
-            guard subscription.rule.matchesHeader(sender: sender, path: path, interface: interface, member: member, owner: owner)
+            let owner =
+                subscription.rule.senderNeedsResolution
+                ? subscription.rule.sender.flatMap { ownerTrackers[$0]?.owner } : nil
+            guard
+                subscription.rule.matchesHeader(
+                    sender: sender, path: path, interface: interface, member: member, owner: owner)
             else { continue }
             if let arg0 = subscription.rule.arg0 {
-                if firstString == nil { firstString = .some(arguments.map { $0.first?.string } ?? message.firstStringArgument) }
+                if firstString == nil {
+                    firstString = .some(arguments.map { $0.first?.string } ?? message.firstStringArgument)
+                }
                 guard firstString! == arg0 else { continue }
             }
             switch subscription.delivery {
             case .received(let handler):
-                handler(ReceivedSignal(sender: sender, path: path, interface: interface, member: member, message: message))
+                handler(
+                    ReceivedSignal(sender: sender, path: path, interface: interface, member: member, message: message))
             case .decoded(let deliver):
                 if signal == nil {
                     // A signal we cannot read (libdbus could not duplicate one of its Unix fds) is dropped rather

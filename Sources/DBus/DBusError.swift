@@ -116,7 +116,8 @@ extension DBusError {
             code: .typeMismatch, message: "\(prefix)expected signature '\(expected)', found '\(found)'")
     }
 
-    static let outOfMemory = DBusError(code: .outOfMemory, name: StandardName.noMemory, message: "libdbus is out of memory")
+    static let outOfMemory = DBusError(
+        code: .outOfMemory, name: StandardName.noMemory, message: "libdbus is out of memory")
 
     static func disconnected(_ message: String = "the connection to the bus is closed") -> DBusError {
         DBusError(code: .disconnected, message: message)

@@ -5,7 +5,7 @@ import CDBus
 ///
 /// The standard signals an object cache lives on have typed readers that walk the message once, without building
 /// the generic ``DBusValue`` tree and then dictionaries from it: a BlueZ poll brings six or seven such signals,
-/// and reading each generically cost about 20,000 instructions (Benchmarks/NOTES.md).
+/// and reading each generically was a large share of a poll (Benchmarks/NOTES.md).
 ///
 /// ```swift
 /// let token = try await bus.addSignalHandler(matching: MatchRule(sender: "org.bluez"), reading: { signal in
@@ -46,7 +46,9 @@ public struct ReceivedSignal: Sendable {
     /// The arguments of an `org.freedesktop.DBus.ObjectManager.InterfacesAdded` (`oa{sa{sv}}`): the object and
     /// each interface with its properties, their `v` wrappers taken off. Throws `DBusError.Code.typeMismatch`
     /// for any other signature.
-    public func interfacesAdded() throws -> (path: ObjectPath, interfaces: [(name: String, properties: [String: DBusValue])]) {
+    public func interfacesAdded() throws -> (
+        path: ObjectPath, interfaces: [(name: String, properties: [String: DBusValue])]
+    ) {
         try message.readInterfacesAdded()
     }
 
@@ -102,7 +104,9 @@ extension DBusMessage {
         return PropertiesChange(interface: interface, changed: changed, invalidated: invalidated)
     }
 
-    func readInterfacesAdded() throws -> (path: ObjectPath, interfaces: [(name: String, properties: [String: DBusValue])]) {
+    func readInterfacesAdded() throws -> (
+        path: ObjectPath, interfaces: [(name: String, properties: [String: DBusValue])]
+    ) {
         var (iterator, path) = try firstArgument(ifSignatureStartsWith: "oa{sa{sv}}")
         var interfaces: [(name: String, properties: [String: DBusValue])] = []
         try Self.forEachEntry(of: &iterator) { interface, properties in
@@ -118,9 +122,13 @@ extension DBusMessage {
 
     /// The first argument (a string or object path) and an iterator at the second, when the message's signature
     /// starts with `prefix`; `DBusError.Code.typeMismatch` naming `expected` (default: `prefix`) otherwise.
-    private func firstArgument(ifSignatureStartsWith prefix: String, expected: String? = nil) throws -> (MessageIterator, String) {
+    private func firstArgument(ifSignatureStartsWith prefix: String, expected: String? = nil) throws -> (
+        MessageIterator, String
+    ) {
         let signature = libdbus_message_get_signature(pointer)
-        guard signature.hasPrefix(prefix) else { throw DBusError.typeMismatch(expected: expected ?? prefix, found: signature) }
+        guard signature.hasPrefix(prefix) else {
+            throw DBusError.typeMismatch(expected: expected ?? prefix, found: signature)
+        }
         var iterator = MessageIterator()
         _ = libdbus_message_iter_init(pointer, &iterator)
         let first = libdbus_message_iter_get_string(&iterator)
@@ -131,7 +139,8 @@ extension DBusMessage {
     /// The first argument when it is a string (a match rule's `arg0`), without reading the rest.
     var firstStringArgument: String? {
         var iterator = MessageIterator()
-        guard libdbus_message_iter_init(pointer, &iterator), libdbus_message_iter_get_arg_type(&iterator) == CDBUS_TYPE_STRING
+        guard libdbus_message_iter_init(pointer, &iterator),
+            libdbus_message_iter_get_arg_type(&iterator) == CDBUS_TYPE_STRING
         else { return nil }
         return libdbus_message_iter_get_string(&iterator)
     }
@@ -144,7 +153,8 @@ extension DBusMessage {
     }
 
     /// Each entry of the `a{sv}` the iterator is at, in wire order, its `v` taken off.
-    private static func forEachProperty(of iterator: inout MessageIterator, _ body: (String, DBusValue) -> Void) throws {
+    private static func forEachProperty(of iterator: inout MessageIterator, _ body: (String, DBusValue) -> Void) throws
+    {
         try forEachEntry(of: &iterator) { name, value in
             var variant = MessageIterator()
             libdbus_message_iter_recurse(&value, &variant)

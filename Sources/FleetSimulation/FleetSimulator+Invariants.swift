@@ -19,7 +19,10 @@ extension FleetSimulator {
         var track = tracks[device]
         for hold in track.holds where hold.gateway != gateway && hold.until > now {
             violation(
-                "\(name): \(gateways[gateway].name) entitled while \(gateways[hold.gateway].name) is until t=\(Double(hold.until) / 1e9)s"
+                """
+                    \(name): \(gateways[gateway].name) entitled while \(gateways[hold.gateway].name) is until \
+                    t=\(Double(hold.until) / 1e9)s
+                    """
             )
         }
         let previouslyHeld = track.activeHolder(at: now) != nil

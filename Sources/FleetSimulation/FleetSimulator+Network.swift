@@ -43,7 +43,10 @@ extension FleetSimulator {
                     if now > convergenceAt {
                         report.movesAfterConvergence += 1
                         violation(
-                            "\(device) moved by \(gateways[gateway].name) after convergence: \(reason) true RSSI \(trueRSSI(of: device))"
+                            """
+                                \(device) moved by \(gateways[gateway].name) after convergence: \(reason) true RSSI \
+                                \(trueRSSI(of: device))
+                                """
                         )
                     }
                 }

@@ -38,7 +38,10 @@ public struct SimulationReport: Sendable, CustomStringConvertible {
             + "max handover \(handover) s (bound \(bound) s) over \(handovers) handovers, "
             + "\(placementMoves) moves (\(movesAfterConvergence) after convergence), "
             + "best \(heldByBest) within-margin \(heldWithinMargin) unheld \(unheldAtEnd), "
-            + "faults k\(kills) p\(partitions) b\(brokerRestarts), rejected own \(rejectedOwnMessages.sorted { $0.key < $1.key }), "
+            + """
+                faults k\(kills) p\(partitions) b\(brokerRestarts), rejected own \
+                \(rejectedOwnMessages.sorted { $0.key < $1.key }), 
+                """
             + "malformed \(malformed), echo timeouts \(echoTimeouts), "
             + "violations \(violationCount)" + (violations.isEmpty ? "" : ": " + violations.joined(separator: "; "))
     }

@@ -96,7 +96,8 @@ final class BusPropertyMirror: Sendable {
             continuation.finish()
         }
         let onEnd: @Sendable (any Error) -> Void = { error in
-            continuation.yield(.connectionLost(error as? DBusError ?? DBusError(code: .disconnected, message: "\(error)")))
+            continuation.yield(
+                .connectionLost(error as? DBusError ?? DBusError(code: .disconnected, message: "\(error)")))
         }
         do {
             for service in services {
@@ -136,7 +137,9 @@ final class BusPropertyMirror: Sendable {
         for await event in events {
             switch event {
             case .owner(let service, let owner?):
-                logger.info("\(name) is on the bus; reading its state", metadata: ["bus_name": "\(service)", "owner": "\(owner)"])
+                logger.info(
+                    "\(name) is on the bus; reading its state",
+                    metadata: ["bus_name": "\(service)", "owner": "\(owner)"])
                 await synchronize(service)
             case .owner(let service, nil):
                 serviceLeft(service)
@@ -165,7 +168,10 @@ final class BusPropertyMirror: Sendable {
                 if Task.isCancelled { return }
                 logger.warning(
                     "could not read the properties of \(name)",
-                    metadata: ["bus_name": "\(service)", "path": "\(object.path)", "interface": "\(object.interface)", "error": "\(error)"])
+                    metadata: [
+                        "bus_name": "\(service)", "path": "\(object.path)", "interface": "\(object.interface)",
+                        "error": "\(error)",
+                    ])
             }
         }
         snapshot.withLock { snapshot in
@@ -189,7 +195,8 @@ final class BusPropertyMirror: Sendable {
     }
 
     private func apply(_ arguments: [DBusValue], to object: WatchedObject) async {
-        guard let (_, changed, invalidated) = try? arguments.decode(String.self, [String: DBusValue].self, [String].self)
+        guard
+            let (_, changed, invalidated) = try? arguments.decode(String.self, [String: DBusValue].self, [String].self)
         else {
             logger.warning(
                 "ignoring a malformed PropertiesChanged from \(name)",
@@ -238,7 +245,8 @@ final class BusPropertyMirror: Sendable {
             return verdict
         }
         if cell.set(current.state) || previous == nil {
-            logger.info("power state \(current.state.rawValue)", metadata: ["source": "\(name)", "reason": "\(current.reason)"])
+            logger.info(
+                "power state \(current.state.rawValue)", metadata: ["source": "\(name)", "reason": "\(current.reason)"])
         }
     }
 }

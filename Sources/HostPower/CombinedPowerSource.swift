@@ -28,7 +28,10 @@ public final class CombinedPowerSource: PowerSource, Service {
     /// Serialises compute-then-publish, so a stale combination never overtakes a newer one.
     private let combining = Locked(0)
 
-    public init(_ sources: [any PowerSource], override: ManualPowerSource? = nil, logger: Logger = Logger(label: "keepalive.power")) {
+    public init(
+        _ sources: [any PowerSource], override: ManualPowerSource? = nil,
+        logger: Logger = Logger(label: "keepalive.power")
+    ) {
         self.sources = sources
         self.override = override
         self.logger = logger
@@ -89,7 +92,9 @@ public final class CombinedPowerSource: PowerSource, Service {
             let overridden = override?.override != nil
             logger.log(
                 level: overridden ? .info : .debug, "power state \(current.rawValue)",
-                metadata: ["previous": "\(previous.rawValue)", "source": "\(overridden ? "manual override" : "combined")"])
+                metadata: [
+                    "previous": "\(previous.rawValue)", "source": "\(overridden ? "manual override" : "combined")",
+                ])
         }
     }
 

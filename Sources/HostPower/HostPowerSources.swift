@@ -46,7 +46,8 @@ public enum HostPowerSources {
             parts.append("UPower (\(UPowerPowerSource.busName)\(how))")
         } else {
             let sysfs = SysfsPowerSource(
-                root: sysfsRoot, criticalPercentage: criticalPercentage, validatedPollInterval: .seconds(30), clock: clock,
+                root: sysfsRoot, criticalPercentage: criticalPercentage, validatedPollInterval: .seconds(30),
+                clock: clock,
                 logger: logger)
             if let supplies = try? PowerSupply.list(root: sysfsRoot), !supplies.isEmpty {
                 sources.append(sysfs)
@@ -67,7 +68,11 @@ public enum HostPowerSources {
 
         let description: String
         if parts.isEmpty {
-            description = "none found (no UPower or power-profiles-daemon on the bus, no power supply in \(sysfsRoot)): always normal"
+            description =
+                """
+                    none found (no UPower or power-profiles-daemon on the bus, no power supply in \(sysfsRoot)): \
+                    always normal
+                    """
         } else {
             description = parts.joined(separator: " + ")
         }

@@ -1,9 +1,9 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Musl)
-import Musl
+    import Musl
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// One entry of `/sys/class/power_supply` as the kernel describes it (`Documentation/ABI/testing/sysfs-class-power`).
@@ -92,7 +92,8 @@ public struct PowerSupply: Sendable, Hashable, CustomStringConvertible {
             let base = root + "/" + name + "/"
             let supply = PowerSupply(
                 name: name, type: attribute(base + "type"), scope: attribute(base + "scope"),
-                online: attribute(base + "online").map { $0 == "1" }, capacity: attribute(base + "capacity").flatMap { Int($0) },
+                online: attribute(base + "online").map { $0 == "1" },
+                capacity: attribute(base + "capacity").flatMap { Int($0) },
                 status: attribute(base + "status"))
             return supply.isMains || supply.isSystemBattery ? supply : nil
         }

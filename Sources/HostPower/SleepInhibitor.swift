@@ -69,9 +69,11 @@ public final class SleepInhibitor: Service {
         let signals: AsyncThrowingStream<DBusSignal, any Error>
         do {
             signals = try await connection.signals(
-                matching: MatchRule(sender: Self.busName, path: Self.path, interface: Self.interface, member: "PrepareForSleep"))
+                matching: MatchRule(
+                    sender: Self.busName, path: Self.path, interface: Self.interface, member: "PrepareForSleep"))
         } catch {
-            logger.warning("cannot follow logind's PrepareForSleep: sleep is not tracked", metadata: ["error": "\(error)"])
+            logger.warning(
+                "cannot follow logind's PrepareForSleep: sleep is not tracked", metadata: ["error": "\(error)"])
             return
         }
         guard await takeInhibitor() else {
@@ -162,4 +164,3 @@ public final class SleepInhibitor: Service {
         }?.close()
     }
 }
-

@@ -47,12 +47,18 @@ public final class SysfsPowerSource: PowerSource, Service {
         pollInterval: Duration = .seconds(30), clock: any Clock<Duration> = TimerFDClock(), logger: Logger
     ) throws(ConfigurationValueError) {
         guard pollInterval > .zero else {
-            throw ConfigurationValueError(field: "SysfsPowerSource.pollInterval", reason: "must be positive, not \(pollInterval)")
+            throw ConfigurationValueError(
+                field: "SysfsPowerSource.pollInterval", reason: "must be positive, not \(pollInterval)")
         }
-        self.init(root: root, criticalPercentage: criticalPercentage, validatedPollInterval: pollInterval, clock: clock, logger: logger)
+        self.init(
+            root: root, criticalPercentage: criticalPercentage, validatedPollInterval: pollInterval, clock: clock,
+            logger: logger)
     }
 
-    init(root: String, criticalPercentage: Double, validatedPollInterval pollInterval: Duration, clock: any Clock<Duration>, logger: Logger) {
+    init(
+        root: String, criticalPercentage: Double, validatedPollInterval pollInterval: Duration,
+        clock: any Clock<Duration>, logger: Logger
+    ) {
         self.root = root
         self.criticalPercentage = criticalPercentage
         self.pollInterval = pollInterval
@@ -141,13 +147,15 @@ public final class SysfsPowerSource: PowerSource, Service {
             logger.info("power supplies readable again", metadata: ["root": "\(root)", "was": "\(previousProblem)"])
         }
         if cell.set(verdict.state) || firstRead {
-            logger.info("power state \(verdict.state.rawValue)", metadata: ["source": "sysfs", "reason": "\(verdict.reason)"])
+            logger.info(
+                "power state \(verdict.state.rawValue)", metadata: ["source": "sysfs", "reason": "\(verdict.reason)"])
         }
         return verdict.state
     }
 
     static func verdict(_ supplies: [PowerSupply], criticalPercentage: Double) -> PowerVerdict {
-        let described = supplies.isEmpty ? "no mains supply or battery" : supplies.map(\.description).joined(separator: ", ")
+        let described =
+            supplies.isEmpty ? "no mains supply or battery" : supplies.map(\.description).joined(separator: ", ")
         let reason = "sysfs: \(described)"
         let batteries = supplies.filter(\.isSystemBattery)
         guard batteries.contains(where: \.isDischarging) else { return PowerVerdict(state: .normal, reason: reason) }

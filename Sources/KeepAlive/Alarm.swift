@@ -41,7 +41,8 @@ package final class Alarm: Sendable {
                         let generation = state.generation
                         let time = self.time
                         // The waiter's task is resumed from the timer thread straight onto its own executor.
-                        if let timer = time.call(at: deadline, { [weak self] in self?.expire(generation: generation) }) {
+                        if let timer = time.call(at: deadline, { [weak self] in self?.expire(generation: generation) })
+                        {
                             state.timer = timer
                             return false
                         }
@@ -65,18 +66,19 @@ package final class Alarm: Sendable {
 
     /// Ends the current wait now, or the next one at once if nobody is waiting.
     package func ring() {
-        let (waiter, timer, sleeper): (CheckedContinuation<Void, Never>?, TimerCall?, Task<Void, Never>?) = state.withLock { state in
-            guard let waiter = state.waiter else {
-                state.ringPending = true
-                return (nil, nil, nil)
+        let (waiter, timer, sleeper): (CheckedContinuation<Void, Never>?, TimerCall?, Task<Void, Never>?) =
+            state.withLock { state in
+                guard let waiter = state.waiter else {
+                    state.ringPending = true
+                    return (nil, nil, nil)
+                }
+                state.waiter = nil
+                defer {
+                    state.timer = nil
+                    state.sleeper = nil
+                }
+                return (waiter, state.timer, state.sleeper)
             }
-            state.waiter = nil
-            defer {
-                state.timer = nil
-                state.sleeper = nil
-            }
-            return (waiter, state.timer, state.sleeper)
-        }
         timer?.cancel()
         sleeper?.cancel()
         waiter?.resume()

@@ -5,22 +5,23 @@ extension BackgroundTaskLedger {
     func drive() async {
         while true {
             let now = time.now
-            let (actions, idleWaiters, wakeAt): ([LedgerState.DueAction], [CheckedContinuation<Void, Never>], KeepAliveInstant?) =
-                state.withLock { state in
-                    let actions = state.takeDue(now: now, gracePeriod: configuration.gracePeriod)
-                    var waiters: [CheckedContinuation<Void, Never>] = []
-                    if state.open.isEmpty {
-                        swap(&waiters, &state.idleWaiters)
+            let (actions, idleWaiters, wakeAt):
+                ([LedgerState.DueAction], [CheckedContinuation<Void, Never>], KeepAliveInstant?) =
+                    state.withLock { state in
+                        let actions = state.takeDue(now: now, gracePeriod: configuration.gracePeriod)
+                        var waiters: [CheckedContinuation<Void, Never>] = []
+                        if state.open.isEmpty {
+                            swap(&waiters, &state.idleWaiters)
+                        }
+                        guard !state.open.isEmpty else {
+                            state.timers = Heap()
+                            state.driverRunning = false
+                            state.driverWakesAt = nil
+                            return (actions, waiters, nil)
+                        }
+                        state.driverWakesAt = state.nextLiveTimer()
+                        return (actions, waiters, state.driverWakesAt)
                     }
-                    guard !state.open.isEmpty else {
-                        state.timers = Heap()
-                        state.driverRunning = false
-                        state.driverWakesAt = nil
-                        return (actions, waiters, nil)
-                    }
-                    state.driverWakesAt = state.nextLiveTimer()
-                    return (actions, waiters, state.driverWakesAt)
-                }
             perform(actions)
             for waiter in idleWaiters { waiter.resume() }
             guard let wakeAt else { return }

@@ -38,13 +38,16 @@ public final class BackgroundTaskLedger: Sendable {
         /// The grace period not negative, the warning lead (when set) not negative, the history at least one entry.
         public func validate(field: String = "BackgroundTaskLedger.Configuration") throws(ConfigurationValueError) {
             guard gracePeriod >= .zero else {
-                throw ConfigurationValueError(field: "\(field).gracePeriod", reason: "must not be negative, not \(gracePeriod.compact)")
+                throw ConfigurationValueError(
+                    field: "\(field).gracePeriod", reason: "must not be negative, not \(gracePeriod.compact)")
             }
             if let warningLead, warningLead < .zero {
-                throw ConfigurationValueError(field: "\(field).warningLead", reason: "must not be negative, not \(warningLead.compact)")
+                throw ConfigurationValueError(
+                    field: "\(field).warningLead", reason: "must not be negative, not \(warningLead.compact)")
             }
             guard historyCapacity > 0 else {
-                throw ConfigurationValueError(field: "\(field).historyCapacity", reason: "must be at least 1, not \(historyCapacity)")
+                throw ConfigurationValueError(
+                    field: "\(field).historyCapacity", reason: "must be at least 1, not \(historyCapacity)")
             }
         }
 

@@ -49,17 +49,20 @@ extension KeepAlive {
         public func validate() throws(ConfigurationValueError) {
             let field = "KeepAlive.Configuration"
             guard interval > .zero else {
-                throw ConfigurationValueError(field: "\(field).interval", reason: "must be positive, not \(interval.compact)")
+                throw ConfigurationValueError(
+                    field: "\(field).interval", reason: "must be positive, not \(interval.compact)")
             }
             guard jitter >= .zero, jitter < interval else {
                 throw ConfigurationValueError(
                     field: "\(field).jitter",
-                    reason: "must be at least 0 and shorter than the interval (\(interval.compact)), not \(jitter.compact)"
+                    reason:
+                        "must be at least 0 and shorter than the interval (\(interval.compact)), not \(jitter.compact)"
                 )
             }
             guard maxFailureBackoffMultiplier >= 1 else {
                 throw ConfigurationValueError(
-                    field: "\(field).maxFailureBackoffMultiplier", reason: "must be at least 1, not \(maxFailureBackoffMultiplier)"
+                    field: "\(field).maxFailureBackoffMultiplier",
+                    reason: "must be at least 1, not \(maxFailureBackoffMultiplier)"
                 )
             }
             if let windowBudget {
@@ -105,10 +108,12 @@ extension KeepAlive {
         public func validate(against configuration: Configuration) throws(ConfigurationValueError) {
             let field = "KeepAlive.RegistrationOptions"
             if let interval, interval <= .zero {
-                throw ConfigurationValueError(field: "\(field).interval", reason: "must be positive, not \(interval.compact)")
+                throw ConfigurationValueError(
+                    field: "\(field).interval", reason: "must be positive, not \(interval.compact)")
             }
             if let budget {
-                try Configuration.validate(budget: budget, interval: interval ?? configuration.interval, field: "\(field).budget")
+                try Configuration.validate(
+                    budget: budget, interval: interval ?? configuration.interval, field: "\(field).budget")
             }
         }
     }

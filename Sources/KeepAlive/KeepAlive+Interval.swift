@@ -7,10 +7,13 @@ extension KeepAlive {
     /// - Throws: ``ConfigurationValueError`` when the interval is not positive, the registration's budget is not
     ///   shorter than it, or the token is unknown.
     @discardableResult
-    public func setInterval(_ interval: Duration, for token: RegistrationToken) throws(ConfigurationValueError) -> Duration? {
+    public func setInterval(_ interval: Duration, for token: RegistrationToken) throws(ConfigurationValueError)
+        -> Duration?
+    {
         let field = "KeepAlive.setInterval"
         guard interval > .zero else {
-            throw ConfigurationValueError(field: field, reason: "the interval must be positive, not \(interval.compact)")
+            throw ConfigurationValueError(
+                field: field, reason: "the interval must be positive, not \(interval.compact)")
         }
         let now = time.now
         let jitterLimit = configuration.jitter
@@ -25,9 +28,10 @@ extension KeepAlive {
                 return .failure(error)
             }
             guard jitterLimit < interval else {
-                return .failure(ConfigurationValueError(
-                    field: field, reason: "\(interval.compact) is not longer than the jitter \(jitterLimit.compact)"
-                ))
+                return .failure(
+                    ConfigurationValueError(
+                        field: field, reason: "\(interval.compact) is not longer than the jitter \(jitterLimit.compact)"
+                    ))
             }
             registration.baseInterval = interval
             registration.budget = budget

@@ -177,7 +177,9 @@ extension KeepAlive {
                     return (true, [Launch](), [(Launch, TickReport.SkipReason)](), KeepAliveInstant?.none)
                 }
                 let (launches, skipped) = takeDue(&state, now: now)
-                let wakeAt = state.registrations.values.lazy.filter { !$0.isFinished }.compactMap { $0.schedule?.nextFire }.min()
+                let wakeAt = state.registrations.values.lazy.filter { !$0.isFinished }.compactMap {
+                    $0.schedule?.nextFire
+                }.min()
                 return (false, launches, skipped, wakeAt)
             }
             if stop { return true }
@@ -285,7 +287,11 @@ extension KeepAlive {
                 forcedEnd: { record in
                     let error = KeepAliveError(
                         code: .forcedEnd,
-                        message: "callback did not return within the grace after its window (budget \(launch.budget.compact)) expired or was cancelled"
+                        message:
+                            """
+                                callback did not return within the grace after its window (budget \
+                                \(launch.budget.compact)) expired or was cancelled
+                                """
                     )
                     let detail = taskBox.withLock { $0.request?.fallbackDetail }
                     self.complete(launch, LaunchResult(.failed(error), detail: detail), window: record, finished: false)

@@ -48,7 +48,8 @@ public final class KeepAlive: Service, Sendable {
     ) throws(ConfigurationValueError) {
         try configuration.validate()
         self.init(
-            validated: configuration, clock: clock, powerSource: powerSource, randomNumberGenerator: randomNumberGenerator,
+            validated: configuration, clock: clock, powerSource: powerSource,
+            randomNumberGenerator: randomNumberGenerator,
             logger: logger
         )
     }
@@ -201,7 +202,9 @@ public final class KeepAlive: Service, Sendable {
 
     /// When the next tick of any registration fires, if one is scheduled.
     public var nextDeadline: KeepAliveInstant? {
-        state.withLock { state in state.registrations.values.lazy.filter { !$0.isFinished }.compactMap { $0.schedule?.nextFire }.min() }
+        state.withLock { state in
+            state.registrations.values.lazy.filter { !$0.isFinished }.compactMap { $0.schedule?.nextFire }.min()
+        }
     }
 
     /// The number of the registration's last tick that fired (0 before any): what a poll outside the grid is

@@ -73,7 +73,8 @@ struct LedgerState {
         let id = BackgroundTaskID(rawValue: nextID)
         nextID += 1
         guard isOpen else {
-            let record = BackgroundTaskRecord(id: id, name: name, began: now, ended: now, budget: budget, outcome: .refused)
+            let record = BackgroundTaskRecord(
+                id: id, name: name, began: now, ended: now, budget: budget, outcome: .refused)
             history.append(record)
             return .refused(record)
         }
@@ -82,7 +83,8 @@ struct LedgerState {
             warningLead > .zero && warningLead < budget
             ? Timer(at: deadline + (.zero - warningLead), kind: .warning, id: id)
             : Timer(at: deadline, kind: .deadline, id: id)
-        let entry = BackgroundTaskEntry(id: id, name: name, began: now, budget: budget, deadline: deadline, phase: .running)
+        let entry = BackgroundTaskEntry(
+            id: id, name: name, began: now, budget: budget, deadline: deadline, phase: .running)
         open[id] = OpenWindow(entry: entry, nextTimer: timer, expirationHandler: expirationHandler, hooks: hooks)
         let ring = schedule(timer)
         if driverRunning {

@@ -78,12 +78,14 @@ public struct LowPowerPolicy: Sendable, Hashable {
     public func validate(field: String = "LowPowerPolicy") throws(ConfigurationValueError) {
         guard lowPowerMultiplier >= 1, lowPowerMultiplier.isFinite else {
             throw ConfigurationValueError(
-                field: "\(field).lowPowerMultiplier", reason: "must be a finite number of at least 1, not \(lowPowerMultiplier)"
+                field: "\(field).lowPowerMultiplier",
+                reason: "must be a finite number of at least 1, not \(lowPowerMultiplier)"
             )
         }
         if case .stretch(let factor) = critical, !(factor >= 1 && factor.isFinite) {
             throw ConfigurationValueError(
-                field: "\(field).critical", reason: "the stretch factor must be a finite number of at least 1, not \(factor)"
+                field: "\(field).critical",
+                reason: "the stretch factor must be a finite number of at least 1, not \(factor)"
             )
         }
     }

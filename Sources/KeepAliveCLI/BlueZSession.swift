@@ -28,7 +28,8 @@ func withBlueZ<T: Sendable>(
         } catch is CancellationError {
             return .failure(CancellationError())
         } catch {
-            return .failure(CommandFailure("org.bluez is not on \(bus): is bluetoothd running? (see `keepalive doctor`)"))
+            return .failure(
+                CommandFailure("org.bluez is not on \(bus): is bluetoothd running? (see `keepalive doctor`)"))
         }
         do {
             _ = try transport.checkAdapter(adapter)

@@ -6,7 +6,7 @@ import Logging
 import ServiceLifecycle
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// `--bus`: which D-Bus to find BlueZ on.
@@ -14,7 +14,10 @@ struct BusOptions: ParsableArguments {
     @Option(
         name: .long,
         help: ArgumentHelp(
-            "The bus BlueZ is on: `system` (default; honours DBUS_SYSTEM_BUS_ADDRESS), `session`, or a D-Bus address such as unix:path=/run/dbus/system_bus_socket or tcp:host=127.0.0.1,port=7000.",
+            """
+                The bus BlueZ is on: `system` (default; honours DBUS_SYSTEM_BUS_ADDRESS), `session`, or a D-Bus \
+                address such as unix:path=/run/dbus/system_bus_socket or tcp:host=127.0.0.1,port=7000.
+                """,
             valueName: "address"
         )
     )
@@ -30,7 +33,12 @@ struct BusOptions: ParsableArguments {
 
     func validate() throws {
         if let bus, bus != "system", bus != "session", !bus.contains(":") {
-            throw ValidationError("--bus '\(bus)' is not a D-Bus address (like unix:path=/run/dbus/system_bus_socket), `system` or `session`")
+            throw ValidationError(
+                """
+                    --bus '\(bus)' is not a D-Bus address (like unix:path=/run/dbus/system_bus_socket), `system` or \
+                    `session`
+                    """
+            )
         }
     }
 }

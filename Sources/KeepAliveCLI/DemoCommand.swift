@@ -22,7 +22,10 @@ struct DemoCommand: AsyncParsableCommand {
             """
     )
 
-    @Option(name: .long, help: "The demo's base interval (the example file's 30 s is scaled to this; per-device intervals in proportion).")
+    @Option(
+        name: .long,
+        help:
+            "The demo's base interval (the example file's 30 s is scaled to this; per-device intervals in proportion).")
     var interval = DurationArgument(.seconds(8))
 
     @Option(name: .long, help: ArgumentHelp("Stop after this long (default: until Ctrl-C).", valueName: "duration"))
@@ -76,7 +79,8 @@ struct DemoCommand: AsyncParsableCommand {
             adapters: ["hci0"], devices: .sensors(count: plainSensors) + .profileSensors(adapter: "hci0")
         )
         simulatorConfiguration.controlName = BlueZSimulator.controlName
-        let simulator = try await BlueZSimulator.start(on: .address(bus.address), configuration: simulatorConfiguration, logger: logger)
+        let simulator = try await BlueZSimulator.start(
+            on: .address(bus.address), configuration: simulatorConfiguration, logger: logger)
 
         let view = DemoView(configuration: configuration)
         if !json { writeOut(view.banner(busAddress: bus.address)) }
@@ -90,17 +94,28 @@ struct DemoCommand: AsyncParsableCommand {
         )
         if let bridge = daemon.bridge {
             view.bridgeSummary.withLock { summary in
-                summary = { "mqtt \(bridge.statistics.delivered) delivered\(bridge.statistics.pending > 0 ? ", \(bridge.statistics.pending) spooled" : "")" }
+                summary = {
+                    """
+                        mqtt \(bridge.statistics.delivered) \
+                        delivered\(bridge.statistics.pending > 0 ? ", \(bridge.statistics.pending) spooled" : "")
+                        """
+                }
             }
         }
         var services: [ServiceGroupConfiguration.ServiceConfiguration] = [
             .init(service: daemon, successTerminationBehavior: .gracefullyShutdownGroup)
         ]
         if !noFault, let victim = configuration.devices.dropFirst(2).first {
-            services.append(.init(service: FaultScript(simulator: simulator, device: victim, interval: configuration.interval, logger: logger)))
+            services.append(
+                .init(
+                    service: FaultScript(
+                        simulator: simulator, device: victim, interval: configuration.interval, logger: logger)))
         }
         if let duration {
-            services.append(.init(service: StopAfter(duration: duration.duration), successTerminationBehavior: .gracefullyShutdownGroup))
+            services.append(
+                .init(
+                    service: StopAfter(duration: duration.duration),
+                    successTerminationBehavior: .gracefullyShutdownGroup))
         }
         let signals = shutdownSignals()
         let group = ServiceGroup(configuration: .init(services: services, logger: logger))
@@ -113,10 +128,18 @@ struct DemoCommand: AsyncParsableCommand {
         let stillConnected = simulator.connectedDevices
         await simulator.stop()
         if !json {
-            writeOut(view.footer(statistics: daemon.keepAlive.statistics, openWindows: daemon.keepAlive.ledger.openCount, linksUp: stillConnected.count))
+            writeOut(
+                view.footer(
+                    statistics: daemon.keepAlive.statistics, openWindows: daemon.keepAlive.ledger.openCount,
+                    linksUp: stillConnected.count))
             if let bridge = daemon.bridge, let mqtt = configuration.mqtt {
                 let statistics = bridge.statistics
-                writeOut("mqtt: \(statistics.delivered) records delivered to \(mqtt.brokerDescription), \(statistics.pending) left in the spool\n")
+                writeOut(
+                    """
+                        mqtt: \(statistics.delivered) records delivered to \(mqtt.brokerDescription), \
+                        \(statistics.pending) left in the spool\n
+                        """
+                )
             }
         }
     }

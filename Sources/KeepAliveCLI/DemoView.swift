@@ -4,7 +4,7 @@ import KeepAliveDaemon
 import Basics
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// The demo's friendly view of records: a rule per tick, a line per device, readings decoded where the
@@ -25,9 +25,12 @@ final class DemoView: Sendable {
     func banner(busAddress: String) -> String {
         let budget = configuration.keepAliveConfiguration.budget(forInterval: configuration.interval)
         return """
-            \(bold("KeepAlive demo")): \(configuration.devices.count) simulated sensors, no hardware, no root (Ctrl-C to stop)
+            \(bold("KeepAlive demo")): \(configuration.devices.count) simulated sensors, no hardware, no root \
+            (Ctrl-C to stop)
               bus        \(busAddress) (a private dbus-daemon; a simulated bluetoothd 5.66 owns org.bluez)
-              config     the embedded example keepalive.yaml, intervals scaled: every \(configuration.interval.compact), windows of \(budget.compact), at most \(configuration.maxConnections) links per adapter
+              config     the embedded example keepalive.yaml, intervals scaled: every \
+            \(configuration.interval.compact), windows of \(budget.compact), at most \
+            \(configuration.maxConnections) links per adapter
               try        DBUS_SYSTEM_BUS_ADDRESS=\(busAddress) keepalive scan   (in another terminal)
             \(mqttLines)
             """
@@ -37,8 +40,10 @@ final class DemoView: Sendable {
         guard let mqtt = configuration.mqtt else { return "" }
         let gateway = mqtt.gateway ?? "?"
         return """
-              mqtt       \(mqtt.brokerDescription) (a private mosquitto): every record on \(mqtt.topicPrefix)/\(gateway)/<device>/state, Home Assistant discovery on \(mqtt.discoveryPrefix)/
-              watch      mosquitto_sub -h \(mqtt.host) -p \(mqtt.port) -t '\(mqtt.topicPrefix)/#' -t '\(mqtt.discoveryPrefix)/#' -v
+              mqtt       \(mqtt.brokerDescription) (a private mosquitto): every record on \
+            \(mqtt.topicPrefix)/\(gateway)/<device>/state, Home Assistant discovery on \(mqtt.discoveryPrefix)/
+              watch      mosquitto_sub -h \(mqtt.host) -p \(mqtt.port) -t '\(mqtt.topicPrefix)/#' \
+            -t '\(mqtt.discoveryPrefix)/#' -v
 
             """
     }
@@ -49,7 +54,10 @@ final class DemoView: Sendable {
             if last.map({ $0.duration(to: record.scheduled) > .milliseconds(500) }) ?? true {
                 last = record.scheduled
                 let summary = bridgeSummary.withLock { $0 }.map { " \($0()) " } ?? " "
-                text += dim("── \(WallClockText.now())\(summary)" + String(repeating: "─", count: max(8, 60 - summary.count))) + "\n"
+                text +=
+                    dim(
+                        "── \(WallClockText.now())\(summary)"
+                            + String(repeating: "─", count: max(8, 60 - summary.count))) + "\n"
             }
         }
         let mark: String
@@ -62,18 +70,29 @@ final class DemoView: Sendable {
         if let failure = record.failure {
             line += (record.window == nil ? yellow(failure.message) : red(failure.message))
             if record.window != nil {
-                line += dim(" [\(failure.code), \(failure.transient ? "transient" : "permanent"), \(record.attempts) attempt\(record.attempts == 1 ? "" : "s")]")
+                line += dim(
+                    """
+                         [\(failure.code), \(failure.transient ? "transient" : "permanent"), \(record.attempts) \
+                        attempt\(record.attempts == 1 ? "" : "s")]
+                        """
+                )
             }
         } else {
             line += record.readings.map { reading in
                 reading.value == nil ? red(reading.description) : reading.description
             }.joined(separator: "  ")
             if !record.notifications.isEmpty {
-                line += dim("  (\(record.notifications.count) notification\(record.notifications.count == 1 ? "" : "s"))")
+                line += dim(
+                    "  (\(record.notifications.count) notification\(record.notifications.count == 1 ? "" : "s"))")
             }
         }
         if let window = record.window {
-            line += dim("  window #\(window.id.rawValue) \(window.used.compact)/\(window.budget.compact) \(window.outcome.rawValue)")
+            line += dim(
+                """
+                      window #\(window.id.rawValue) \(window.used.compact)/\(window.budget.compact) \
+                    \(window.outcome.rawValue)
+                    """
+            )
         }
         if record.interval != configuration.interval, record.window != nil {
             line += dim(" every \(record.interval.compact)")
@@ -85,7 +104,8 @@ final class DemoView: Sendable {
         let skipped = statistics.skippedBackoff + statistics.skippedOverlap + statistics.refused
         return """
 
-            stopped: \(statistics.callbacksRun) polls, \(statistics.failures) failed, \(skipped) tick\(skipped == 1 ? "" : "s") skipped (\(statistics.skippedBackoff) backing off), \
+            stopped: \(statistics.callbacksRun) polls, \(statistics.failures) failed, \
+            \(skipped) tick\(skipped == 1 ? "" : "s") skipped (\(statistics.skippedBackoff) backing off), \
             \(statistics.missedTicks) missed; \(openWindows) windows open, \(linksUp) links up
 
             """

@@ -6,7 +6,11 @@ struct DoctorCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "doctor",
         abstract: "Check the system bus, BlueZ, adapters, rfkill, the kernel's Bluetooth, power and the configuration.",
-        discussion: "Each failed check comes with its fix. Exit status 1 when any check failed, 0 otherwise (warnings included)."
+        discussion:
+            """
+                Each failed check comes with its fix. Exit status 1 when any check failed, 0 otherwise (warnings \
+                included).
+                """
     )
 
     @Option(name: .long, help: ArgumentHelp("Also check this configuration file.", valueName: "path"))
@@ -39,7 +43,8 @@ struct DoctorCommand: AsyncParsableCommand {
         let colour = standardOutputIsTerminal && !json
         for check in checks {
             if json {
-                var line = "{\"check\":\(JSONText.quoted(check.name)),\"status\":\"\(check.status.rawValue)\",\"detail\":\(JSONText.quoted(check.detail))"
+                var line = "{\"check\":\(JSONText.quoted(check.name)),\"status\":\"\(check.status.rawValue)\""
+                line += ",\"detail\":\(JSONText.quoted(check.detail))"
                 if let fix = check.fix { line += ",\"fix\":\(JSONText.quoted(fix))" }
                 writeOut(line + "}\n")
                 continue

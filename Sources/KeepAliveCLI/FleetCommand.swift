@@ -47,12 +47,17 @@ struct FleetCommand: AsyncParsableCommand {
                 host = mqtt.host
                 port = mqtt.port
                 statePrefix = mqtt.topicPrefix
-                if mqtt.scheme == .tls { tls = MQTTConfiguration.TLS(caFile: mqtt.caFile, certificateFile: mqtt.certificateFile, keyFile: mqtt.keyFile) }
+                if mqtt.scheme == .tls {
+                    tls = MQTTConfiguration.TLS(
+                        caFile: mqtt.caFile, certificateFile: mqtt.certificateFile, keyFile: mqtt.keyFile)
+                }
             }
             if prefix == nil, let fleet = configuration.fleet { fleetPrefix = fleet.topicPrefix }
         }
         if let broker {
-            let parsed = try ConfigurationLoader.parse("mqtt: {broker: \"\(broker)\"}\ndevices: [{name: a, address: C0:FF:EE:00:00:01, read: [2a19]}]\n", file: "--broker")
+            let parsed = try ConfigurationLoader.parse(
+                "mqtt: {broker: \"\(broker)\"}\ndevices: [{name: a, address: C0:FF:EE:00:00:01, read: [2a19]}]\n",
+                file: "--broker")
             guard let mqtt = parsed.mqtt else { throw ValidationError("--broker: not a broker address") }
             host = mqtt.host
             port = mqtt.port
@@ -66,7 +71,9 @@ struct FleetCommand: AsyncParsableCommand {
         let view = Locked(FleetView(topicPrefix: fleetPrefix, statePrefix: statePrefix))
         let messages = client.messages
         let reader = Task {
-            for await message in messages { view.withLock { $0.receive(topic: message.topic, payload: message.payload) } }
+            for await message in messages {
+                view.withLock { $0.receive(topic: message.topic, payload: message.payload) }
+            }
         }
         defer { reader.cancel() }
         do {

@@ -16,7 +16,8 @@ struct KeepAliveCommand: AsyncParsableCommand {
             """,
         version: versionWithExecutors,
         subcommands: [
-            RunCommand.self, ScanCommand.self, ReadCommand.self, ProfilesCommand.self, FleetCommand.self, DoctorCommand.self, SimulateCommand.self,
+            RunCommand.self, ScanCommand.self, ReadCommand.self, ProfilesCommand.self, FleetCommand.self,
+            DoctorCommand.self, SimulateCommand.self,
             DemoCommand.self,
         ]
     )

@@ -30,30 +30,46 @@ struct ProfilesCommand: ParsableCommand {
     }
 
     static func text(_ profile: DeviceProfile) -> String {
-        var lines = [profile.name + (profile.model.map { "  \(profile.manufacturer.map { "\($0) " } ?? "")\($0)" } ?? "")]
+        var lines = [
+            profile.name + (profile.model.map { "  \(profile.manufacturer.map { "\($0) " } ?? "")\($0)" } ?? "")
+        ]
         if let summary = profile.summary { lines.append("  \(summary)") }
         if !profile.writes.isEmpty {
-            lines.append("  writes    " + profile.writes.map { "\($0.characteristic.shortDescription)=\(hex($0.value))" }.joined(separator: ", "))
+            lines.append(
+                "  writes    "
+                    + profile.writes.map { "\($0.characteristic.shortDescription)=\(hex($0.value))" }.joined(
+                        separator: ", "))
         }
-        if !profile.reads.isEmpty { lines.append("  reads     " + profile.reads.map(\.shortDescription).joined(separator: ", ")) }
+        if !profile.reads.isEmpty {
+            lines.append("  reads     " + profile.reads.map(\.shortDescription).joined(separator: ", "))
+        }
         if !profile.notifications.isEmpty {
-            lines.append("  listens   " + profile.notifications.map { "\($0.characteristic.shortDescription) for \($0.duration.compact)" }.joined(separator: ", "))
+            lines.append(
+                "  listens   "
+                    + profile.notifications.map { "\($0.characteristic.shortDescription) for \($0.duration.compact)" }
+                    .joined(separator: ", "))
         }
-        lines.append("  readings  " + profile.readings.map { $0.name + ($0.unit.map { " (\($0))" } ?? "") }.joined(separator: ", "))
+        lines.append(
+            "  readings  "
+                + profile.readings.map { $0.name + ($0.unit.map { " (\($0))" } ?? "") }.joined(separator: ", "))
         return lines.joined(separator: "\n")
     }
 
     static func json(_ profile: DeviceProfile) -> String {
         func strings(_ values: [String]) -> String { "[" + values.map(JSONText.quoted).joined(separator: ",") + "]" }
         var members = ["\"name\":" + JSONText.quoted(profile.name)]
-        if let manufacturer = profile.manufacturer { members.append("\"manufacturer\":" + JSONText.quoted(manufacturer)) }
+        if let manufacturer = profile.manufacturer {
+            members.append("\"manufacturer\":" + JSONText.quoted(manufacturer))
+        }
         if let model = profile.model { members.append("\"model\":" + JSONText.quoted(model)) }
         if let summary = profile.summary { members.append("\"description\":" + JSONText.quoted(summary)) }
-        members.append("\"writes\":" + strings(profile.writes.map { "\($0.characteristic.shortDescription)=\(hex($0.value))" }))
+        members.append(
+            "\"writes\":" + strings(profile.writes.map { "\($0.characteristic.shortDescription)=\(hex($0.value))" }))
         members.append("\"reads\":" + strings(profile.reads.map(\.shortDescription)))
         members.append("\"notify\":" + strings(profile.notifications.map(\.characteristic.shortDescription)))
         let readings = profile.readings.map { reading in
-            "{\"name\":" + JSONText.quoted(reading.name) + (reading.unit.map { ",\"unit\":" + JSONText.quoted($0) } ?? "") + "}"
+            "{\"name\":" + JSONText.quoted(reading.name)
+                + (reading.unit.map { ",\"unit\":" + JSONText.quoted($0) } ?? "") + "}"
         }
         members.append("\"readings\":[" + readings.joined(separator: ",") + "]")
         return "{" + members.joined(separator: ",") + "}"

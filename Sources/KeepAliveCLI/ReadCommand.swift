@@ -30,7 +30,10 @@ struct ReadCommand: AsyncParsableCommand {
     @Argument(help: ArgumentHelp("Characteristics: 16-bit (2a19), 32-bit or 128-bit UUIDs.", valueName: "uuid"))
     var uuids: [String] = []
 
-    @Option(name: .long, help: ArgumentHelp("A device profile (`keepalive profiles`): its writes first, its decoding.", valueName: "name"))
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "A device profile (`keepalive profiles`): its writes first, its decoding.", valueName: "name"))
     var profile: String?
 
     @Option(name: .long, help: "The adapter to connect through.")
@@ -49,7 +52,9 @@ struct ReadCommand: AsyncParsableCommand {
         guard HostBluetooth.isValidAddress(address) else {
             throw ValidationError("'\(address)' is not a Bluetooth address like AA:BB:CC:DD:EE:FF")
         }
-        guard !uuids.isEmpty || profile != nil else { throw ValidationError("name at least one characteristic UUID to read, or a --profile") }
+        guard !uuids.isEmpty || profile != nil else {
+            throw ValidationError("name at least one characteristic UUID to read, or a --profile")
+        }
         if let profile, (try? DeviceProfile.named(profile)) == nil {
             let known = ((try? DeviceProfile.builtIn().get()) ?? []).map(\.name).joined(separator: ", ")
             throw ValidationError("unknown profile '\(profile)' (profiles: \(known))")
@@ -63,7 +68,8 @@ struct ReadCommand: AsyncParsableCommand {
     func run() async throws {
         ignoreBrokenPipes()
         var logging = self.logging
-        if logging.logLevel.level == .info { logging.logLevel = LogLevelArgument(.warning) }  // one-shot: quiet unless asked
+        // One-shot: quiet unless asked.
+        if logging.logLevel.level == .info { logging.logLevel = LogLevelArgument(.warning) }
         logging.bootstrap()
         let logger = Logger(label: "keepalive.read")
         let peripheral = Peripheral(address: address.uppercased(), adapter: adapter)
@@ -96,7 +102,8 @@ struct ReadCommand: AsyncParsableCommand {
     ) async throws -> Bool {
         let peripheral = spec.peripheral
         do {
-            try await transport.connect(peripheral, options: ConnectOptions(timeout: timeout, characteristics: spec.characteristics))
+            try await transport.connect(
+                peripheral, options: ConnectOptions(timeout: timeout, characteristics: spec.characteristics))
         } catch is CancellationError {
             await transport.disconnect(peripheral, timeout: .seconds(3))
             throw CancellationError()
@@ -110,7 +117,12 @@ struct ReadCommand: AsyncParsableCommand {
                 do {
                     try await transport.write(write.value, to: write.characteristic, of: peripheral, type: write.type)
                 } catch let error as TransportError {
-                    writeOut("keepalive: write to \(write.characteristic.shortDescription) of \(peripheral.address) failed: \(error)\n", to: 2)
+                    writeOut(
+                        """
+                            keepalive: write to \(write.characteristic.shortDescription) of \(peripheral.address) \
+                            failed: \(error)\n
+                            """,
+                        to: 2)
                     allRead = false
                 }
             }
@@ -125,11 +137,17 @@ struct ReadCommand: AsyncParsableCommand {
                     {
                         presentation = try? PresentationFormat(descriptor: descriptor)
                     }
-                    let readings = ReadingsDecoder.decode(bytes, as: spec.decoding(of: characteristic, presentation: presentation))
+                    let readings = ReadingsDecoder.decode(
+                        bytes, as: spec.decoding(of: characteristic, presentation: presentation))
                     writeOut(format(characteristic, bytes, readings: readings, json: json) + "\n")
                 } catch let error as TransportError {
                     allRead = false
-                    writeOut("keepalive: read \(characteristic.shortDescription) from \(peripheral.address) failed: \(error)\n", to: 2)
+                    writeOut(
+                        """
+                            keepalive: read \(characteristic.shortDescription) from \(peripheral.address) failed: \
+                            \(error)\n
+                            """,
+                        to: 2)
                 }
             }
         } catch {

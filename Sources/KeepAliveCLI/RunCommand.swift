@@ -17,7 +17,8 @@ struct RunCommand: AsyncParsableCommand {
             A lost bus (dbus-daemon restarted) is reconnected with backoff; meanwhile every tick is recorded as \
             failed (serviceUnavailable).
 
-            Exit status: 0 stopped cleanly, 1 runtime failure (no bus at start, output unwritable), 78 bad configuration.
+            Exit status: 0 stopped cleanly, 1 runtime failure (no bus at start, output unwritable), \
+            78 bad configuration.
             """
     )
 
@@ -26,7 +27,11 @@ struct RunCommand: AsyncParsableCommand {
 
     @OptionGroup var bus: BusOptions
 
-    @Option(name: .long, help: ArgumentHelp("Where records go: a file (appended) or `-` for standard output. Overrides the file's `output`.", valueName: "path"))
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "Where records go: a file (appended) or `-` for standard output. Overrides the file's `output`.",
+            valueName: "path"))
     var output: String?
 
     @Flag(name: .long, help: "Check the configuration, print a summary and exit (0 valid, 78 not).")
@@ -50,14 +55,21 @@ struct RunCommand: AsyncParsableCommand {
             return
         }
         if ticks != nil, !configuration.sharedDevices.isEmpty {
-            throw ValidationError("--ticks counts every device's ticks, but a shared device's ticks belong to whichever gateway holds it: run a fleet without --ticks")
+            throw ValidationError(
+                """
+                    --ticks counts every device's ticks, but a shared device's ticks belong to whichever gateway \
+                    holds it: run a fleet without --ticks
+                    """
+            )
         }
         let repeats = RepeatedWarnings()
         logging.bootstrap(repeats: repeats)
         let logger = Logger(label: "keepalive")
         let daemon: Daemon
         do {
-            daemon = try Daemon(configuration: configuration, options: .init(bus: bus.resolved, maxTicks: ticks, repeatedWarnings: repeats), logger: logger)
+            daemon = try Daemon(
+                configuration: configuration,
+                options: .init(bus: bus.resolved, maxTicks: ticks, repeatedWarnings: repeats), logger: logger)
         } catch {
             logger.critical("\(error)")
             throw ExitCode.failure
@@ -86,17 +98,31 @@ struct RunCommand: AsyncParsableCommand {
     }
 
     func summary(_ configuration: DaemonConfiguration) -> String {
-        var lines = ["\(config): valid, \(configuration.devices.count) device\(configuration.devices.count == 1 ? "" : "s")"]
+        var lines = [
+            "\(config): valid, \(configuration.devices.count) device\(configuration.devices.count == 1 ? "" : "s")"
+        ]
         lines.append(
             "  interval \(configuration.interval.compact), jitter \(configuration.jitter.compact), "
-                + "window budget \(configuration.keepAliveConfiguration.budget(forInterval: configuration.interval).compact), "
+                + """
+                    window budget \
+                    \(configuration.keepAliveConfiguration.budget(forInterval: configuration.interval).compact), 
+                    """
                 + "max \(configuration.maxConnections) connections per adapter, output \(configuration.output)"
         )
         if let mqtt = configuration.mqtt {
             lines.append(
-                "  mqtt \(mqtt.brokerDescription)\(mqtt.username.map { " as \($0)" } ?? ""): topics \(mqtt.topicPrefix)/\(mqtt.gateway ?? "<host name>")/…, "
-                    + "QoS \(mqtt.qos), Home Assistant discovery \(mqtt.discovery ? "on (\(mqtt.discoveryPrefix)/)" : "off"), "
-                    + "spool \(mqtt.spoolPath ?? "$STATE_DIRECTORY/spool, else /var/lib/keepalive/spool") (\(mqtt.spoolSize >> 20) MiB)"
+                """
+                      mqtt \(mqtt.brokerDescription)\(mqtt.username.map { " as \($0)" } ?? ""): topics \
+                    \(mqtt.topicPrefix)/\(mqtt.gateway ?? "<host name>")/…, 
+                    """
+                    + """
+                        QoS \(mqtt.qos), Home Assistant discovery \
+                        \(mqtt.discovery ? "on (\(mqtt.discoveryPrefix)/)" : "off"), 
+                        """
+                    + """
+                        spool \(mqtt.spoolPath ?? "$STATE_DIRECTORY/spool, else /var/lib/keepalive/spool") \
+                        (\(mqtt.spoolSize >> 20) MiB)
+                        """
             )
         }
         if let fleet = configuration.fleetSummary { lines.append("  " + fleet) }
@@ -104,13 +130,23 @@ struct RunCommand: AsyncParsableCommand {
         for spec in configuration.peripheralSpecs() {
             var parts: [String] = []
             if !spec.reads.isEmpty { parts.append("read " + spec.reads.map(\.shortDescription).joined(separator: ",")) }
-            if !spec.writes.isEmpty { parts.append("write " + spec.writes.map(\.characteristic.shortDescription).joined(separator: ",")) }
+            if !spec.writes.isEmpty {
+                parts.append("write " + spec.writes.map(\.characteristic.shortDescription).joined(separator: ","))
+            }
             if !spec.notifications.isEmpty {
-                parts.append("notify " + spec.notifications.map { "\($0.characteristic.shortDescription) for \($0.duration.compact)" }.joined(separator: ","))
+                parts.append(
+                    "notify "
+                        + spec.notifications.map { "\($0.characteristic.shortDescription) for \($0.duration.compact)" }
+                        .joined(separator: ","))
             }
             let interval = spec.interval.map { " every \($0.compact)" } ?? ""
             let sharing = shared.contains(spec.name) ? " (shared)" : ""
-            lines.append("  \(spec.name) \(spec.peripheral.address) on \(spec.peripheral.adapter)\(interval)\(sharing): \(parts.joined(separator: "; "))")
+            lines.append(
+                """
+                      \(spec.name) \(spec.peripheral.address) on \(spec.peripheral.adapter)\(interval)\(sharing): \
+                    \(parts.joined(separator: "; "))
+                    """
+            )
         }
         return lines.joined(separator: "\n")
     }

@@ -91,7 +91,9 @@ final class ScanTable: Sendable {
             row.advertisement.rssi = advertisement.rssi ?? row.advertisement.rssi
             row.advertisement.name = advertisement.name ?? row.advertisement.name
             if !advertisement.serviceUUIDs.isEmpty { row.advertisement.serviceUUIDs = advertisement.serviceUUIDs }
-            if !advertisement.manufacturerData.isEmpty { row.advertisement.manufacturerData = advertisement.manufacturerData }
+            if !advertisement.manufacturerData.isEmpty {
+                row.advertisement.manufacturerData = advertisement.manufacturerData
+            }
             row.sightings += 1
             rows[advertisement.peripheral.address] = row
         }
@@ -104,7 +106,7 @@ final class ScanTable: Sendable {
                 return a != b ? a > b : first.advertisement.peripheral.address < second.advertisement.peripheral.address
             }
         var lines = [
-            "ADDRESS            RSSI  NAME                  MANUFACTURER               SERVICES",
+            "ADDRESS            RSSI  NAME                  MANUFACTURER               SERVICES"
         ]
         for row in snapshot {
             let advertisement = row.advertisement
@@ -116,7 +118,8 @@ final class ScanTable: Sendable {
                     + advertisement.serviceUUIDs.map(\.shortDescription).joined(separator: " ")
             )
         }
-        lines.append("\(snapshot.count) device\(snapshot.count == 1 ? "" : "s")\(final ? "" : " … scanning (Ctrl-C to stop)")")
+        lines.append(
+            "\(snapshot.count) device\(snapshot.count == 1 ? "" : "s")\(final ? "" : " … scanning (Ctrl-C to stop)")")
         let previous = drawnLines.withLock { drawn in
             defer { drawn = lines.count }
             return drawn
@@ -131,10 +134,15 @@ final class ScanTable: Sendable {
     }
 
     static func jsonLine(_ advertisement: Advertisement) -> String {
-        var fields = ["\"address\":\"\(advertisement.peripheral.address)\"", "\"adapter\":\"\(advertisement.peripheral.adapter)\""]
+        var fields = [
+            "\"address\":\"\(advertisement.peripheral.address)\"",
+            "\"adapter\":\"\(advertisement.peripheral.adapter)\"",
+        ]
         fields.append("\"name\":" + (advertisement.name.map(JSONText.quoted) ?? "null"))
         fields.append("\"rssi\":" + (advertisement.rssi.map { String($0) } ?? "null"))
-        fields.append("\"services\":[" + advertisement.serviceUUIDs.map { "\"\($0.shortDescription)\"" }.joined(separator: ",") + "]")
+        fields.append(
+            "\"services\":[" + advertisement.serviceUUIDs.map { "\"\($0.shortDescription)\"" }.joined(separator: ",")
+                + "]")
         let manufacturers = advertisement.manufacturerData.keys.sorted().map { identifier in
             let name = HostBluetooth.companyName(identifier).map(JSONText.quoted) ?? "null"
             let data = Hex.string(advertisement.manufacturerData[identifier, default: []])

@@ -22,7 +22,8 @@ struct SimulateCommand: AsyncParsableCommand {
             Environmental Sensing (2a6e −7.25 °C, 2a6f, and a vendor temperature with a 0x2904 descriptor), \
             :04 heart rate (2a37), :05 health thermometer (2a1c).
 
-            Faults: connect-abort[=COUNT], in-progress, read-hang, att-error[=CODE], absent, vanish, power-off, silent-notifications; \
+            Faults: connect-abort[=COUNT], in-progress, read-hang, att-error[=CODE], absent, vanish, power-off, \
+            silent-notifications; \
             e.g. --fault connect-abort=2@C0:FF:EE:00:00:01
             """
     )
@@ -30,7 +31,9 @@ struct SimulateCommand: AsyncParsableCommand {
     @Option(name: .long, help: "How many sensors (0-65535).")
     var devices = 3
 
-    @Flag(name: .long, help: "Add the profile sensors (Mi Flora, LYWSD03MMC, Environmental Sensing, heart rate, thermometer).")
+    @Flag(
+        name: .long,
+        help: "Add the profile sensors (Mi Flora, LYWSD03MMC, Environmental Sensing, heart rate, thermometer).")
     var profiles = false
 
     @OptionGroup var bus: BusOptions
@@ -44,7 +47,10 @@ struct SimulateCommand: AsyncParsableCommand {
     @Option(name: .long, help: "Speed up (<1) or slow down (>1) the simulated latencies.")
     var timeScale = 1.0
 
-    @Option(name: .long, help: ArgumentHelp("Imitate a real-BlueZ quirk: services-before-gatt, no-connected-signal (repeatable).", valueName: "quirk"))
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "Imitate a real-BlueZ quirk: services-before-gatt, no-connected-signal (repeatable).", valueName: "quirk"))
     var quirk: [String] = []
 
     @OptionGroup var logging: LoggingOptions
@@ -68,7 +74,11 @@ struct SimulateCommand: AsyncParsableCommand {
         let nameAndValue = parts[0].split(separator: "=", maxSplits: 1).map(String.init)
         var options: [String: DBusValue] = [:]
         if nameAndValue.count == 2 {
-            guard let value = UInt32(nameAndValue[1].hasPrefix("0x") ? String(nameAndValue[1].dropFirst(2)) : nameAndValue[1], radix: nameAndValue[1].hasPrefix("0x") ? 16 : 10) else {
+            guard
+                let value = UInt32(
+                    nameAndValue[1].hasPrefix("0x") ? String(nameAndValue[1].dropFirst(2)) : nameAndValue[1],
+                    radix: nameAndValue[1].hasPrefix("0x") ? 16 : 10)
+            else {
                 throw ValidationError("--fault '\(text)': '\(nameAndValue[1])' is not a number")
             }
             options = nameAndValue[0] == "att-error" ? ["code": .uint32(value)] : ["count": .uint32(value)]

@@ -10,7 +10,7 @@ public import ServiceLifecycle
 internal import Basics
 
 #if canImport(Glibc)
-internal import Glibc
+    internal import Glibc
 #endif
 
 /// `keepalive run`: a configuration's devices polled through BlueZ on a bus, each record written as a JSON
@@ -122,7 +122,13 @@ public final class Daemon: Service {
     public init(configuration: DaemonConfiguration, options: Options = Options(), logger: Logger) throws {
         try configuration.validate()
         if options.maxTicks != nil, !configuration.sharedDevices.isEmpty {
-            throw DaemonError(description: "maxTicks counts every device's ticks, but a shared device's ticks belong to whichever gateway holds it")
+            throw DaemonError(
+                description:
+                    """
+                        maxTicks counts every device's ticks, but a shared device's ticks belong to whichever gateway \
+                        holds it
+                        """
+            )
         }
         self.configuration = configuration
         self.options = options
@@ -138,11 +144,13 @@ public final class Daemon: Service {
                 let bridgeConfiguration = try mqtt.bridgeConfiguration(logger: logger)
                 // libmosquitto is loaded only with `mqtt:`: missing, it stops the start, not the bridge later.
                 try MQTTClient.loadLibrary()
-                let created = try MQTTBridge(configuration: bridgeConfiguration, devices: configuration.bridgeDevices, logger: logger)
+                let created = try MQTTBridge(
+                    configuration: bridgeConfiguration, devices: configuration.bridgeDevices, logger: logger)
                 bridge = created
                 // The daemon's health (STATUS=) on `<prefix>/<gateway>/health` too.
                 statusBoard.observe { status in created.healthChanged(status.text) }
-                fleet = try Self.fleetBinding(configuration, bridge: bridgeConfiguration, announcer: created, logger: logger)
+                fleet = try Self.fleetBinding(
+                    configuration, bridge: bridgeConfiguration, announcer: created, logger: logger)
             } catch {
                 throw DaemonError(description: "MQTT bridge to \(mqtt.brokerDescription): \(error)")
             }
@@ -226,7 +234,8 @@ public final class Daemon: Service {
             },
             DaemonService("bus sessions") {
                 await cancelWhenGracefulShutdown {
-                    await self.runSessions(first: connection, firstTransport: firstSession, transport: transport, engine: engine)
+                    await self.runSessions(
+                        first: connection, firstTransport: firstSession, transport: transport, engine: engine)
                 }
             },
             options.powerSource == nil
@@ -242,7 +251,9 @@ public final class Daemon: Service {
         // A part that has nothing (more) to do ends quietly; the scheduler's end (`--ticks` done, the output broken, a
         // shutdown) shuts the rest down.
         let services =
-            parts.compactMap { $0 }.map { ServiceGroupConfiguration.ServiceConfiguration(service: $0, successTerminationBehavior: .ignore) }
+            parts.compactMap { $0 }.map {
+                ServiceGroupConfiguration.ServiceConfiguration(service: $0, successTerminationBehavior: .ignore)
+            }
             + [.init(service: scheduler, successTerminationBehavior: .gracefullyShutdownGroup)]
         let group = ServiceGroup(
             configuration: .init(services: services, logger: logger))
@@ -273,10 +284,13 @@ public final class Daemon: Service {
     /// The scheduler: waits for org.bluez (at most `bluezTimeout`, and never past a shutdown), says READY=1, polls
     /// until stopped, then waits for every disconnect an expired window left running (each is bounded), so no
     /// link outlives the daemon.
-    private func runScheduler(engine: PollEngine, firstSession: BlueZTransport, devices: Int, ready: Promise<Void>) async {
+    private func runScheduler(engine: PollEngine, firstSession: BlueZTransport, devices: Int, ready: Promise<Void>)
+        async
+    {
         await cancelWhenGracefulShutdown { await self.checkBlueZ(firstSession) }
         let statusText = statusBoard.withLock { status in
-            status.polling = "polling \(devices) device\(devices == 1 ? "" : "s") every \(configuration.interval.compact)"
+            status.polling =
+                "polling \(devices) device\(devices == 1 ? "" : "s") every \(configuration.interval.compact)"
             return status.text
         }
         options.notifier?.notify("READY=1\nSTATUS=\(statusText)")
@@ -341,7 +355,10 @@ public final class Daemon: Service {
             return  // shutting down
         } catch {
             logger.error(
-                "org.bluez is not on \(options.bus) after \(options.bluezTimeout.compact): polls fail until bluetoothd runs (try `systemctl start bluetooth`, `keepalive doctor`)"
+                """
+                    org.bluez is not on \(options.bus) after \(options.bluezTimeout.compact): polls fail until \
+                    bluetoothd runs (try `systemctl start bluetooth`, `keepalive doctor`)
+                    """
             )
             return
         }
@@ -396,7 +413,9 @@ public final class Daemon: Service {
 
     /// BlueZ's object cache, the host's power and logind's sleep on one connection, until the bus is lost
     /// (returns the error) or the task is cancelled (returns nil).
-    private func runSession(_ connection: DBusConnection, transport: BlueZTransport, engine: PollEngine) async -> (any Error)? {
+    private func runSession(_ connection: DBusConnection, transport: BlueZTransport, engine: PollEngine) async -> (
+        any Error
+    )? {
         await withTaskGroup(of: (any Error)?.self) { group in
             if options.powerSource == nil {
                 let power = await hostPower(connection)

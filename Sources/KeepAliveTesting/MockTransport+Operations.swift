@@ -7,11 +7,13 @@ extension MockTransport {
         let found: [Advertisement] = state.withLock { state in
             state.devices.filter { $0.key.adapter == adapter && $0.value.present }
                 .map { peripheral, device in
-                    Advertisement(peripheral: peripheral, name: device.name, rssi: device.rssi, serviceUUIDs: device.services)
+                    Advertisement(
+                        peripheral: peripheral, name: device.name, rssi: device.rssi, serviceUUIDs: device.services)
                 }
                 .filter { advertisement in
                     (filter.rssi.map { (advertisement.rssi ?? .min) >= $0 } ?? true)
-                        && (filter.serviceUUIDs.isEmpty || !Set(filter.serviceUUIDs).isDisjoint(with: advertisement.serviceUUIDs))
+                        && (filter.serviceUUIDs.isEmpty
+                            || !Set(filter.serviceUUIDs).isDisjoint(with: advertisement.serviceUUIDs))
                 }
                 .sorted { $0.peripheral.address < $1.peripheral.address }
         }
@@ -47,7 +49,9 @@ extension MockTransport {
 
     /// The characteristic's 0x2904 descriptor, without latency or script (a descriptor read is not an operation
     /// the scripts fail); counted by ``presentationFormatReads(of:on:)``.
-    public func presentationFormat(of characteristic: BluetoothUUID, from peripheral: Peripheral) async throws -> [UInt8]? {
+    public func presentationFormat(of characteristic: BluetoothUUID, from peripheral: Peripheral) async throws
+        -> [UInt8]?
+    {
         try state.withLock { state in
             let format = try Self.characteristic(characteristic, of: peripheral, in: &state).presentationFormat
             state.devices[peripheral]!.presentationReads[characteristic, default: 0] += 1
@@ -60,7 +64,9 @@ extension MockTransport {
         state.withLock { $0.devices[peripheral]?.presentationReads[characteristic] ?? 0 }
     }
 
-    public func write(_ value: [UInt8], to characteristic: BluetoothUUID, of peripheral: Peripheral, type: WriteType) async throws {
+    public func write(_ value: [UInt8], to characteristic: BluetoothUUID, of peripheral: Peripheral, type: WriteType)
+        async throws
+    {
         try await perform(.write(characteristic), on: peripheral, latency: latency.write) { state in
             _ = try Self.characteristic(characteristic, of: peripheral, in: &state)
             state.written[peripheral, default: [:]][characteristic, default: []].append(value)
@@ -78,7 +84,9 @@ extension MockTransport {
                 throw TransportError(.notSupported, "characteristic \(characteristic) does not notify")
             }
         }
-        guard let notify else { throw TransportError(.notSupported, "characteristic \(characteristic) does not notify") }
+        guard let notify else {
+            throw TransportError(.notSupported, "characteristic \(characteristic) does not notify")
+        }
         let time = self.time
         return AsyncThrowingStream { continuation in
             let producer = Task {

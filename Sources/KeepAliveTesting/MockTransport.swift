@@ -9,7 +9,8 @@ import Basics
 /// let transport = MockTransport(clock: clock)
 /// let sensor = Peripheral(address: "AA:BB:CC:DD:EE:01", adapter: "hci0")
 /// transport.add(sensor, characteristics: [battery: .counter { UInt8($0 % 100) }])
-/// transport.script(.connect, on: sensor, .fail(times: 2, with: TransportError(.connectionAborted, "le-connection-abort-by-local")))
+/// transport.script(.connect, on: sensor, .fail(times: 2, with: TransportError(.connectionAborted,
+/// "le-connection-abort-by-local")))
 /// ```
 public final class MockTransport: PeripheralTransport {
     public enum Operation: Hashable, Sendable, CustomStringConvertible {
@@ -66,7 +67,9 @@ public final class MockTransport: PeripheralTransport {
         }
 
         /// Reads return a changing value; notifications (if `period` is given) count up.
-        public static func counter(every period: Duration? = nil, _ value: @escaping @Sendable (Int) -> UInt8) -> Characteristic {
+        public static func counter(every period: Duration? = nil, _ value: @escaping @Sendable (Int) -> UInt8)
+            -> Characteristic
+        {
             Characteristic(read: { [value($0)] }, notify: period.map { ($0, { [value($0)] }) })
         }
     }
@@ -77,7 +80,9 @@ public final class MockTransport: PeripheralTransport {
         public var write: Duration
         public var disconnect: Duration
 
-        public init(connect: Duration = .zero, read: Duration = .zero, write: Duration = .zero, disconnect: Duration = .zero) {
+        public init(
+            connect: Duration = .zero, read: Duration = .zero, write: Duration = .zero, disconnect: Duration = .zero
+        ) {
             self.connect = connect
             self.read = read
             self.write = write
@@ -142,7 +147,8 @@ public final class MockTransport: PeripheralTransport {
         characteristics: [BluetoothUUID: Characteristic]
     ) {
         state.withLock { state in
-            state.devices[peripheral] = Device(name: name, rssi: rssi, services: services, characteristics: characteristics)
+            state.devices[peripheral] = Device(
+                name: name, rssi: rssi, services: services, characteristics: characteristics)
         }
     }
 
@@ -151,7 +157,8 @@ public final class MockTransport: PeripheralTransport {
         state.withLock { state in
             let scriptState: ScriptState? =
                 switch script {
-                case .fail(let times, let error): ScriptState(failuresLeft: times, error: error, always: false, hang: false)
+                case .fail(let times, let error):
+                    ScriptState(failuresLeft: times, error: error, always: false, hang: false)
                 case .alwaysFail(let error): ScriptState(failuresLeft: 0, error: error, always: true, hang: false)
                 case .hang: ScriptState(failuresLeft: 0, error: nil, always: false, hang: true)
                 case .succeed: nil

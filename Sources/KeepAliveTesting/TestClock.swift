@@ -181,7 +181,13 @@ public final class TestClock: Clock, Sendable {
                 watcher?.continuation.resume()
                 let pending = pendingDeadlines.map(\.description).joined(separator: ", ")
                 group.cancelAll()
-                throw WaitTimeout(description: "TestClock: no \(what) within \(timeout * safetyNetScale) (now \(now); sleeping until: [\(pending)])")
+                throw WaitTimeout(
+                    description:
+                        """
+                            TestClock: no \(what) within \(timeout * safetyNetScale) (now \(now); sleeping until: \
+                            [\(pending)])
+                            """
+                )
             }
             group.cancelAll()
         }

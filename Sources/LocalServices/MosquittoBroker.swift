@@ -1,7 +1,7 @@
 import Basics
 
 #if canImport(Glibc)
-public import Glibc
+    public import Glibc
 #endif
 
 /// A real mosquitto broker on 127.0.0.1, started by a test in a temporary directory and killed by PID.
@@ -26,7 +26,8 @@ public final class MosquittoBroker: Sendable {
     /// subscriptions and queued messages, and retained messages in `<dir>/mosquitto.db` across ``stop()`` and
     /// ``restart()`` (not across ``kill()``, which leaves no time to save).
     public static func start(
-        port: Int? = nil, directory: String? = nil, persistent: Bool = false, listener extra: String = "allow_anonymous true"
+        port: Int? = nil, directory: String? = nil, persistent: Bool = false,
+        listener extra: String = "allow_anonymous true"
     ) async throws -> MosquittoBroker {
         let directory = try directory ?? makeTemporaryDirectory()
         // A free port can be taken between finding it and mosquitto binding it (another test's client may get

@@ -2,7 +2,7 @@ public import DBus
 import Basics
 
 #if canImport(Glibc)
-public import Glibc
+    public import Glibc
 #endif
 
 /// A real `dbus-daemon` on a private bus of system type, in a temporary directory, killed by PID at the end.
@@ -57,7 +57,8 @@ public final class PrivateBus: Sendable {
         let socketPath = directory + "/bus.sock"
         let configurationPath = directory + "/bus.conf"
         do {
-            try write(PrivateBusConfiguration.text(socketPath: socketPath, tcpPort: tcp ? 0 : nil), to: configurationPath)
+            try write(
+                PrivateBusConfiguration.text(socketPath: socketPath, tcpPort: tcp ? 0 : nil), to: configurationPath)
             let (addresses, pid) = try launch(configurationPath: configurationPath)
             var tcpAddress: String?
             if tcp {

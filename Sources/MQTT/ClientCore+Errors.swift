@@ -21,7 +21,8 @@ extension ClientCore {
         if isV5, code == Int32(MQTT_RC_UNSUPPORTED_PROTOCOL_VERSION.rawValue) || code == 1 {
             fallBackToV311 = true
         }
-        let authorization: Set<Int32> = isV5
+        let authorization: Set<Int32> =
+            isV5
             ? [Int32(MQTT_RC_BAD_USERNAME_OR_PASSWORD.rawValue), Int32(MQTT_RC_NOT_AUTHORIZED.rawValue)]
             : [Int32(CONNACK_REFUSED_BAD_USERNAME_PASSWORD.rawValue), Int32(CONNACK_REFUSED_NOT_AUTHORIZED.rawValue)]
         if authorization.contains(code) {
@@ -39,7 +40,12 @@ extension ClientCore {
         case Int32(MOSQ_ERR_TLS.rawValue), Int32(MOSQ_ERR_TLS_HANDSHAKE.rawValue):
             return MQTTError(
                 code: .tls, call: call, libraryText: firstLoggedError ?? status.text,
-                message: "the TLS handshake with broker \(configuration.broker) failed (certificate not trusted, or not for host \"\(configuration.host)\")")
+                message:
+                    """
+                        the TLS handshake with broker \(configuration.broker) failed (certificate not trusted, or not \
+                        for host \"\(configuration.host)\")
+                        """
+            )
         case Int32(MOSQ_ERR_CONN_LOST.rawValue):
             return MQTTError(
                 code: .connectionRefused, call: call, libraryText: status.text,
@@ -64,7 +70,8 @@ extension ClientCore {
             case Int32(MOSQ_ERR_NO_CONN.rawValue), Int32(MOSQ_ERR_CONN_LOST.rawValue), Int32(MOSQ_ERR_ERRNO.rawValue),
                 Int32(MOSQ_ERR_PROTOCOL.rawValue), Int32(MOSQ_ERR_NOMEM.rawValue):
                 .disconnected
-            case Int32(MOSQ_ERR_QOS_NOT_SUPPORTED.rawValue), Int32(MOSQ_ERR_RETAIN_NOT_SUPPORTED.rawValue): .publishRefused
+            case Int32(MOSQ_ERR_QOS_NOT_SUPPORTED.rawValue), Int32(MOSQ_ERR_RETAIN_NOT_SUPPORTED.rawValue):
+                .publishRefused
             default: .invalidArgument
             }
         return MQTTError(
@@ -74,8 +81,9 @@ extension ClientCore {
 
     func publishOutcome(reasonCode: Int32, topic: String?) -> Result<Void, MQTTError> {
         guard reasonCode >= 0x80 else { return .success(()) }
-        return .failure(MQTTError(
-            code: .publishRefused, call: "PUBACK", libraryText: libmosquitto_reason_string(reasonCode),
-            message: "broker \(configuration.broker) refused a publish" + (topic.map { " to \"\($0)\"" } ?? "")))
+        return .failure(
+            MQTTError(
+                code: .publishRefused, call: "PUBACK", libraryText: libmosquitto_reason_string(reasonCode),
+                message: "broker \(configuration.broker) refused a publish" + (topic.map { " to \"\($0)\"" } ?? "")))
     }
 }

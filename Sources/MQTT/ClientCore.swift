@@ -2,7 +2,7 @@ import CLinux
 import CMosquitto
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// The state of one MQTT connection, confined to its `ClientThread`: every method runs there, and so does
@@ -128,8 +128,9 @@ final class ClientCore: @unchecked Sendable {
     /// client's thread). The core must outlive the handle: it is the callbacks' user data, unretained.
     func setUp() throws(MQTTError) {
         let userData = Unmanaged.passUnretained(self).toOpaque()
-        guard let handle = try MosquittoHandle(
-            clientID: configuration.clientID, cleanSession: configuration.cleanStart, userData: userData)
+        guard
+            let handle = try MosquittoHandle(
+                clientID: configuration.clientID, cleanSession: configuration.cleanStart, userData: userData)
         else {
             throw MQTTError(
                 code: .invalidArgument, call: "mosquitto_new",
@@ -144,7 +145,8 @@ final class ClientCore: @unchecked Sendable {
         if let will = configuration.will {
             try MQTTTopic.validatePublish(will.topic)
             try check(
-                handle.setWill(topic: will.topic, payload: will.payload, qos: Int32(will.qos.rawValue), retain: will.retain),
+                handle.setWill(
+                    topic: will.topic, payload: will.payload, qos: Int32(will.qos.rawValue), retain: will.retain),
                 "mosquitto_will_set_v5", "the last will on \"\(will.topic)\" was rejected")
         }
         if let credentials = configuration.credentials {
@@ -155,14 +157,22 @@ final class ClientCore: @unchecked Sendable {
         if let tls = configuration.tls {
             let files = [tls.caFile, tls.caDirectory, tls.certificateFile, tls.keyFile].compactMap { $0 }
             try check(
-                handle.setTLS(caFile: tls.caFile, caPath: tls.caDirectory, certificateFile: tls.certificateFile, keyFile: tls.keyFile),
+                handle.setTLS(
+                    caFile: tls.caFile, caPath: tls.caDirectory, certificateFile: tls.certificateFile,
+                    keyFile: tls.keyFile),
                 "mosquitto_tls_set", "the TLS files were rejected (\(files.joined(separator: ", ")))", code: .tls)
-            try check(handle.requirePeerVerification(), "mosquitto_tls_opts_set", "cannot require certificate verification", code: .tls)
-            try check(handle.setTLSInsecure(false), "mosquitto_tls_insecure_set", "cannot enable the host name check", code: .tls)
+            try check(
+                handle.requirePeerVerification(), "mosquitto_tls_opts_set", "cannot require certificate verification",
+                code: .tls)
+            try check(
+                handle.setTLSInsecure(false), "mosquitto_tls_insecure_set", "cannot enable the host name check",
+                code: .tls)
         }
     }
 
-    private func check(_ status: MosquittoStatus, _ call: String, _ message: String, code: MQTTError.Code = .invalidArgument) throws(MQTTError) {
+    private func check(
+        _ status: MosquittoStatus, _ call: String, _ message: String, code: MQTTError.Code = .invalidArgument
+    ) throws(MQTTError) {
         guard !status.isSuccess else { return }
         throw MQTTError(code: code, call: call, libraryText: status.text, message: message)
     }
@@ -291,9 +301,12 @@ final class ClientCore: @unchecked Sendable {
         let (status, mid) = handle.subscribe(filter: filter, qos: Int32(qos.rawValue))
         lastOut = Self.monotonicSeconds()
         guard status.isSuccess else {
-            completion(.failure(MQTTError(
-                code: status.rawValue == Int32(MOSQ_ERR_NO_CONN.rawValue) ? .disconnected : .invalidArgument,
-                call: "mosquitto_subscribe_v5", libraryText: status.text, message: "cannot subscribe to \"\(filter)\"")))
+            completion(
+                .failure(
+                    MQTTError(
+                        code: status.rawValue == Int32(MOSQ_ERR_NO_CONN.rawValue) ? .disconnected : .invalidArgument,
+                        call: "mosquitto_subscribe_v5", libraryText: status.text,
+                        message: "cannot subscribe to \"\(filter)\"")))
             afterNetworkActivity()
             return
         }
@@ -367,7 +380,8 @@ final class ClientCore: @unchecked Sendable {
         let isV5 = protocolVersion == .v5
         var status = handle.setProtocolVersion(isV5 ? MQTT_PROTOCOL_V5 : MQTT_PROTOCOL_V311)
         if status.isSuccess {
-            let properties = isV5 ? PropertyList.connect(sessionExpiryInterval: configuration.sessionExpiryInterval) : nil
+            let properties =
+                isV5 ? PropertyList.connect(sessionExpiryInterval: configuration.sessionExpiryInterval) : nil
             status = handle.connect(
                 host: configuration.host, port: Int32(clamping: configuration.port),
                 keepAlive: configuration.keepAliveSeconds, properties: properties)
@@ -452,8 +466,10 @@ final class ClientCore: @unchecked Sendable {
         case .connected:
             thread.setDeadline(nil)
             let error = MQTTError(
-                code: .disconnected, call: code == Int32(MOSQ_ERR_KEEPALIVE.rawValue) ? "mosquitto_loop_misc" : "mosquitto_loop_read",
-                libraryText: libmosquitto_strerror(code), message: "lost the connection to broker \(configuration.broker)")
+                code: .disconnected,
+                call: code == Int32(MOSQ_ERR_KEEPALIVE.rawValue) ? "mosquitto_loop_misc" : "mosquitto_loop_read",
+                libraryText: libmosquitto_strerror(code),
+                message: "lost the connection to broker \(configuration.broker)")
             failOperations(error, keepingClose: true)
             events.yield(.disconnected(error))
             scheduleReconnection()
@@ -488,10 +504,12 @@ final class ClientCore: @unchecked Sendable {
         else { return }
         guard let granted, granted < 0x80, let qos = MQTTQoS(rawValue: UInt8(granted)) else {
             let code = granted ?? 0x80
-            completion(.failure(MQTTError(
-                code: .subscriptionRefused, call: "mosquitto_subscribe_v5",
-                libraryText: protocolVersion == .v5 ? libmosquitto_reason_string(code) : "SUBACK failure 0x80",
-                message: "broker \(configuration.broker) refused the subscription to \"\(filter)\"")))
+            completion(
+                .failure(
+                    MQTTError(
+                        code: .subscriptionRefused, call: "mosquitto_subscribe_v5",
+                        libraryText: protocolVersion == .v5 ? libmosquitto_reason_string(code) : "SUBACK failure 0x80",
+                        message: "broker \(configuration.broker) refused the subscription to \"\(filter)\"")))
             return
         }
         if let index = subscriptions.firstIndex(where: { $0.filter == filter }) {

@@ -22,8 +22,10 @@ import Basics
 ///     host: "broker.lan", clientID: "keepalive-kitchen",
 ///     will: .init(topic: "keepalive/kitchen/status", payload: Array("offline".utf8))))
 /// try await client.connect()
-/// try await client.publish(topic: "keepalive/kitchen/status", payload: Array("online".utf8), qos: .atLeastOnce, retain: true)
-/// await client.close(publishing: [.init(topic: "keepalive/kitchen/status", payload: Array("offline".utf8), retain: true)])
+/// try await client.publish(topic: "keepalive/kitchen/status", payload: Array("online".utf8), qos: .atLeastOnce,
+/// retain: true)
+/// await client.close(publishing: [.init(topic: "keepalive/kitchen/status", payload: Array("offline".utf8), retain:
+/// true)])
 /// ```
 public final class MQTTClient: Sendable {
     public let configuration: MQTTConfiguration
@@ -99,7 +101,8 @@ public final class MQTTClient: Sendable {
         topic: String, payload: [UInt8], qos: MQTTQoS = .atLeastOnce, retain: Bool = false,
         properties: MQTTProperties = MQTTProperties()
     ) async throws(MQTTError) {
-        try await publish(MQTTOutgoingMessage(topic: topic, payload: payload, qos: qos, retain: retain, properties: properties))
+        try await publish(
+            MQTTOutgoingMessage(topic: topic, payload: payload, qos: qos, retain: retain, properties: properties))
     }
 
     public func publish(_ message: MQTTOutgoingMessage) async throws(MQTTError) {
@@ -113,7 +116,9 @@ public final class MQTTClient: Sendable {
     /// message has the acknowledgement its QoS has or has failed (at once, on the caller's thread, for an invalid
     /// topic or a closed client). For a caller that finishes its work there — the bridge moves its spool's
     /// acknowledged mark — so that no task is resumed per message. `completion` must be short and must not block.
-    public func publish(_ message: MQTTOutgoingMessage, completion: @escaping @Sendable (Result<Void, MQTTError>) -> Void) {
+    public func publish(
+        _ message: MQTTOutgoingMessage, completion: @escaping @Sendable (Result<Void, MQTTError>) -> Void
+    ) {
         do {
             try MQTTTopic.validatePublish(message.topic)
         } catch {
@@ -170,9 +175,10 @@ public final class MQTTClient: Sendable {
         for message in messages {
             try? await publish(message)
         }
-        _ = try? await perform("the close") { (core, token, completion: @escaping ClientCore.Completion<Void>) in
-            core.close(token, completion)
-        } as Void
+        _ =
+            try? await perform("the close") { (core, token, completion: @escaping ClientCore.Completion<Void>) in
+                core.close(token, completion)
+            } as Void
     }
 
     public var statistics: MQTTStatistics {
@@ -183,10 +189,11 @@ public final class MQTTClient: Sendable {
     /// reconnects by itself. For tests.
     package func dropConnectionForTesting() async {
         let core = self.core
-        _ = try? await perform("the drop") { (_, _, completion: @escaping ClientCore.Completion<Void>) in
-            core.dropConnection()
-            completion(.success(()))
-        } as Void
+        _ =
+            try? await perform("the drop") { (_, _, completion: @escaping ClientCore.Completion<Void>) in
+                core.dropConnection()
+                completion(.success(()))
+            } as Void
     }
 
     // MARK: Awaiting the thread

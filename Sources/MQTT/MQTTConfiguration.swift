@@ -31,7 +31,9 @@ public struct MQTTConfiguration: Sendable {
             self.password = password
         }
 
-        public var description: String { "Credentials(user: \"\(user)\", password: \(password == nil ? "none" : "<hidden>"))" }
+        public var description: String {
+            "Credentials(user: \"\(user)\", password: \(password == nil ? "none" : "<hidden>"))"
+        }
         public var debugDescription: String { description }
         public var customMirror: Mirror {
             Mirror(self, children: ["user": user, "password": password == nil ? "none" : "<hidden>"])
@@ -51,7 +53,9 @@ public struct MQTTConfiguration: Sendable {
         /// Trust the system's CA store (/etc/ssl/certs).
         public static let systemTrustStore = TLS(caFile: nil, caDirectory: "/etc/ssl/certs")
 
-        public init(caFile: String? = nil, caDirectory: String? = nil, certificateFile: String? = nil, keyFile: String? = nil) {
+        public init(
+            caFile: String? = nil, caDirectory: String? = nil, certificateFile: String? = nil, keyFile: String? = nil
+        ) {
             self.caFile = caFile
             self.caDirectory = caFile == nil && caDirectory == nil ? "/etc/ssl/certs" : caDirectory
             self.certificateFile = certificateFile

@@ -8,7 +8,9 @@ public struct MQTTMessage: Sendable, Hashable {
     /// Empty under MQTT 3.1.1.
     public var properties: MQTTProperties
 
-    public init(topic: String, payload: [UInt8], qos: MQTTQoS, retain: Bool, properties: MQTTProperties = MQTTProperties()) {
+    public init(
+        topic: String, payload: [UInt8], qos: MQTTQoS, retain: Bool, properties: MQTTProperties = MQTTProperties()
+    ) {
         self.topic = topic
         self.payload = payload
         self.qos = qos

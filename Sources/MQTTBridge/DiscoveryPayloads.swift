@@ -122,7 +122,10 @@ struct DiscoveryPayloads: Sendable {
             ),
             (
                 "last_error", "Last error",
-                "{{ ((value_json.error.code ~ ': ' ~ value_json.error.message) if value_json.error else 'none')[:250] }}",
+                """
+                    {{ ((value_json.error.code ~ ': ' ~ value_json.error.message) if value_json.error else \
+                    'none')[:250] }}
+                    """,
                 nil, nil
             ),
             ("consecutive_failures", "Consecutive failures", nil, nil, nil),
@@ -194,7 +197,8 @@ struct DiscoveryPayloads: Sendable {
         json.integer("expire_after", device.expireAfter)
         deviceObject(&json, device, id: id)
         return Config(
-            key: device.address, topic: topic(component: "sensor", objectID: "\(id)_\(readingID)", shared: device.shared),
+            key: device.address,
+            topic: topic(component: "sensor", objectID: "\(id)_\(readingID)", shared: device.shared),
             payload: json.bytes)
     }
 

@@ -80,7 +80,8 @@ extension MQTTBridge {
         case .success(let interval):
             return .success(.setInterval(device: device, interval))
         case .failure(let problem):
-            return .failure(CommandRejection(topic: topics.error(device), message: "\(message.topic): \(problem.message)"))
+            return .failure(
+                CommandRejection(topic: topics.error(device), message: "\(message.topic): \(problem.message)"))
         }
     }
 }

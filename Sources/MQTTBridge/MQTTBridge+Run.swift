@@ -6,7 +6,8 @@ extension MQTTBridge {
     /// Connects, keeps the broker up to date and delivers the spool until graceful shutdown (or cancellation);
     /// then publishes `offline` (retained), disconnects and finishes ``commands``.
     ///
-    /// Call it once (the service group does). The first connection is retried here with ``MQTTConfiguration/reconnect``'s backoff (1 s doubling to
+    /// Call it once (the service group does). The first connection is retried here with
+    /// ``MQTTConfiguration/reconnect``'s backoff (1 s doubling to
     /// 60 s, jittered, by default) for as long as it takes; records submitted meanwhile wait in the spool.
     ///
     /// - Throws: `MQTTError` when the client cannot be created (a client id, will or TLS file libmosquitto

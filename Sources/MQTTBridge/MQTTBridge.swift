@@ -72,7 +72,10 @@ public final class MQTTBridge: Service, Sendable {
                 throw BridgeError(
                     code: .invalidConfiguration,
                     message:
-                        "devices \"\(other)\" and \"\(device.name)\" share the topic level \"\(BridgeTopics.level(device.name))\""
+                        """
+                            devices \"\(other)\" and \"\(device.name)\" share the topic level \
+                            \"\(BridgeTopics.level(device.name))\"
+                            """
                 )
             }
             let identity = DiscoveryPayloads.addressIdentifier(device.address)
@@ -134,7 +137,9 @@ public final class MQTTBridge: Service, Sendable {
         // record is published while the disk flushes (1–3 ms here), and `submit` still returns only once it is
         // durable.
         let appended = spool.withLock { spool in
-            Result { () throws(BridgeError) in (try spool.appendDeferringSync(record), spool.dropped, spool.pending.last?.id) }
+            Result { () throws(BridgeError) in
+                (try spool.appendDeferringSync(record), spool.dropped, spool.pending.last?.id)
+            }
         }
         let ((dropped, pendingSync), total, entryID) = try appended.get()
         if dropped > 0 {
@@ -154,7 +159,8 @@ public final class MQTTBridge: Service, Sendable {
                 }
                 if entry.publishedFailures != entry.availability.consecutiveFailures {
                     entry.publishedFailures = entry.availability.consecutiveFailures
-                    state.enqueue(.message(retained(topics.failures(device), "\(entry.availability.consecutiveFailures)")))
+                    state.enqueue(
+                        .message(retained(topics.failures(device), "\(entry.availability.consecutiveFailures)")))
                 }
                 if learn(readings, into: &entry) { state.enqueue(.announce(device: device)) }
                 state.devices[device] = entry
@@ -165,7 +171,8 @@ public final class MQTTBridge: Service, Sendable {
         var direct: Spool.Entry?
         if let client, let entryID {
             direct = spool.withLock { spool -> Spool.Entry? in
-                guard spool.outForDelivery == .none, spool.pendingCount == 1, let first = spool.first, first.id == entryID
+                guard spool.outForDelivery == .none, spool.pendingCount == 1, let first = spool.first,
+                    first.id == entryID
                 else { return nil }
                 spool.outForDelivery = .direct(first.id)
                 return first
@@ -189,14 +196,18 @@ public final class MQTTBridge: Service, Sendable {
             properties: MQTTProperties(contentType: "application/json"))
         client.publish(message) { [self] outcome in
             var refused: MQTTError?
-            if case .failure(let error) = outcome, error.code != .disconnected, error.code != .cancelled, error.code != .closed {
+            if case .failure(let error) = outcome, error.code != .disconnected, error.code != .cancelled,
+                error.code != .closed
+            {
                 refused = error
             }
             // Done with it when acknowledged or refused for good; kept pending after a lost connection.
             let done = refused != nil || (try? outcome.get()) != nil
             let (more, acknowledged) = spool.withLock { spool in
                 spool.outForDelivery = .none
-                let acknowledged = Result { () throws(BridgeError) in if done { try spool.acknowledge(through: entry.id) } }
+                let acknowledged = Result { () throws(BridgeError) in
+                    if done { try spool.acknowledge(through: entry.id) }
+                }
                 return (spool.pendingCount > 0, acknowledged)
             }
             if let refused {

@@ -6,7 +6,8 @@
 ///
 /// ## Files (in the spool directory)
 /// - `segment-<16 hex digits>.spool`: records, appended in submit order, each framed as ``SpoolRecord``
-///   describes (length, CRC-32, body). Segment numbers only grow. A new segment is begun when the current one would pass an
+/// describes (length, CRC-32, body). Segment numbers only grow. A new segment is begun when the current one would pass
+/// an
 ///   eighth of the limit (``segmentLimit``), so that dropping the oldest one loses at most that much.
 /// - `acknowledged`: 32 bytes, rewritten in place after each acknowledgement (not synced: losing it only
 ///   replays records again): magic `KAA1`, the segment and offset of the first record not yet acknowledged,
@@ -18,7 +19,8 @@
 /// the caller was told is spooled survives the process being killed. ``appendDeferringSync(_:)`` leaves that
 /// `fdatasync` to its caller (``PendingSync``), to be made outside the lock that guards the spool: the record can
 /// be read and published meanwhile, so the broker may acknowledge a record before it is durable here (after a
-/// power loss it is then missing from the spool, which is fine: the broker has it). On open, every segment is scanned: the
+/// power loss it is then missing from the spool, which is fine: the broker has it). On open, every segment is scanned:
+/// the
 /// first record that fails its checks ends that segment (in the newest segment the file is truncated there, so
 /// new records follow whole ones); records before the acknowledged position are skipped, the rest are pending,
 /// in order. Delivery is at least once: a record in flight when the process dies is sent again.
@@ -262,7 +264,9 @@ final class Spool {
             let first = entries[start]
             var end = start + 1
             var size = first.size
-            while end < entries.endIndex, entries[end].segment == first.segment, entries[end].offset == first.offset + size {
+            while end < entries.endIndex, entries[end].segment == first.segment,
+                entries[end].offset == first.offset + size
+            {
                 size += entries[end].size
                 end += 1
             }

@@ -86,8 +86,8 @@ public struct BluetoothUUID: Hashable, Comparable, Sendable, CustomStringConvert
 
     /// The UUID `text` spells exactly in ``description``'s form (lower case 8-4-4-4-12, as BlueZ writes its
     /// `UUID` properties), nil for any other text. One pass over the bytes: BlueZ's object cache reads a UUID
-    /// from every GATT object a signal adds, and parsing it generally and formatting it back to compare cost
-    /// 6,000 instructions.
+    /// from every GATT object a signal adds, and parsing it generally and formatting it back to compare cost an
+    /// order of magnitude more (Benchmarks/NOTES.md, "CPU per poll").
     package init?(exactDescription text: String) {
         var text = text
         let parsed: (UInt64, UInt64)? = text.withUTF8 { bytes in

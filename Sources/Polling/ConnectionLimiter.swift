@@ -54,7 +54,8 @@ package final class ConnectionLimiter: Sendable {
             }
             state.arrivals += 1
             let arrival = state.arrivals
-            state.adapters[adapter]!.queue.insert(Waiter(lastServed: state.lastServed[key] ?? 0, arrival: arrival, key: key))
+            state.adapters[adapter]!.queue.insert(
+                Waiter(lastServed: state.lastServed[key] ?? 0, arrival: arrival, key: key))
             state.adapters[adapter]!.grants[arrival] = granted
             return Ticket(adapter: adapter, arrival: arrival)
         }
@@ -64,7 +65,9 @@ package final class ConnectionLimiter: Sendable {
     /// the slot was handed over already (its `granted` was or is being called, and the slot must be released).
     package func withdraw(_ ticket: Ticket) -> Bool {
         state.withLock { state in
-            guard state.adapters[ticket.adapter]?.grants.removeValue(forKey: ticket.arrival) != nil else { return false }
+            guard state.adapters[ticket.adapter]?.grants.removeValue(forKey: ticket.arrival) != nil else {
+                return false
+            }
             // Withdrawn waiters leave the heap lazily, when a release pops them; with nobody left, at once.
             if state.adapters[ticket.adapter]!.grants.isEmpty { state.adapters[ticket.adapter]!.queue = Heap() }
             return true

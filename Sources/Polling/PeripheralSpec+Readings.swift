@@ -42,7 +42,8 @@ extension PeripheralSpec {
         var seen = Set<BluetoothUUID>()
         for characteristic in reads + notifications.map(\.characteristic) where seen.insert(characteristic).inserted {
             guard let bytes = newest[characteristic] else { continue }
-            readings += ReadingsDecoder.decode(bytes, as: decoding(of: characteristic, presentation: presentations[characteristic]))
+            readings += ReadingsDecoder.decode(
+                bytes, as: decoding(of: characteristic, presentation: presentations[characteristic]))
         }
         return readings
     }

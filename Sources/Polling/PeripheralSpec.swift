@@ -93,6 +93,8 @@ public struct PeripheralSpec: Hashable, Sendable {
     /// Every characteristic the poll touches, for ``ConnectOptions/characteristics``.
     public var characteristics: [BluetoothUUID] {
         var seen = Set<BluetoothUUID>()
-        return (writes.map(\.characteristic) + reads + notifications.map(\.characteristic)).filter { seen.insert($0).inserted }
+        return (writes.map(\.characteristic) + reads + notifications.map(\.characteristic)).filter {
+            seen.insert($0).inserted
+        }
     }
 }

@@ -100,7 +100,8 @@ public protocol PeripheralTransport: Sendable {
 
     func read(_ characteristic: BluetoothUUID, from peripheral: Peripheral) async throws -> [UInt8]
 
-    func write(_ value: [UInt8], to characteristic: BluetoothUUID, of peripheral: Peripheral, type: WriteType) async throws
+    func write(_ value: [UInt8], to characteristic: BluetoothUUID, of peripheral: Peripheral, type: WriteType)
+        async throws
 
     /// Subscribes; each element is one notified value.
     func notifications(
@@ -127,7 +128,9 @@ public protocol PeripheralTransport: Sendable {
 extension PeripheralTransport {
     public var preferredExecutor: (any TaskExecutor)? { nil }
 
-    public func presentationFormat(of characteristic: BluetoothUUID, from peripheral: Peripheral) async throws -> [UInt8]? {
+    public func presentationFormat(of characteristic: BluetoothUUID, from peripheral: Peripheral) async throws
+        -> [UInt8]?
+    {
         nil
     }
 }

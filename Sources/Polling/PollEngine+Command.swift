@@ -50,8 +50,10 @@ extension PollEngine {
         if outcome.declined {
             throw CommandError(code: .notHeld, message: "`\(device)` is shared and another gateway holds it now")
         }
-        let window = keepAlive.ledger.history(named: name).last { $0.id == windowID }
-            ?? BackgroundTaskRecord(id: windowID, name: name, began: fired, ended: keepAlive.time.now, budget: budget, outcome: .forcedEnd)
+        let window =
+            keepAlive.ledger.history(named: name).last { $0.id == windowID }
+            ?? BackgroundTaskRecord(
+                id: windowID, name: name, began: fired, ended: keepAlive.time.now, budget: budget, outcome: .forcedEnd)
         let tick = tokensByName[device].map { keepAlive.lastTick(of: $0) } ?? 0
         let record = record(
             of: spec, outcome: outcome, window: window, tick: tick, scheduled: fired, fired: fired,
@@ -63,7 +65,8 @@ extension PollEngine {
 
     /// Changes `device`'s interval at once (`KeepAlive.setInterval(_:for:)`); returns the effective interval.
     @discardableResult
-    public func setInterval(_ interval: Duration, forDevice device: String) throws(ConfigurationValueError) -> Duration? {
+    public func setInterval(_ interval: Duration, forDevice device: String) throws(ConfigurationValueError) -> Duration?
+    {
         guard let token = tokensByName[device] else {
             throw ConfigurationValueError(field: "PollEngine.setInterval", reason: "no device named `\(device)`")
         }

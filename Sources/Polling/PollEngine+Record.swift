@@ -60,7 +60,9 @@ extension PollEngine {
     /// Hands a record to `onRecord`, then to the ``records()`` streams.
     func publish(_ record: PollRecord) {
         if record.result == .failed {
-            logger.debug("poll record: failed", metadata: ["device": "\(record.device)", "code": "\(record.failure?.code ?? "?")"])
+            logger.debug(
+                "poll record: failed",
+                metadata: ["device": "\(record.device)", "code": "\(record.failure?.code ?? "?")"])
         }
         onRecord?(record)
         broadcast.publish(record)
@@ -70,15 +72,18 @@ extension PollEngine {
     /// ended the window (its expiry, a cancellation).
     static func failure(_ error: any Error, window: BackgroundTaskRecord?) -> PollRecord.Failure {
         if let keepAliveError = error as? KeepAliveError {
-            return PollRecord.Failure(code: keepAliveError.code.description, message: keepAliveError.message, transient: true)
+            return PollRecord.Failure(
+                code: keepAliveError.code.description, message: keepAliveError.message, transient: true)
         }
         let transportError = transportError(error)
         var code = transportError.code.rawValue
-        if transportError.code == .timeout, let outcome = window?.outcome, outcome == .expired || outcome == .cancelled {
+        if transportError.code == .timeout, let outcome = window?.outcome, outcome == .expired || outcome == .cancelled
+        {
             code = outcome == .expired ? "windowExpired" : "cancelled"
         }
         return PollRecord.Failure(
-            code: code, message: transportError.message, transient: transportError.isTransient, dbusName: transportError.dbusName
+            code: code, message: transportError.message, transient: transportError.isTransient,
+            dbusName: transportError.dbusName
         )
     }
 }

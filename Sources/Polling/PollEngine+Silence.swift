@@ -22,7 +22,10 @@ extension PollEngine {
             if heard + bound <= time.now {
                 throw TransportError(
                     .silentLink,
-                    "no notification from \(subscription.characteristic.shortDescription) for \(bound.compact) while the link is up (zombie link): dropping it"
+                    """
+                        no notification from \(subscription.characteristic.shortDescription) for \(bound.compact) \
+                        while the link is up (zombie link): dropping it
+                        """
                 )
             }
         }

@@ -53,10 +53,12 @@ public final class PollEngine: Sendable {
         public func validate() throws(ConfigurationValueError) {
             let field = "PollEngine.Configuration"
             guard maxConnections >= 1 else {
-                throw ConfigurationValueError(field: "\(field).maxConnections", reason: "must be at least 1, not \(maxConnections)")
+                throw ConfigurationValueError(
+                    field: "\(field).maxConnections", reason: "must be at least 1, not \(maxConnections)")
             }
             guard connectTimeout > .zero else {
-                throw ConfigurationValueError(field: "\(field).connectTimeout", reason: "must be positive, not \(connectTimeout.compact)")
+                throw ConfigurationValueError(
+                    field: "\(field).connectTimeout", reason: "must be positive, not \(connectTimeout.compact)")
             }
             guard disconnectTimeout > .zero else {
                 throw ConfigurationValueError(
@@ -119,7 +121,11 @@ public final class PollEngine: Sendable {
             if let first = firstIndex[spec.name] {
                 throw ConfigurationValueError(
                     field: "PollEngine.peripherals[\(index)].name",
-                    reason: "'\(spec.name)' is already the name of peripherals[\(first)]: names identify records and must be unique"
+                    reason:
+                        """
+                            '\(spec.name)' is already the name of peripherals[\(first)]: names identify records and \
+                            must be unique
+                            """
                 )
             }
             firstIndex[spec.name] = index
@@ -253,7 +259,8 @@ public final class PollEngine: Sendable {
 
     private static func slotWaitEnded(_ admitted: Admitted) -> PollOutcome {
         let adapter = admitted.spec.peripheral.adapter
-        return admitted.outcome(.failed(TransportError(.timeout, "window ended while waiting for a connection slot on \(adapter)")))
+        return admitted.outcome(
+            .failed(TransportError(.timeout, "window ended while waiting for a connection slot on \(adapter)")))
     }
 
     /// The poll once admitted and holding its connection slot, which it gives back at the end: the device's
@@ -265,7 +272,9 @@ public final class PollEngine: Sendable {
             try await gate.enter(spec.name)
         } catch {
             return admitted.outcome(
-                .failed(TransportError(.timeout, "window ended while another poll of this device (a command's) was running")))
+                .failed(
+                    TransportError(.timeout, "window ended while another poll of this device (a command's) was running")
+                ))
         }
         defer { gate.leave(spec.name) }
         if let previous = teardowns.withLock({ $0.running[spec.name]?.done }) {
@@ -273,7 +282,9 @@ public final class PollEngine: Sendable {
             _ = await previous.valueUnlessCancelled()
             if Task.isCancelled {
                 return admitted.outcome(
-                    .failed(TransportError(.timeout, "window ended while the previous poll's disconnect was still running")))
+                    .failed(
+                        TransportError(.timeout, "window ended while the previous poll's disconnect was still running"))
+                )
             }
         }
         return await attempts(admitted, device: device, in: window)
@@ -295,7 +306,8 @@ public final class PollEngine: Sendable {
             do {
                 try await pollOnce(spec, device: device, window: window, into: gathered)
                 (outcome.values, outcome.notifications) = gathered.contents
-                outcome.result = device.succeeded(values: outcome.values, notifications: outcome.notifications) ? .newData : .noData
+                outcome.result =
+                    device.succeeded(values: outcome.values, notifications: outcome.notifications) ? .newData : .noData
                 outcome.readings = device.readings(values: outcome.values, notifications: outcome.notifications)
                 return outcome
             } catch {
@@ -330,7 +342,9 @@ public final class PollEngine: Sendable {
     }
 
     /// connect → write → read → listen, then disconnect on every path.
-    private func pollOnce(_ spec: PeripheralSpec, device: PolledDevice, window: PollWindow, into gathered: Gathered) async throws {
+    private func pollOnce(_ spec: PeripheralSpec, device: PolledDevice, window: PollWindow, into gathered: Gathered)
+        async throws
+    {
         let peripheral = spec.peripheral
         // The transport's deadline ends a little before the window's (a tenth of what is left, at most 250 ms): a
         // scan that found nothing or a connect that never completed is recorded as what it was (deviceNotFound,
@@ -339,7 +353,8 @@ public final class PollEngine: Sendable {
         let remaining = window.timeRemaining
         let timeout = min(configuration.connectTimeout, remaining - min(remaining / 10, .milliseconds(250)))
         do {
-            try await transport.connect(peripheral, options: ConnectOptions(timeout: timeout, characteristics: spec.characteristics))
+            try await transport.connect(
+                peripheral, options: ConnectOptions(timeout: timeout, characteristics: spec.characteristics))
             for write in spec.writes {
                 try await transport.write(write.value, to: write.characteristic, of: peripheral, type: write.type)
             }
@@ -391,7 +406,8 @@ public final class PollEngine: Sendable {
         let peripheral = spec.peripheral
         var streams: [(PeripheralSpec.Subscription, AsyncThrowingStream<[UInt8], any Error>)] = []
         for subscription in spec.notifications {
-            streams.append((subscription, try await transport.notifications(from: subscription.characteristic, of: peripheral)))
+            streams.append(
+                (subscription, try await transport.notifications(from: subscription.characteristic, of: peripheral)))
         }
         let time = window.time
         try await withThrowingTaskGroup(of: Void.self) { group in
@@ -417,7 +433,8 @@ public final class PollEngine: Sendable {
                         if let silence = subscription.silence {
                             listener.addTask {
                                 try await Self.watchSilence(
-                                    of: subscription, bound: silence, lastHeard: lastHeard, until: started + subscription.duration, time: time)
+                                    of: subscription, bound: silence, lastHeard: lastHeard,
+                                    until: started + subscription.duration, time: time)
                             }
                         }
                         // Whichever ends first (the duration, or the stream with an error) ends the listening.

@@ -26,10 +26,12 @@ public struct RetryPolicy: Sendable, Hashable {
             throw ConfigurationValueError(field: "\(field).delays", reason: "needs at least one delay")
         }
         if let index = delays.firstIndex(where: { $0 <= .zero }) {
-            throw ConfigurationValueError(field: "\(field).delays[\(index)]", reason: "must be positive, not \(delays[index].compact)")
+            throw ConfigurationValueError(
+                field: "\(field).delays[\(index)]", reason: "must be positive, not \(delays[index].compact)")
         }
         guard maxAttempts >= 1 else {
-            throw ConfigurationValueError(field: "\(field).maxAttempts", reason: "must be at least 1, not \(maxAttempts)")
+            throw ConfigurationValueError(
+                field: "\(field).maxAttempts", reason: "must be at least 1, not \(maxAttempts)")
         }
     }
 

@@ -28,11 +28,12 @@ extension CompoundLayout {
         let reserved = flags & reservedFlags
         var ambiguous = false
         if reserved != 0 {
-            readings.append(Reading(
-                name: "flags",
-                value: .unsigned(UInt64(flags)),
-                error: Self.reservedFlagError(flags: flags, reserved: reserved)
-            ))
+            readings.append(
+                Reading(
+                    name: "flags",
+                    value: .unsigned(UInt64(flags)),
+                    error: Self.reservedFlagError(flags: flags, reserved: reserved)
+                ))
         }
         for field in fields {
             if field.presentWhen != 0 {
@@ -40,11 +41,12 @@ extension CompoundLayout {
                 if reserved != 0 { ambiguous = true }
             }
             if ambiguous {
-                readings.append(.failed(
-                    field.name,
-                    unit: field.unit(flags: flags),
-                    Self.reservedFlagError(flags: flags, reserved: reserved)
-                ))
+                readings.append(
+                    .failed(
+                        field.name,
+                        unit: field.unit(flags: flags),
+                        Self.reservedFlagError(flags: flags, reserved: reserved)
+                    ))
                 continue
             }
             let (reading, byteCount) = field.decode(reader, at: offset, flags: flags)
@@ -58,7 +60,10 @@ extension CompoundLayout {
         ReadingError(
             .reservedFlag,
             "flags \(HexText.number(UInt64(flags), digits: 2)) set reserved bits "
-                + "\(HexText.number(UInt64(reserved), digits: 2)); the fields after the mandatory ones cannot be located"
+                + """
+                    \(HexText.number(UInt64(reserved), digits: 2)); the fields after the mandatory ones cannot be \
+                    located
+                    """
         )
     }
 }
@@ -80,16 +85,18 @@ extension CompoundLayout.Field {
             let reading = textReading { () throws(ReadingError) in try DateTimeText.text(from: reader, at: offset) }
             return (reading, DateTimeText.byteCount)
         case .enumeration(let names, let specials):
-            return (textReading { () throws(ReadingError) in
-                let code = try reader.byte(at: offset)
-                if let meaning = specials[code] {
-                    throw ReadingError(.specialValue, "\(HexText.number(UInt64(code), digits: 2)): \(meaning)")
-                }
-                guard let text = names[code] else {
-                    throw ReadingError(.reservedValue, "\(name) code \(code) is reserved for future use")
-                }
-                return text
-            }, 1)
+            return (
+                textReading { () throws(ReadingError) in
+                    let code = try reader.byte(at: offset)
+                    if let meaning = specials[code] {
+                        throw ReadingError(.specialValue, "\(HexText.number(UInt64(code), digits: 2)): \(meaning)")
+                    }
+                    guard let text = names[code] else {
+                        throw ReadingError(.reservedValue, "\(name) code \(code) is reserved for future use")
+                    }
+                    return text
+                }, 1
+            )
         case .flagBits(let shift, let width, let names):
             let mask = UInt8(truncatingIfNeeded: (1 << Int(width)) &- 1)
             let code = Int((flags >> shift) & mask)
@@ -144,11 +151,14 @@ extension CompoundLayout.Field {
             let known = UInt8(truncatingIfNeeded: (1 << min(names.count, 8)) &- 1)
             let reserved = bits & ~known
             // The known bits are still meaningful, so the text is kept and the reserved bits remarked on.
-            let error = reserved == 0 ? nil : ReadingError(
-                .reservedFlag,
-                "\(name) \(HexText.number(UInt64(bits), digits: 2)) sets reserved bits "
-                    + HexText.number(UInt64(reserved), digits: 2)
-            )
+            let error =
+                reserved == 0
+                ? nil
+                : ReadingError(
+                    .reservedFlag,
+                    "\(name) \(HexText.number(UInt64(bits), digits: 2)) sets reserved bits "
+                        + HexText.number(UInt64(reserved), digits: 2)
+                )
             return Reading(name: name, value: .text(text), error: error)
         } catch {
             return .failed(name, error)

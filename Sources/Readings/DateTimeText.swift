@@ -27,7 +27,8 @@ enum DateTimeText {
         try check("seconds", seconds, 0...59)
         let monthLength = daysIn(month: month, year: year)
         guard day <= monthLength else {
-            throw ReadingError(.outOfRange, "day \(day) is outside 1…\(monthLength) for \(padded(year, 4))-\(padded(month, 2))")
+            throw ReadingError(
+                .outOfRange, "day \(day) is outside 1…\(monthLength) for \(padded(year, 4))-\(padded(month, 2))")
         }
         let date = "\(padded(year, 4))-\(padded(month, 2))-\(padded(day, 2))"
         return "\(date)T\(padded(hours, 2)):\(padded(minutes, 2)):\(padded(seconds, 2))"

@@ -17,7 +17,9 @@ public struct PresentationFormat: Sendable, Hashable {
     public var description: UInt16
 
     /// Creates a presentation format from its fields.
-    public init(format: UInt8, exponent: Int8 = 0, unit: UInt16 = 0x2700, namespace: UInt8 = 0x01, description: UInt16 = 0) {
+    public init(
+        format: UInt8, exponent: Int8 = 0, unit: UInt16 = 0x2700, namespace: UInt8 = 0x01, description: UInt16 = 0
+    ) {
         self.format = format
         self.exponent = exponent
         self.unit = unit
@@ -106,10 +108,12 @@ public struct PresentationFormat: Sendable, Hashable {
     func reading(named name: String, from bytes: [UInt8]) -> Reading {
         guard let valueFormat else {
             let known = formatName.map { " (\($0))" } ?? ""
-            return .failed(name, ReadingError(
-                .unsupportedFormat,
-                "presentation format \(HexText.number(UInt64(format), digits: 2))\(known) is not supported"
-            ))
+            return .failed(
+                name,
+                ReadingError(
+                    .unsupportedFormat,
+                    "presentation format \(HexText.number(UInt64(format), digits: 2))\(known) is not supported"
+                ))
         }
         let reader = ByteReader(bytes)
         guard valueFormat.isNumeric else {

@@ -28,10 +28,13 @@ public enum ReadingsDecoder {
         switch decoding {
         case .sig(let uuid16):
             guard let entry = SIGCharacteristics.entry(uuid16) else {
-                return [.failed(
-                    "characteristic_\(HexText.number(UInt64(uuid16), digits: 4).dropFirst(2).lowercased())",
-                    ReadingError(.unsupportedFormat, "no SIG table entry for \(HexText.number(UInt64(uuid16), digits: 4))")
-                )]
+                return [
+                    .failed(
+                        "characteristic_\(HexText.number(UInt64(uuid16), digits: 4).dropFirst(2).lowercased())",
+                        ReadingError(
+                            .unsupportedFormat, "no SIG table entry for \(HexText.number(UInt64(uuid16), digits: 4))")
+                    )
+                ]
             }
             return entry.readings(from: bytes)
         case .presentation(let format, let name):

@@ -36,7 +36,8 @@ extension ValueFormat {
         case .signed(let count, _):
             return .signed(ByteReader.signExtend(bits, bitWidth: count &* 8))
         case .binary32:
-            return try Self.checkedBinary(Double(Float(bitPattern: UInt32(truncatingIfNeeded: bits))), bits: bits, digits: 8)
+            return try Self.checkedBinary(
+                Double(Float(bitPattern: UInt32(truncatingIfNeeded: bits))), bits: bits, digits: 8)
         case .binary64:
             return try Self.checkedBinary(Double(bitPattern: bits), bits: bits, digits: 16)
         case .medical16:

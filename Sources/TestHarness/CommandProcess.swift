@@ -2,7 +2,7 @@ import LocalServices
 import Basics
 
 #if canImport(Glibc)
-public import Glibc
+    public import Glibc
 #endif
 
 /// The built `keepalive` binary, next to this test bundle (`.build/<triple>/debug/`, or the TSan scratch path).
@@ -32,19 +32,27 @@ public final class CommandProcess: Sendable {
     /// Starts `keepalive` with `arguments`; `environment` is added to this process's (through `env(1)`, which
     /// execs in place: `pid` is keepalive's).
     public init(_ arguments: [String], environment: [String: String] = [:]) throws {
-        let prefix = environment.isEmpty ? [] : ["/usr/bin/env"] + environment.keys.sorted().map { "\($0)=\(environment[$0] ?? "")" }
+        let prefix =
+            environment.isEmpty
+            ? [] : ["/usr/bin/env"] + environment.keys.sorted().map { "\($0)=\(environment[$0] ?? "")" }
         let (pid, stdout, stderr) = try Subprocess.spawn(prefix + [keepaliveBinary] + arguments)
         self.pid = pid
         let output = self.output
-        Self.drain(stdout, { text in output.withLock { $0.standardOutput += text } }, closed: { output.withLock { $0.closedPipes += 1 } })
-        Self.drain(stderr, { text in output.withLock { $0.standardError += text } }, closed: { output.withLock { $0.closedPipes += 1 } })
+        Self.drain(
+            stdout, { text in output.withLock { $0.standardOutput += text } },
+            closed: { output.withLock { $0.closedPipes += 1 } })
+        Self.drain(
+            stderr, { text in output.withLock { $0.standardError += text } },
+            closed: { output.withLock { $0.closedPipes += 1 } })
         startThread {
             let status = Subprocess.waitForExit(pid)
             output.withLock { $0.exited = status }
         }
     }
 
-    private static func drain(_ descriptor: Int32, _ append: @escaping @Sendable (String) -> Void, closed: @escaping @Sendable () -> Void) {
+    private static func drain(
+        _ descriptor: Int32, _ append: @escaping @Sendable (String) -> Void, closed: @escaping @Sendable () -> Void
+    ) {
         startThread {
             var buffer = [UInt8](repeating: 0, count: 65_536)
             while true {
@@ -82,7 +90,9 @@ public final class CommandProcess: Sendable {
     }
 
     /// Runs `keepalive arguments` to the end.
-    public static func run(_ arguments: [String], within limit: Duration = .seconds(60)) async throws -> (status: Int32, stdout: String, stderr: String) {
+    public static func run(_ arguments: [String], within limit: Duration = .seconds(60)) async throws -> (
+        status: Int32, stdout: String, stderr: String
+    ) {
         let process = try CommandProcess(arguments)
         defer { process.terminate() }
         let status = try await process.waitForExit(within: limit)
@@ -115,4 +125,3 @@ public struct TemporaryFile: Sendable {
 public struct POSIXFailure: Error {
     public var errno: Int32
 }
-

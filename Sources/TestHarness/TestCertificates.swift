@@ -10,16 +10,19 @@ public enum TestCertificates {
 
     public static func make(in directory: String, serverNames: String = "IP:127.0.0.1,DNS:localhost") async throws {
         let key = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
-        try await run(["openssl", "req", "-x509"] + key + [
-            "-keyout", directory + "/ca.key", "-out", directory + "/ca.crt", "-days", "2", "-subj", "/CN=Test CA",
-        ])
-        try await run(["openssl", "req", "-x509"] + key + [
-            "-keyout", directory + "/other-ca.key", "-out", directory + "/other-ca.crt", "-days", "2",
-            "-subj", "/CN=Other CA",
-        ])
-        try await run(["openssl", "req"] + key + [
-            "-keyout", directory + "/server.key", "-out", directory + "/server.csr", "-subj", "/CN=test broker",
-        ])
+        try await run(
+            ["openssl", "req", "-x509"] + key + [
+                "-keyout", directory + "/ca.key", "-out", directory + "/ca.crt", "-days", "2", "-subj", "/CN=Test CA",
+            ])
+        try await run(
+            ["openssl", "req", "-x509"] + key + [
+                "-keyout", directory + "/other-ca.key", "-out", directory + "/other-ca.crt", "-days", "2",
+                "-subj", "/CN=Other CA",
+            ])
+        try await run(
+            ["openssl", "req"] + key + [
+                "-keyout", directory + "/server.key", "-out", directory + "/server.csr", "-subj", "/CN=test broker",
+            ])
         try TextFile.write("subjectAltName=\(serverNames)\nbasicConstraints=CA:FALSE\n", to: directory + "/server.ext")
         try await run([
             "openssl", "x509", "-req", "-in", directory + "/server.csr", "-CA", directory + "/ca.crt",

@@ -191,7 +191,9 @@ private final class Composer {
 
     private func failure() -> YAMLError {
         let problem = parser.problem.map { String(cString: $0) } ?? "unknown error"
-        let context = parser.context.map { YAMLError.Context(text: String(cString: $0), mark: Self.mark(parser.context_mark)) }
+        let context = parser.context.map {
+            YAMLError.Context(text: String(cString: $0), mark: Self.mark(parser.context_mark))
+        }
         switch parser.error {
         case YAML_MEMORY_ERROR:
             return YAMLError(.memory, "out of memory", at: YAMLMark(line: 1, column: 1))

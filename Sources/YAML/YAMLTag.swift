@@ -85,16 +85,25 @@ enum PlainScalarRules {
         var cursor = Cursor(text)
         cursor.skipSign()
         let body = cursor
-        if cursor.take("0"), cursor.take("b"), cursor.takeOneOrMore(where: { $0 == ascii("0") || $0 == ascii("1") || $0 == ascii("_") }), cursor.atEnd { return true }
+        if cursor.take("0"), cursor.take("b"),
+            cursor.takeOneOrMore(where: { $0 == ascii("0") || $0 == ascii("1") || $0 == ascii("_") }), cursor.atEnd
+        {
+            return true
+        }
         cursor = body
         if cursor.take("0") {
             _ = cursor.take("o")
-            if cursor.takeOneOrMore(where: { (ascii("0")...ascii("7")).contains($0) || $0 == ascii("_") }), cursor.atEnd { return true }
+            if cursor.takeOneOrMore(where: { (ascii("0")...ascii("7")).contains($0) || $0 == ascii("_") }), cursor.atEnd
+            {
+                return true
+            }
         }
         cursor = body
         if cursor.take("0"), cursor.atEnd { return true }
         cursor = body
-        if cursor.take("0"), cursor.take("x"), cursor.takeOneOrMore(where: isHexDigitOrUnderscore), cursor.atEnd { return true }
+        if cursor.take("0"), cursor.take("x"), cursor.takeOneOrMore(where: isHexDigitOrUnderscore), cursor.atEnd {
+            return true
+        }
         cursor = body
         if cursor.takeOne(where: { (ascii("1")...ascii("9")).contains($0) }) {
             cursor.takeZeroOrMore(where: isDigitOrUnderscore)
@@ -112,7 +121,8 @@ enum PlainScalarRules {
         cursor = Cursor(text)
         if cursor.take("."), cursor.takeOneOrMore(where: isDigitOrUnderscore) {
             if cursor.atEnd { return true }
-            return cursor.takeOneOf("eE") && cursor.takeOneOf("-+") && cursor.takeOneOrMore(where: isDigit) && cursor.atEnd
+            return cursor.takeOneOf("eE") && cursor.takeOneOf("-+") && cursor.takeOneOrMore(where: isDigit)
+                && cursor.atEnd
         }
         cursor = Cursor(text)
         cursor.skipSign()
@@ -166,7 +176,8 @@ enum PlainScalarRules {
     static func isDigitOrUnderscore(_ byte: UInt8) -> Bool { isDigit(byte) || byte == ascii("_") }
     static func isBlank(_ byte: UInt8) -> Bool { byte == ascii(" ") || byte == ascii("\t") }
     static func isHexDigitOrUnderscore(_ byte: UInt8) -> Bool {
-        isDigitOrUnderscore(byte) || (ascii("a")...ascii("f")).contains(byte) || (ascii("A")...ascii("F")).contains(byte)
+        isDigitOrUnderscore(byte) || (ascii("a")...ascii("f")).contains(byte)
+            || (ascii("A")...ascii("F")).contains(byte)
     }
 
     /// A position in the text; each `take` moves past what it matched and says whether it did.

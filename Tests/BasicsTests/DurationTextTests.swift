@@ -31,7 +31,10 @@ struct DurationTextTests {
     }
 
     @Test(arguments: [
-        ("30", "a bare number is ambiguous (seconds? milliseconds?): write `30s` or another unit, e.g. 500ms, 30s, 2m, 1h"),
+        (
+            "30",
+            "a bare number is ambiguous (seconds? milliseconds?): write `30s` or another unit, e.g. 500ms, 30s, 2m, 1h"
+        ),
         ("-5s", "`-5s` is negative: a duration is a number and a unit (ms, s, m or h), e.g. 500ms, 30s, 2m, 1h"),
         ("30 sec", "`30 sec` is not a duration: write `30s`"),
         ("3 0s", "`3 0s` has spaces: write `30s`"),

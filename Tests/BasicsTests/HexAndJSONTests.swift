@@ -25,7 +25,10 @@ struct JSONTests {
         object.integer("big", UInt64.max >> 1)
         object.bool("ok", true)
         object.null("none")
-        object.array("list") { $0.string("x"); $0.object { $0.integer("n", 1) } }
+        object.array("list") { list in
+            list.string("x")
+            list.object { $0.integer("n", 1) }
+        }
         let bytes = object.bytes
         let read = try JSONParser.parse(bytes, anyNumber: true, maximumBytes: 4096)
         #expect(read["name"]?.stringValue == "a \"quoted\"\nname \u{1}")

@@ -20,7 +20,8 @@ extension BlueZSimulatorTests {
                 #expect(device["Connected"] == .boolean(false))
                 #expect(device["RSSI"] == nil, "RSSI exists only while discovering")
                 #expect(device["ManufacturerData"]?.dictionaryEntries?.first?.key == .uint16(0xFFFF))
-                #expect(device["ManufacturerData"]?.dictionaryEntries?.first?.value.variant?.bytes == [0x4B, 0x41, 0x01])
+                #expect(
+                    device["ManufacturerData"]?.dictionaryEntries?.first?.value.variant?.bytes == [0x4B, 0x41, 0x01])
                 // No GATT objects before the first connection.
                 #expect(!objects.keys.contains { $0.rawValue.contains("/service") })
             }
@@ -29,12 +30,16 @@ extension BlueZSimulatorTests {
         @Test func discoveryIsASessionPerClientConnectionWithRealErrors() async throws {
             try await Harness.with { harness in
                 let signals = try await harness.bluezSignals()
-                try await harness.adapter(harness.client, "SetDiscoveryFilter", [
-                    .dictionary(key: "s", value: "v", [
-                        DBusDictionaryEntry(key: .string("Transport"), value: .variant(.string("le"))),
-                        DBusDictionaryEntry(key: .string("DuplicateData"), value: .variant(.boolean(false))),
+                try await harness.adapter(
+                    harness.client, "SetDiscoveryFilter",
+                    [
+                        .dictionary(
+                            key: "s", value: "v",
+                            [
+                                DBusDictionaryEntry(key: .string("Transport"), value: .variant(.string("le"))),
+                                DBusDictionaryEntry(key: .string("DuplicateData"), value: .variant(.boolean(false))),
+                            ])
                     ])
-                ])
                 try await harness.adapter(harness.client, "StartDiscovery")
                 let second = await dbusError { try await harness.adapter(harness.client, "StartDiscovery") }
                 #expect(second?.name == "org.bluez.Error.InProgress")
@@ -104,8 +109,10 @@ extension BlueZSimulatorTests {
                 let wire = try await monitor.stop(sender: sender, after: "\"ServicesResolved\"")
                 let connected = try #require(wire.firstIndex { $0.contains("\"Connected\"") && $0.contains("true") })
                 let reply = try #require(wire[connected...].firstIndex { $0 == "return" })
-                let gatt = try #require(wire.firstIndex { $0.hasPrefix("signal InterfacesAdded") && $0.contains("/service") })
-                let resolved = try #require(wire.firstIndex { $0.contains("\"ServicesResolved\"") && $0.contains("true") })
+                let gatt = try #require(
+                    wire.firstIndex { $0.hasPrefix("signal InterfacesAdded") && $0.contains("/service") })
+                let resolved = try #require(
+                    wire.firstIndex { $0.contains("\"ServicesResolved\"") && $0.contains("true") })
                 #expect(connected < reply && reply < gatt && gatt < resolved, "wire order: \(wire)")
             }
         }
@@ -115,7 +122,9 @@ extension BlueZSimulatorTests {
                 try await harness.connect()
                 let objects = try await harness.objects()
                 let counter = try await harness.characteristic(Harness.counter)
-                #expect(counter.rawValue.range(of: #"/service[0-9a-f]{4}/char[0-9a-f]{4}$"#, options: .regularExpression) != nil)
+                #expect(
+                    counter.rawValue.range(of: #"/service[0-9a-f]{4}/char[0-9a-f]{4}$"#, options: .regularExpression)
+                        != nil)
                 let properties = try #require(objects[counter]?["org.bluez.GattCharacteristic1"])
                 #expect(properties["Flags"] == .array(element: "s", [.string("read"), .string("notify")]))
                 #expect(properties["Service"]?.objectPath == counter.parent)
@@ -124,7 +133,10 @@ extension BlueZSimulatorTests {
                 #expect(descriptor.value["org.bluez.GattDescriptor1"]?["UUID"] == .string(SimulatedUUID.full("2902")))
                 // The battery plugin adds Battery1, and bluetoothd 5.66 keeps the 0x180F service exported too.
                 #expect(objects[Harness.devicePath(Harness.first)]?["org.bluez.Battery1"]?["Percentage"]?.byte != nil)
-                #expect(objects.values.contains { $0["org.bluez.GattService1"]?["UUID"] == .string(SimulatedUUID.full("180F")) })
+                #expect(
+                    objects.values.contains {
+                        $0["org.bluez.GattService1"]?["UUID"] == .string(SimulatedUUID.full("180F"))
+                    })
                 try await harness.device(harness.client, Harness.first, "Disconnect")
                 try await waitUntil("Connected is false") {
                     try await harness.deviceProperty(Harness.first, "Connected") == .boolean(false)
@@ -162,7 +174,9 @@ extension BlueZSimulatorTests {
 
         @Test func aSecondConnectWhilePendingFailsAndDisconnectCancelsThePendingConnect() async throws {
             try await Harness.with(Harness.configuration { $0.latencies.connect = .seconds(30) }) { harness in
-                let pending = Task { await dbusError { try await harness.device(harness.client, Harness.first, "Connect") } }
+                let pending = Task {
+                    await dbusError { try await harness.device(harness.client, Harness.first, "Connect") }
+                }
                 try await waitUntil("the connect is pending") { harness.simulator.callCounts["Connect"] == 1 }
                 let second = await dbusError { try await harness.device(harness.client, Harness.first, "Connect") }
                 #expect(second?.name == "org.bluez.Error.Failed" && second?.message == "Operation already in progress")

@@ -12,9 +12,11 @@ extension BlueZSimulatorTests {
                 let counter = try await harness.characteristic(Harness.counter)
                 let monitor = try await WireMonitor(address: harness.bus.address)
                 let value = try await harness.read(counter)
-                let wire = try await monitor.stop(sender: try #require(harness.simulator.uniqueName), after: "method return")
+                let wire = try await monitor.stop(
+                    sender: try #require(harness.simulator.uniqueName), after: "method return")
                 #expect(value == [0, 0, 0, 0])
-                let change = try #require(wire.firstIndex { $0.hasPrefix("signal PropertiesChanged \(counter)") && $0.contains("\"Value\"") })
+                let change = try #require(
+                    wire.firstIndex { $0.hasPrefix("signal PropertiesChanged \(counter)") && $0.contains("\"Value\"") })
                 let reply = try #require(wire.firstIndex { $0 == "return" })
                 #expect(change < reply, "wire order: \(wire)")
                 #expect(try await harness.read(counter) == [1, 0, 0, 0])
@@ -48,10 +50,13 @@ extension BlueZSimulatorTests {
                 #expect(badType?.name == "org.bluez.Error.InvalidArguments")
                 let counter = try await harness.characteristic(Harness.counter)
                 let notWritable = await dbusError { try await harness.write(counter, [1]) }
-                #expect(notWritable?.name == "org.bluez.Error.NotPermitted" && notWritable?.message == "Write not permitted")
+                #expect(
+                    notWritable?.name == "org.bluez.Error.NotPermitted" && notWritable?.message == "Write not permitted"
+                )
                 let command = try await harness.characteristic(Harness.command)
                 let notReadable = await dbusError { _ = try await harness.read(command) }
-                #expect(notReadable?.name == "org.bluez.Error.NotPermitted" && notReadable?.message == "Read not permitted")
+                #expect(
+                    notReadable?.name == "org.bluez.Error.NotPermitted" && notReadable?.message == "Read not permitted")
             }
         }
 
@@ -59,8 +64,9 @@ extension BlueZSimulatorTests {
             try await Harness.with { harness in
                 try await harness.connect()
                 let counter = try await harness.characteristic(Harness.counter)
-                let values = try await harness.client.signals(matching: MatchRule(
-                    path: counter, interface: "org.freedesktop.DBus.Properties", member: "PropertiesChanged"))
+                let values = try await harness.client.signals(
+                    matching: MatchRule(
+                        path: counter, interface: "org.freedesktop.DBus.Properties", member: "PropertiesChanged"))
                 try await harness.characteristicCall(harness.client, counter, "StartNotify")
                 let first = try await collect(values) { signal in
                     signal.changed["Value"].flatMap(\.bytes).map { $0.first == 3 } ?? false
@@ -74,8 +80,11 @@ extension BlueZSimulatorTests {
                 let again = try await collect(values) { $0.changed["Value"]?.bytes?.first == 5 }
                 #expect(again.compactMap { $0.changed["Value"]?.bytes?.first }.suffix(2) == [4, 5])
                 try await harness.characteristicCall(harness.client, counter, "StopNotify")
-                let stopAgain = await dbusError { try await harness.characteristicCall(harness.client, counter, "StopNotify") }
-                #expect(stopAgain?.name == "org.bluez.Error.Failed" && stopAgain?.message == "No notify session started")
+                let stopAgain = await dbusError {
+                    try await harness.characteristicCall(harness.client, counter, "StopNotify")
+                }
+                #expect(
+                    stopAgain?.name == "org.bluez.Error.Failed" && stopAgain?.message == "No notify session started")
             }
         }
 
@@ -85,8 +94,9 @@ extension BlueZSimulatorTests {
                 let counter = try await harness.characteristic(Harness.counter)
                 try await harness.device(harness.client, Harness.first, "Disconnect")
                 try await waitUntil("disconnected") { harness.simulator.connectedDevices.isEmpty }
-                let values = try await harness.client.signals(matching: MatchRule(
-                    path: counter, interface: "org.freedesktop.DBus.Properties", member: "PropertiesChanged"))
+                let values = try await harness.client.signals(
+                    matching: MatchRule(
+                        path: counter, interface: "org.freedesktop.DBus.Properties", member: "PropertiesChanged"))
                 try await harness.characteristicCall(harness.client, counter, "StartNotify")
                 try await harness.connect()
                 let received = try await collect(values) { $0.changed["Value"] != nil }
@@ -103,9 +113,11 @@ extension BlueZSimulatorTests {
                 #expect(harness.simulator.notifySessions(counter) == [listener.uniqueName])
                 await listener.close()
                 try await waitUntil("the session ends") { harness.simulator.notifySessions(counter).isEmpty }
-                #expect(try await harness.client.getProperty(
-                    "Notifying", interface: "org.bluez.GattCharacteristic1", destination: "org.bluez", path: counter)
-                    == .boolean(false))
+                #expect(
+                    try await harness.client.getProperty(
+                        "Notifying", interface: "org.bluez.GattCharacteristic1", destination: "org.bluez", path: counter
+                    )
+                        == .boolean(false))
             }
         }
     }

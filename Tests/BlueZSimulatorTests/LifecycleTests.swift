@@ -9,8 +9,9 @@ extension BlueZSimulatorTests {
         @Test func aCrashTakesOrgBluezOffTheBusWithoutInterfacesRemoved() async throws {
             try await Harness.with { harness in
                 try await harness.connect()
-                let signals = try await harness.client.signals(matching: MatchRule(
-                    interface: "org.freedesktop.DBus.ObjectManager", member: "InterfacesRemoved"))
+                let signals = try await harness.client.signals(
+                    matching: MatchRule(
+                        interface: "org.freedesktop.DBus.ObjectManager", member: "InterfacesRemoved"))
                 let owners = try await harness.client.nameOwnerChanges(for: "org.bluez")
                 await harness.simulator.crash()
                 let gone = try await withTimeout("org.bluez leaves") {
@@ -38,7 +39,8 @@ extension BlueZSimulatorTests {
         /// Connected=true without ServicesResolved, a Connect returns OK without resolving anything, and the
         /// kernel drops the link 1.5–2 s after the crash.
         @Test func aCrashLeavesTheKernelsLinkUpForTheNextBluetoothdUntilTheKernelDropsIt() async throws {
-            try await Harness.with(Harness.configuration { $0.latencies.kernelLinkAfterCrash = .seconds(50) }) { harness in
+            try await Harness.with(Harness.configuration { $0.latencies.kernelLinkAfterCrash = .seconds(50) }) {
+                harness in
                 try await harness.connect()
                 await harness.simulator.crash()
                 try await harness.simulator.restart()
@@ -56,8 +58,9 @@ extension BlueZSimulatorTests {
         @Test func aGracefulRestartRemovesEverythingThenRebuildsTheTreeDisconnected() async throws {
             try await Harness.with { harness in
                 try await harness.connect()
-                let signals = try await harness.client.signals(matching: MatchRule(
-                    interface: "org.freedesktop.DBus.ObjectManager", member: "InterfacesRemoved"))
+                let signals = try await harness.client.signals(
+                    matching: MatchRule(
+                        interface: "org.freedesktop.DBus.ObjectManager", member: "InterfacesRemoved"))
                 let owners = try await harness.client.nameOwnerChanges(for: "org.bluez")
                 let restart = Task { try await harness.simulator.restart() }
                 let removed = try await collect(signals) { $0.removedPath == Harness.adapter }
@@ -74,7 +77,8 @@ extension BlueZSimulatorTests {
                 #expect(changes.first?.newOwner == nil && changes.last?.newOwner != nil)
                 try await restart.value
                 let objects = try await harness.objects()
-                #expect(objects[Harness.devicePath(Harness.first)]?["org.bluez.Device1"]?["Connected"] == .boolean(false))
+                #expect(
+                    objects[Harness.devicePath(Harness.first)]?["org.bluez.Device1"]?["Connected"] == .boolean(false))
                 #expect(!objects.keys.contains { $0.rawValue.contains("/service") }, "GATT comes back on connection")
                 try await harness.connect()
             }
@@ -109,30 +113,42 @@ extension BlueZSimulatorTests {
                         destination: BlueZSimulator.controlName, path: BlueZSimulator.controlPath,
                         interface: BlueZSimulator.controlInterface, method: method, arguments: arguments)
                 }
-                _ = try await call("InjectFault", [
-                    .string(Harness.first), .string("connect-abort"),
-                    .dictionary(key: "s", value: "v", [DBusDictionaryEntry(key: .string("count"), value: .variant(.uint32(1)))]),
-                ])
+                _ = try await call(
+                    "InjectFault",
+                    [
+                        .string(Harness.first), .string("connect-abort"),
+                        .dictionary(
+                            key: "s", value: "v",
+                            [DBusDictionaryEntry(key: .string("count"), value: .variant(.uint32(1)))]),
+                    ])
                 let error = await dbusError { try await harness.device(harness.client, Harness.first, "Connect") }
                 #expect(error?.message == "le-connection-abort-by-local")
                 try await harness.connect()
                 let connected = try await control.getProperty(
-                    "ConnectedDevices", interface: BlueZSimulator.controlInterface, destination: BlueZSimulator.controlName,
+                    "ConnectedDevices", interface: BlueZSimulator.controlInterface,
+                    destination: BlueZSimulator.controlName,
                     path: BlueZSimulator.controlPath)
                 #expect(connected == .array(element: "s", [.string(Harness.first)]))
                 let counts = try await control.getProperty(
                     "CallCounts", interface: BlueZSimulator.controlInterface, destination: BlueZSimulator.controlName,
-                    path: BlueZSimulator.controlPath).decode([String: UInt32].self)
+                    path: BlueZSimulator.controlPath
+                ).decode([String: UInt32].self)
                 #expect(counts["Connect"] == 2)
-                let path = try await call("AddDevice", [
-                    .string("C0:FF:EE:00:10:00"), .string("Late"), .dictionary(key: "s", value: "v", []),
-                ])
+                let path = try await call(
+                    "AddDevice",
+                    [
+                        .string("C0:FF:EE:00:10:00"), .string("Late"), .dictionary(key: "s", value: "v", []),
+                    ])
                 #expect(path.first?.objectPath == Harness.devicePath("C0:FF:EE:00:10:00"))
                 _ = try await call("SetAdapterPowered", [.string("hci0"), .boolean(false)])
                 #expect(harness.simulator.connectedDevices.isEmpty)
-                let unknown = await dbusError { _ = try await call("InjectFault", [
-                    .string(Harness.first), .string("gremlins"), .dictionary(key: "s", value: "v", []),
-                ]) }
+                let unknown = await dbusError {
+                    _ = try await call(
+                        "InjectFault",
+                        [
+                            .string(Harness.first), .string("gremlins"), .dictionary(key: "s", value: "v", []),
+                        ])
+                }
                 #expect(unknown != nil)
                 _ = try await call("Crash", [])
                 try await waitUntil("org.bluez is gone") { try await control.nameOwner(of: "org.bluez") == nil }
@@ -173,11 +189,14 @@ extension BlueZSimulatorTests {
             try await Harness.with(Harness.configuration(devices: 10_000)) { harness in
                 let clock = ContinuousClock()
                 let started = clock.now
-                let objects = try await harness.client.getManagedObjects(destination: "org.bluez", timeout: .seconds(60))
+                let objects = try await harness.client.getManagedObjects(
+                    destination: "org.bluez", timeout: .seconds(60))
                 let elapsed = clock.now - started
                 print("GetManagedObjects of 10,000 devices: \(objects.count) objects in \(elapsed)")
                 #expect(objects.count == 10_000 + 2)
-                #expect(elapsed < .seconds(10 * sanitizerSlowdown), "a give-up bound (the whole suite runs beside it), not a measurement")
+                #expect(
+                    elapsed < .seconds(10 * sanitizerSlowdown),
+                    "a give-up bound (the whole suite runs beside it), not a measurement")
             }
         }
     }

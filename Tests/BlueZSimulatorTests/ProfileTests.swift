@@ -25,10 +25,17 @@ extension BlueZSimulatorTests {
                 try await harness.write(mode, [0xA0, 0x1F], options: ["type": .string("request")])
                 #expect(try await harness.read(mode) == [0xA0, 0x1F])
                 // 23.4 °C (234 = 0x00EA), byte 2 zero, 1234 lux (0x04D2), 41 %, 567 µS/cm (0x0237), six zeros.
-                #expect(try await harness.read(data) == [0xEA, 0x00, 0x00, 0xD2, 0x04, 0x00, 0x00, 41, 0x37, 0x02, 0, 0, 0, 0, 0, 0])
+                #expect(
+                    try await harness.read(data) == [
+                        0xEA, 0x00, 0x00, 0xD2, 0x04, 0x00, 0x00, 41, 0x37, 0x02, 0, 0, 0, 0, 0, 0,
+                    ])
                 // Value 1: 23.5 °C, 1235 lux, 568 µS/cm.
-                #expect(try await harness.read(data) == [0xEB, 0x00, 0x00, 0xD3, 0x04, 0x00, 0x00, 41, 0x38, 0x02, 0, 0, 0, 0, 0, 0])
-                let firmware = try await harness.characteristic(SimulatedUUID.miFloraFirmwareAndBattery, of: Address.miFlora)
+                #expect(
+                    try await harness.read(data) == [
+                        0xEB, 0x00, 0x00, 0xD3, 0x04, 0x00, 0x00, 41, 0x38, 0x02, 0, 0, 0, 0, 0, 0,
+                    ])
+                let firmware = try await harness.characteristic(
+                    SimulatedUUID.miFloraFirmwareAndBattery, of: Address.miFlora)
                 #expect(try await harness.read(firmware) == [97, 0x2B] + Array("3.2.1".utf8))
 
                 try await harness.device(harness.client, Address.miFlora, "Disconnect")
@@ -55,8 +62,9 @@ extension BlueZSimulatorTests {
             try await Harness.with(Self.configuration()) { harness in
                 try await harness.connect(Address.lywsd03mmc)
                 let reading = try await harness.characteristic(SimulatedUUID.lywsd03mmcReading, of: Address.lywsd03mmc)
-                let values = try await harness.client.signals(matching: MatchRule(
-                    path: reading, interface: "org.freedesktop.DBus.Properties", member: "PropertiesChanged"))
+                let values = try await harness.client.signals(
+                    matching: MatchRule(
+                        path: reading, interface: "org.freedesktop.DBus.Properties", member: "PropertiesChanged"))
                 try await harness.characteristicCall(harness.client, reading, "StartNotify")
                 let payloads = try await firstValues(values, count: 3)
                 #expect(payloads.map(\.count) == [5, 5, 5])
@@ -77,7 +85,8 @@ extension BlueZSimulatorTests {
         @Test func aPresentationFormatDescriptorIsExportedAtItsHandleAndReadsBackSevenBytes() async throws {
             try await Harness.with(Self.configuration()) { harness in
                 try await harness.connect(Address.environmentalSensor)
-                let probe = try await harness.characteristic(SimulatedUUID.probeTemperature, of: Address.environmentalSensor)
+                let probe = try await harness.characteristic(
+                    SimulatedUUID.probeTemperature, of: Address.environmentalSensor)
                 // 0x181A at 0x000a, 0x2A6E 0x000b–0x000d, 0x2A6F 0x000e–0x0010, the vendor service at 0x0011,
                 // the probe's declaration 0x0012, value 0x0013, CCCD 0x0014, 0x2904 0x0015, 0x2901 0x0016.
                 let device = Harness.devicePath(Address.environmentalSensor).rawValue
@@ -85,7 +94,9 @@ extension BlueZSimulatorTests {
                 let objects = try await harness.objects()
                 let descriptors = objects.filter { $0.key.isDescendant(of: probe) }
                     .compactMapValues { $0["org.bluez.GattDescriptor1"] }
-                #expect(descriptors.keys.map(\.rawValue).sorted() == ["desc0014", "desc0015", "desc0016"].map { probe.rawValue + "/" + $0 })
+                #expect(
+                    descriptors.keys.map(\.rawValue).sorted()
+                        == ["desc0014", "desc0015", "desc0016"].map { probe.rawValue + "/" + $0 })
                 let formatPath = ObjectPath(stringLiteral: probe.rawValue + "/desc0015")
                 let format = try #require(descriptors[formatPath])
                 #expect(format["UUID"] == .string("00002904-0000-1000-8000-00805f9b34fb"))
@@ -93,19 +104,28 @@ extension BlueZSimulatorTests {
                 #expect(format["Flags"] == .array(element: "s", [.string("read")]))
                 #expect(format["Handle"] == .uint16(0x0015))
                 #expect(format["Value"] == .bytes([]), "bluetoothd's cache is empty before the first read")
-                #expect(descriptors[ObjectPath(stringLiteral: probe.rawValue + "/desc0014")]?["UUID"] == .string("00002902-0000-1000-8000-00805f9b34fb"))
+                #expect(
+                    descriptors[ObjectPath(stringLiteral: probe.rawValue + "/desc0014")]?["UUID"]
+                        == .string("00002902-0000-1000-8000-00805f9b34fb"))
 
                 let monitor = try await WireMonitor(address: harness.bus.address)
                 let bytes = try await harness.readDescriptor(formatPath)
-                let wire = try await monitor.stop(sender: try #require(harness.simulator.uniqueName), after: "method return")
+                let wire = try await monitor.stop(
+                    sender: try #require(harness.simulator.uniqueName), after: "method return")
                 // sint16 (0x0E), exponent −2, degree Celsius 0x272F LE, namespace SIG, description 0x0000.
                 #expect(bytes == [0x0E, 0xFE, 0x2F, 0x27, 0x01, 0x00, 0x00])
-                let change = try #require(wire.firstIndex { $0.hasPrefix("signal PropertiesChanged \(formatPath)") && $0.contains("\"Value\"") })
+                let change = try #require(
+                    wire.firstIndex {
+                        $0.hasPrefix("signal PropertiesChanged \(formatPath)") && $0.contains("\"Value\"")
+                    })
                 let reply = try #require(wire.firstIndex { $0 == "return" })
                 #expect(change < reply, "wire order: \(wire)")
-                #expect(try await harness.client.getProperty(
-                    "Value", interface: "org.bluez.GattDescriptor1", destination: "org.bluez", path: formatPath) == .bytes(bytes))
-                let description = try await harness.readDescriptor(ObjectPath(stringLiteral: probe.rawValue + "/desc0016"))
+                #expect(
+                    try await harness.client.getProperty(
+                        "Value", interface: "org.bluez.GattDescriptor1", destination: "org.bluez", path: formatPath)
+                        == .bytes(bytes))
+                let description = try await harness.readDescriptor(
+                    ObjectPath(stringLiteral: probe.rawValue + "/desc0016"))
                 #expect(String(decoding: description, as: UTF8.self) == "Probe temperature")
 
                 // Decoded through the descriptor only: sint16 × 10^exponent.
@@ -117,7 +137,9 @@ extension BlueZSimulatorTests {
                         destination: "org.bluez", path: formatPath, interface: "org.bluez.GattDescriptor1",
                         method: "WriteValue", arguments: [.bytes([0]), .dictionary(key: "s", value: "v", [])])
                 }
-                #expect(notWritable?.name == "org.bluez.Error.NotPermitted" && notWritable?.message == "Write not permitted")
+                #expect(
+                    notWritable?.name == "org.bluez.Error.NotPermitted" && notWritable?.message == "Write not permitted"
+                )
             }
         }
 
@@ -125,7 +147,8 @@ extension BlueZSimulatorTests {
             try await Harness.with(Self.configuration()) { harness in
                 try await harness.connect(Address.environmentalSensor)
                 let temperature = try await harness.characteristic(Harness.temperature, of: Address.environmentalSensor)
-                let humidity = try await harness.characteristic(SimulatedUUID.full("2A6F"), of: Address.environmentalSensor)
+                let humidity = try await harness.characteristic(
+                    SimulatedUUID.full("2A6F"), of: Address.environmentalSensor)
                 // −7.25 °C = −725 = 0xFD2B; then −7.24 °C.
                 #expect(try await harness.read(temperature) == [0x2B, 0xFD])
                 #expect(try await harness.read(temperature) == [0x2C, 0xFD])
@@ -138,23 +161,29 @@ extension BlueZSimulatorTests {
             try await Harness.with(Self.configuration()) { harness in
                 try await harness.connect(Address.heartRateMonitor)
                 try await harness.connect(Address.thermometer)
-                let heartRate = try await harness.characteristic(SimulatedUUID.full("2A37"), of: Address.heartRateMonitor)
-                let location = try await harness.characteristic(SimulatedUUID.full("2A38"), of: Address.heartRateMonitor)
+                let heartRate = try await harness.characteristic(
+                    SimulatedUUID.full("2A37"), of: Address.heartRateMonitor)
+                let location = try await harness.characteristic(
+                    SimulatedUUID.full("2A38"), of: Address.heartRateMonitor)
                 let measurement = try await harness.characteristic(SimulatedUUID.full("2A1C"), of: Address.thermometer)
                 #expect(try await harness.read(location) == [0x01])
-                #expect(try await harness.client.getProperty(
-                    "Flags", interface: "org.bluez.GattCharacteristic1", destination: "org.bluez", path: measurement)
-                    == .array(element: "s", [.string("indicate")]))
+                #expect(
+                    try await harness.client.getProperty(
+                        "Flags", interface: "org.bluez.GattCharacteristic1", destination: "org.bluez", path: measurement
+                    )
+                        == .array(element: "s", [.string("indicate")]))
 
-                let heartRates = try await harness.client.signals(matching: MatchRule(
-                    path: heartRate, interface: "org.freedesktop.DBus.Properties", member: "PropertiesChanged"))
+                let heartRates = try await harness.client.signals(
+                    matching: MatchRule(
+                        path: heartRate, interface: "org.freedesktop.DBus.Properties", member: "PropertiesChanged"))
                 try await harness.characteristicCall(harness.client, heartRate, "StartNotify")
                 let beats = try await firstValues(heartRates, count: 2)
                 // Flags 0x10, 72 bpm, RR round(61440 / 72) = 853 = 0x0355; then 73 bpm, RR 842 = 0x034A.
                 #expect(beats == [[0x10, 72, 0x55, 0x03], [0x10, 73, 0x4A, 0x03]])
 
-                let temperatures = try await harness.client.signals(matching: MatchRule(
-                    path: measurement, interface: "org.freedesktop.DBus.Properties", member: "PropertiesChanged"))
+                let temperatures = try await harness.client.signals(
+                    matching: MatchRule(
+                        path: measurement, interface: "org.freedesktop.DBus.Properties", member: "PropertiesChanged"))
                 try await harness.characteristicCall(harness.client, measurement, "StartNotify")
                 let indications = try await firstValues(temperatures, count: 2)
                 // Flags 0x00, FLOAT mantissa 3654 = 0x000E46, exponent −2 (0xFE); then mantissa 3655.
@@ -167,9 +196,11 @@ extension BlueZSimulatorTests {
         @Test func profileSensorsFitBesideAnyNumberOfPlainSensors() throws {
             let devices = [SimulatedDevice].sensors(count: 65_535) + .profileSensors()
             #expect(Set(devices.map(\.address)).count == 65_540)
-            #expect([SimulatedDevice].profileSensors().map(\.address) == [
-                "C0:FF:EE:01:00:01", "C0:FF:EE:01:00:02", "C0:FF:EE:01:00:03", "C0:FF:EE:01:00:04", "C0:FF:EE:01:00:05",
-            ])
+            #expect(
+                [SimulatedDevice].profileSensors().map(\.address) == [
+                    "C0:FF:EE:01:00:01", "C0:FF:EE:01:00:02", "C0:FF:EE:01:00:03", "C0:FF:EE:01:00:04",
+                    "C0:FF:EE:01:00:05",
+                ])
         }
     }
 }

@@ -28,7 +28,9 @@ struct BlueZTransportTests {
                     if tick > 0 { try await h.advance(toTick: tick) }
                     for _ in 0..<2 {
                         let record = try await records.next { $0.tick == UInt64(tick) }
-                        #expect(record.result != .failed, "\(record.device) tick \(tick): \(String(describing: record.failure))")
+                        #expect(
+                            record.result != .failed,
+                            "\(record.device) tick \(tick): \(String(describing: record.failure))")
                         #expect(record.values.map(\.characteristic) == [H.counter, H.battery])
                         // 0x2A19 is read from the characteristic (bluetoothd 5.66 keeps it exported beside Battery1).
                         #expect(record.values.last?.bytes.count == 1)
@@ -51,7 +53,8 @@ struct BlueZTransportTests {
         try await H.with { h in
             let setting = try BluetoothUUID(SimulatedUUID.setting)
             let transport = h.transport
-            try await transport.connect(H.sensor, options: ConnectOptions(timeout: .seconds(5), characteristics: [H.counter, setting]))
+            try await transport.connect(
+                H.sensor, options: ConnectOptions(timeout: .seconds(5), characteristics: [H.counter, setting]))
             try await transport.write([0x2A], to: setting, of: H.sensor, type: .request)
             #expect(try await transport.read(setting, from: H.sensor) == [0x2A])
             let stream = try await transport.notifications(from: H.counter, of: H.sensor)
@@ -85,7 +88,8 @@ struct BlueZTransportTests {
                 try await clear(h)
                 try await h.advance(toTick: 1)
                 let recovered = try await records.next(timeout: .seconds(30)) { $0.tick == 1 }
-                #expect(recovered.result != .failed, "after the fault cleared: \(String(describing: recovered.failure))")
+                #expect(
+                    recovered.result != .failed, "after the fault cleared: \(String(describing: recovered.failure))")
             }
         }
     }
@@ -136,7 +140,9 @@ struct BlueZTransportTests {
             inject: { try await $0.simulator.inject(.absent, device: H.sensor.address) },
             clear: { try $0.simulator.clearFault("absent", device: H.sensor.address) },
             expect: { record in
-                #expect(["connectionAborted", "timeout"].contains(record.failure?.code ?? ""), "\(String(describing: record.failure))")
+                #expect(
+                    ["connectionAborted", "timeout"].contains(record.failure?.code ?? ""),
+                    "\(String(describing: record.failure))")
             }
         )
     }
@@ -158,11 +164,15 @@ struct BlueZTransportTests {
         try await faultThenRecovery(
             inject: { h in
                 try await h.simulator.setPowered(false)
-                try await waitUntil("the cache sees the adapter off") { h.transport.cache.adapter(named: "hci0")?.powered == false }
+                try await waitUntil("the cache sees the adapter off") {
+                    h.transport.cache.adapter(named: "hci0")?.powered == false
+                }
             },
             clear: { h in
                 try await h.simulator.setPowered(true)
-                try await waitUntil("the cache sees the adapter on") { h.transport.cache.adapter(named: "hci0")?.powered == true }
+                try await waitUntil("the cache sees the adapter on") {
+                    h.transport.cache.adapter(named: "hci0")?.powered == true
+                }
             },
             expect: { record in
                 #expect(record.failure?.code == "adapterUnavailable")
@@ -175,13 +185,17 @@ struct BlueZTransportTests {
         try await faultThenRecovery(
             inject: { h in
                 try await h.simulator.setBlocked(true)
-                try await waitUntil("the cache sees the adapter blocked") { h.transport.cache.adapter(named: "hci0")?.powerState == "off-blocked" }
+                try await waitUntil("the cache sees the adapter blocked") {
+                    h.transport.cache.adapter(named: "hci0")?.powerState == "off-blocked"
+                }
             },
             clear: { h in
                 // As on real BlueZ without AutoEnable: unblocking leaves the adapter off until it is powered.
                 try await h.simulator.setBlocked(false)
                 try await h.simulator.setPowered(true)
-                try await waitUntil("the cache sees the adapter on") { h.transport.cache.adapter(named: "hci0")?.powered == true }
+                try await waitUntil("the cache sees the adapter on") {
+                    h.transport.cache.adapter(named: "hci0")?.powered == true
+                }
             },
             expect: { record in
                 #expect(record.failure?.code == "adapterUnavailable")
@@ -197,7 +211,11 @@ struct BlueZTransportTests {
                 try await h.simulator.restart()
                 try await h.transport.waitUntilReady(timeout: .seconds(10))
             },
-            expect: { #expect(["serviceUnavailable", "serviceRestarted"].contains($0.failure?.code ?? ""), "\(String(describing: $0.failure))") }
+            expect: {
+                #expect(
+                    ["serviceUnavailable", "serviceRestarted"].contains($0.failure?.code ?? ""),
+                    "\(String(describing: $0.failure))")
+            }
         )
     }
 
@@ -206,19 +224,24 @@ struct BlueZTransportTests {
     /// fails typed when the link drops (not at its deadline), and the next one works.
     @Test func aLinkLeftOverFromACrashFailsTheConnectTypedThenTheNextOneWorks() async throws {
         try await H.with(H.configuration { $0.latencies.kernelLinkAfterCrash = .seconds(100) }) { h in
-            try await h.transport.connect(H.sensor, options: ConnectOptions(timeout: .seconds(5), characteristics: [H.counter]))
+            try await h.transport.connect(
+                H.sensor, options: ConnectOptions(timeout: .seconds(5), characteristics: [H.counter]))
             await h.simulator.crash()
             try await h.simulator.restart()
             try await h.transport.waitUntilReady(timeout: .seconds(10))
             let started = ContinuousClock.now
             await #expect {
-                try await h.transport.connect(H.sensor, options: ConnectOptions(timeout: .seconds(10), characteristics: [H.counter]))
+                try await h.transport.connect(
+                    H.sensor, options: ConnectOptions(timeout: .seconds(10), characteristics: [H.counter]))
             } throws: { error in
                 (error as? TransportError)?.isTransient == true
             }
-            #expect(ContinuousClock.now - started < .seconds(5), "failed when the leftover link dropped, not at the 10-s deadline")
+            #expect(
+                ContinuousClock.now - started < .seconds(5),
+                "failed when the leftover link dropped, not at the 10-s deadline")
             await h.transport.disconnect(H.sensor, timeout: .seconds(5))
-            try await h.transport.connect(H.sensor, options: ConnectOptions(timeout: .seconds(5), characteristics: [H.counter]))
+            try await h.transport.connect(
+                H.sensor, options: ConnectOptions(timeout: .seconds(5), characteristics: [H.counter]))
             #expect(try await h.transport.read(H.counter, from: H.sensor).count == 4)
             await h.transport.disconnect(H.sensor, timeout: .seconds(5))
         }
@@ -227,7 +250,8 @@ struct BlueZTransportTests {
     @Test func inFlightReadFailsAtOnceWhenBluetoothdCrashes() async throws {
         try await H.with { h in
             try await h.simulator.inject(.readHang, device: H.sensor.address)
-            try await h.transport.connect(H.sensor, options: ConnectOptions(timeout: .seconds(5), characteristics: [H.counter]))
+            try await h.transport.connect(
+                H.sensor, options: ConnectOptions(timeout: .seconds(5), characteristics: [H.counter]))
             let started = ContinuousClock.now
             let read = Task { try await h.transport.read(H.counter, from: H.sensor) }
             try await waitUntil("the read is in flight") { (h.simulator.callCounts["ReadValue"] ?? 0) > 0 }
@@ -249,8 +273,11 @@ struct BlueZTransportTests {
         try await H.with { h in
             let before = h.transport.cache.syncCount
             try await h.simulator.restart()
-            try await waitUntil("the cache is fetched again") { h.transport.cache.syncCount > before && h.transport.cache.isReady }
-            try await h.transport.connect(H.sensor, options: ConnectOptions(timeout: .seconds(5), characteristics: [H.counter]))
+            try await waitUntil("the cache is fetched again") {
+                h.transport.cache.syncCount > before && h.transport.cache.isReady
+            }
+            try await h.transport.connect(
+                H.sensor, options: ConnectOptions(timeout: .seconds(5), characteristics: [H.counter]))
             _ = try await h.transport.read(H.counter, from: H.sensor)
             await h.transport.disconnect(H.sensor, timeout: .seconds(5))
         }
@@ -287,10 +314,12 @@ struct BlueZTransportTests {
         try await H.with { h in
             let bogus = BluetoothUUID(assigned: 0xFEED)
             await #expect {
-                try await h.transport.connect(H.sensor, options: ConnectOptions(timeout: .seconds(5), characteristics: [bogus]))
+                try await h.transport.connect(
+                    H.sensor, options: ConnectOptions(timeout: .seconds(5), characteristics: [bogus]))
             } throws: { error in
                 guard let error = error as? TransportError else { return false }
-                return error.code == .characteristicNotFound && error.message.contains("feed") && error.message.contains("2a6e")
+                return error.code == .characteristicNotFound && error.message.contains("feed")
+                    && error.message.contains("2a6e")
             }
         }
     }

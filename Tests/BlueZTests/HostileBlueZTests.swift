@@ -20,7 +20,8 @@ struct HostileBlueZTests {
     func everyWrongAnswerIsATypedFailureNeverATrap(seed: UInt64) async throws {
         try await PrivateBus.with { bus in
             let hostile = try await HostileBlueZ.start(
-                on: .address(bus.address), devices: Self.devices.map(\.address), seed: seed, signalInterval: .milliseconds(5),
+                on: .address(bus.address), devices: Self.devices.map(\.address), seed: seed,
+                signalInterval: .milliseconds(5),
                 logger: testLogger)
             let connection = try await bus.connect()
             let transport = BlueZTransport(connection: connection, logger: testLogger)
@@ -44,7 +45,8 @@ struct HostileBlueZTests {
                     await attempt("connect \(device)") { try await transport.connect(device, options: options) }
                     await attempt("read \(device)") { _ = try await transport.read(Self.counter, from: device) }
                     await attempt("write \(device)") {
-                        try await transport.write([UInt8(round)], to: Self.counter, of: device, type: round % 2 == 0 ? .request : .command)
+                        try await transport.write(
+                            [UInt8(round)], to: Self.counter, of: device, type: round % 2 == 0 ? .request : .command)
                     }
                     await attempt("notify \(device)") {
                         let stream = try await transport.notifications(from: Self.counter, of: device)
@@ -56,10 +58,14 @@ struct HostileBlueZTests {
             }
             // The poll engine on top: one typed failure record per device per tick.
             let clock = TestClock()
-            let keepAlive = try KeepAlive(configuration: .init(interval: .seconds(30)), clock: clock, logger: testLogger)
+            let keepAlive = try KeepAlive(
+                configuration: .init(interval: .seconds(30)), clock: clock, logger: testLogger)
             let engine = try PollEngine(
-                peripherals: Self.devices.map { PeripheralSpec(name: $0.address, peripheral: $0, reads: [Self.counter]) },
-                transport: transport, keepAlive: keepAlive, configuration: .init(retry: .never, connectTimeout: .milliseconds(300)),
+                peripherals: Self.devices.map {
+                    PeripheralSpec(name: $0.address, peripheral: $0, reads: [Self.counter])
+                },
+                transport: transport, keepAlive: keepAlive,
+                configuration: .init(retry: .never, connectTimeout: .milliseconds(300)),
                 logger: testLogger)
             let records = Collector(engine.records())
             try await running(keepAlive) {
@@ -71,12 +77,19 @@ struct HostileBlueZTests {
                     }
                     for _ in Self.devices {
                         let record = try await records.next(timeout: .seconds(30)) { $0.tick == UInt64(tick) }
-                        #expect(record.result == .failed, "\(record.device) tick \(tick) did not fail against wrong answers")
+                        #expect(
+                            record.result == .failed, "\(record.device) tick \(tick) did not fail against wrong answers"
+                        )
                         if let failure = record.failure { codes["record:" + failure.code, default: 0] += 1 }
                     }
                 }
             }
-            print("hostile seed \(seed): \(hostile.callCount) wrong answers; typed failures \(codes.sorted { $0.key < $1.key })")
+            print(
+                """
+                    hostile seed \(seed): \(hostile.callCount) wrong answers; typed failures \
+                    \(codes.sorted { $0.key < $1.key })
+                    """
+            )
             #expect(hostile.callCount > 0)
             cache.cancel()
             _ = await cache.result

@@ -27,7 +27,9 @@ struct ObjectCacheWaitTests {
     }
 
     /// A wait whose check never holds, with a deadline a minute away, once its deadline is on the timer thread.
-    static func waitThatNeverEnds(on cache: BlueZObjectCache, _ clock: TimerFDClock) async throws -> Task<Void, any Error> {
+    static func waitThatNeverEnds(on cache: BlueZObjectCache, _ clock: TimerFDClock) async throws -> Task<
+        Void, any Error
+    > {
         let time = cache.time  // the cache's own origin: an instant means nothing on another TimeBase
         let wait = Task {
             try await cache.wait(until: time.now.advanced(by: .seconds(60)), for: "nothing") { _ in .waiting }

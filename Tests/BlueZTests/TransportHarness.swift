@@ -28,7 +28,8 @@ struct TransportHarness: Sendable {
         devices: Int = 2,
         _ change: (inout BlueZSimulator.Configuration) -> Void = { _ in }
     ) -> BlueZSimulator.Configuration {
-        var configuration = BlueZSimulator.Configuration(adapters: ["hci0"], devices: .sensors(count: devices), timeScale: 0.01)
+        var configuration = BlueZSimulator.Configuration(
+            adapters: ["hci0"], devices: .sensors(count: devices), timeScale: 0.01)
         change(&configuration)
         return configuration
     }
@@ -39,9 +40,11 @@ struct TransportHarness: Sendable {
         _ body: @Sendable (TransportHarness) async throws -> Void
     ) async throws {
         try await PrivateBus.with { bus in
-            let simulator = try await BlueZSimulator.start(on: .address(bus.address), configuration: configuration, logger: testLogger)
+            let simulator = try await BlueZSimulator.start(
+                on: .address(bus.address), configuration: configuration, logger: testLogger)
             let connection = try await bus.connect()
-            let transport = BlueZTransport(connection: connection, configuration: transportConfiguration, logger: testLogger)
+            let transport = BlueZTransport(
+                connection: connection, configuration: transportConfiguration, logger: testLogger)
             let cache = Task { try await transport.run() }
             let harness = TransportHarness(bus: bus, simulator: simulator, transport: transport, clock: TestClock())
             let result: Result<Void, any Error>
@@ -53,7 +56,9 @@ struct TransportHarness: Sendable {
             }
             if simulator.isRunning {
                 try? await waitUntil("the simulator has no device connected") { simulator.connectedDevices.isEmpty }
-                #expect(simulator.connectedDevices.isEmpty, "a device was left Connected=true: \(simulator.connectedDevices)")
+                #expect(
+                    simulator.connectedDevices.isEmpty,
+                    "a device was left Connected=true: \(simulator.connectedDevices)")
             }
             cache.cancel()
             await simulator.stop()

@@ -14,8 +14,9 @@ extension DBusTests {
                     EchoService.interface, "Echo", "sua{sv}", "hi", "5", "1", "k", "b", "true",
                 ])
                 #expect(call.status == 0, "\(call.standardError)")
-                #expect(call.standardOutput.trimmingCharacters(in: .whitespacesAndNewlines)
-                    == #"sua{sv} "hi" 5 1 "k" b true"#)
+                #expect(
+                    call.standardOutput.trimmingCharacters(in: .whitespacesAndNewlines)
+                        == #"sua{sv} "hi" 5 1 "k" b true"#)
                 let property = try await Subprocess.run([
                     "busctl", "--address=\(bus.address)", "get-property", EchoService.name, EchoService.path.rawValue,
                     EchoService.interface, "Counter",
@@ -28,7 +29,8 @@ extension DBusTests {
                 #expect(failure.status != 0)
                 #expect(failure.standardError.contains(EchoService.errorText))
                 let tree = try await Subprocess.run(["busctl", "--address=\(bus.address)", "tree", EchoService.name])
-                #expect(tree.standardOutput.contains("/org/example/Echo"), "\(tree.standardOutput)\(tree.standardError)")
+                #expect(
+                    tree.standardOutput.contains("/org/example/Echo"), "\(tree.standardOutput)\(tree.standardError)")
             }
         }
 

@@ -22,7 +22,9 @@ extension DBusTests {
             try await PrivateBus.with { bus in
                 _ = try await EchoService.start(on: bus)
                 let client = try await bus.connect()
-                func errorName(_ path: ObjectPath, _ interface: String?, _ method: String, _ arguments: [DBusValue] = [])
+                func errorName(
+                    _ path: ObjectPath, _ interface: String?, _ method: String, _ arguments: [DBusValue] = []
+                )
                     async -> String?
                 {
                     do {
@@ -36,16 +38,24 @@ extension DBusTests {
                         return "\(error)"
                     }
                 }
-                #expect(await errorName("/nowhere", EchoService.interface, "Ping") == DBusError.StandardName.unknownObject)
-                #expect(await errorName(EchoService.path, EchoService.interface, "Nope") == DBusError.StandardName.unknownMethod)
-                #expect(await errorName(EchoService.path, "org.example.Other", "Ping") == DBusError.StandardName.unknownMethod)
-                #expect(await errorName(EchoService.path, EchoService.interface, "Delayed", [.string("x")])
-                    == DBusError.StandardName.invalidArgs)
+                #expect(
+                    await errorName("/nowhere", EchoService.interface, "Ping") == DBusError.StandardName.unknownObject)
+                #expect(
+                    await errorName(EchoService.path, EchoService.interface, "Nope")
+                        == DBusError.StandardName.unknownMethod)
+                #expect(
+                    await errorName(EchoService.path, "org.example.Other", "Ping")
+                        == DBusError.StandardName.unknownMethod)
+                #expect(
+                    await errorName(EchoService.path, EchoService.interface, "Delayed", [.string("x")])
+                        == DBusError.StandardName.invalidArgs)
                 // Without an interface, the member is found in any interface.
                 #expect(await errorName(EchoService.path, nil, "Ping") == nil)
                 // Peer.Ping is answered at any path.
                 try await client.ping(destination: EchoService.name)
-                let missing = await #expect(throws: DBusError.self) { try await client.ping(destination: "org.example.Nobody") }
+                let missing = await #expect(throws: DBusError.self) {
+                    try await client.ping(destination: "org.example.Nobody")
+                }
                 #expect(missing?.name == DBusError.StandardName.serviceUnknown)
             }
         }
@@ -63,7 +73,9 @@ extension DBusTests {
                 #expect(error?.code == .timeout)
                 #expect(error?.name == DBusError.StandardName.noReply)
                 // It says which call went unanswered.
-                #expect(error?.message.contains("\(EchoService.interface).Never on \(EchoService.path)") == true, "\(String(describing: error))")
+                #expect(
+                    error?.message.contains("\(EchoService.interface).Never on \(EchoService.path)") == true,
+                    "\(String(describing: error))")
                 #expect(elapsed >= .milliseconds(290))
                 #expect(elapsed < .seconds(2), "took \(elapsed)")
                 // The connection still works.
@@ -135,7 +147,9 @@ extension DBusTests {
                 let before = await client.statistics.callsSent
                 let early = CallCancellation()
                 early.cancel()
-                await #expect(throws: CancellationError.self) { try await EchoService.call(client, "Echo", [.byte(1)], cancellation: early) }
+                await #expect(throws: CancellationError.self) {
+                    try await EchoService.call(client, "Echo", [.byte(1)], cancellation: early)
+                }
                 #expect(await client.statistics.callsSent == before)
                 // A cancellation after its call ended changes nothing.
                 let late = CallCancellation()
@@ -279,7 +293,8 @@ extension DBusTests {
 
         /// RSS is process-wide: with other suites running in parallel it measures them too. `make test` runs
         /// this test alone, in a process of its own, with `KEEPALIVE_MEMORY_TESTS=1`.
-        @Test(.enabled(if: ProcessInfo.processInfo.environment["KEEPALIVE_MEMORY_TESTS"] == "1", "runs alone: make test"))
+        @Test(
+            .enabled(if: ProcessInfo.processInfo.environment["KEEPALIVE_MEMORY_TESTS"] == "1", "runs alone: make test"))
         func tenThousandCallsDoNotGrowMemory() async throws {
             try await PrivateBus.with { bus in
                 _ = try await EchoService.start(on: bus)

@@ -162,7 +162,9 @@ extension DBusTests {
                 // The flood was real for the whole wait: signals kept being handled up to the deadline (how many
                 // depends on the machine's load: 881 to 5,000 in 300 ms on two shared cores).
                 #expect(handledDuring > 100, "only \(handledDuring) signals were handled while the call waited")
-                #expect(floodedUntil >= called + timeout - .milliseconds(100), "the flood stopped \(called + timeout - floodedUntil) before the deadline")
+                #expect(
+                    floodedUntil >= called + timeout - .milliseconds(100),
+                    "the flood stopped \(called + timeout - floodedUntil) before the deadline")
                 #expect(elapsed >= timeout, "timed out after \(elapsed), before its \(timeout)")
                 #expect(elapsed < timeout + .milliseconds(300 * sanitizerSlowdown), "took \(elapsed)")
                 #expect(sent > handledDuring)
@@ -391,7 +393,8 @@ extension DBusTests {
                 clients.removeAll()
                 try await waitUntil("the executors are released") { executors.allSatisfy { $0.object == nil } }
                 await Descriptors.expectBack(
-                    to: descriptorsBefore, "descriptors: before \(descriptorsBefore) \(kindsBefore), now \(Descriptors.kinds())")
+                    to: descriptorsBefore,
+                    "descriptors: before \(descriptorsBefore) \(kindsBefore), now \(Descriptors.kinds())")
             }
         }
 
@@ -416,7 +419,8 @@ extension DBusTests {
                 try await waitUntil("its executor is released") { executor.object == nil }
                 try await waitUntil("the thread count is back") { Threads.count() <= threadsBefore }
                 await Descriptors.expectBack(
-                    to: descriptorsBefore, "descriptors: before \(descriptorsBefore) \(kindsBefore), now \(Descriptors.kinds())")
+                    to: descriptorsBefore,
+                    "descriptors: before \(descriptorsBefore) \(kindsBefore), now \(Descriptors.kinds())")
             }
         }
 
@@ -430,7 +434,8 @@ extension DBusTests {
                 let id = try await Threads.id(of: client.executor)
                 // The call's own end is timed where it happens: `killDaemon` also waits for the killed process to
                 // be reaped, which took over 2 s once beside the suite, while the call had already failed.
-                let pending = Task(executorPreference: client.taskExecutor) { () -> (Result<[DBusValue], any Error>, ContinuousClock.Instant) in
+                let pending = Task(executorPreference: client.taskExecutor) {
+                    () -> (Result<[DBusValue], any Error>, ContinuousClock.Instant) in
                     do {
                         return (.success(try await EchoService.call(client, "Never")), ContinuousClock.now)
                     } catch {
@@ -441,7 +446,8 @@ extension DBusTests {
                 let start = ContinuousClock.now
                 try await bus.killDaemon()
                 let (result, ended) = try await bounded("the waiting call fails") { await pending.value }
-                #expect(ended - start < .seconds(2 * sanitizerSlowdown), "the call ended \(ended - start) after the kill")
+                #expect(
+                    ended - start < .seconds(2 * sanitizerSlowdown), "the call ended \(ended - start) after the kill")
                 if case .failure(let error as DBusError) = result {
                     #expect(error.code == .disconnected)
                 } else {

@@ -4,7 +4,7 @@ import LocalServices
 import TestHarness
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 extension DBusTests {
@@ -109,9 +109,11 @@ extension DBusTests {
                     .variant(.unixFileDescriptor(b.read)),
                     .variant(.variant(.structure([.unixFileDescriptor(a.read)]))),
                     .dictionary(key: "s", value: "h", [.init(key: .string("b"), value: .unixFileDescriptor(b.read))]),
-                    .dictionary(key: "h", value: "v", [
-                        .init(key: .unixFileDescriptor(a.read), value: .variant(.unixFileDescriptor(b.read))),
-                    ]),
+                    .dictionary(
+                        key: "h", value: "v",
+                        [
+                            .init(key: .unixFileDescriptor(a.read), value: .variant(.unixFileDescriptor(b.read)))
+                        ]),
                     .array(element: "h", []),
                     .array(element: "(sh)", [.structure([.string("x"), .unixFileDescriptor(a.read)])]),
                 ]
@@ -145,13 +147,15 @@ extension DBusTests {
             try await PrivateBus.with { bus in
                 let service = try await bus.connect()
                 let client = try await bus.connect()
-                let stream = try await client.signals(matching: MatchRule(interface: "org.example.Files", member: "Opened"))
+                let stream = try await client.signals(
+                    matching: MatchRule(interface: "org.example.Files", member: "Opened"))
                 let pipe = try Descriptors.pipe()
                 try await service.emitSignal(
                     path: "/org/example/Files", interface: "org.example.Files", member: "Opened",
                     arguments: [.string("pipe"), .unixFileDescriptor(pipe.read)])
                 let signals = try await collect(stream) { _ in true }
-                let (name, received) = try #require(signals.first).arguments.decode(String.self, UnixFileDescriptor.self)
+                let (name, received) = try #require(signals.first).arguments.decode(
+                    String.self, UnixFileDescriptor.self)
                 #expect(name == "pipe")
                 try Descriptors.write("signalled", to: pipe.write)
                 #expect(try Descriptors.read(received) == .data("signalled"))

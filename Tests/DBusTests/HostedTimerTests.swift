@@ -63,7 +63,10 @@ extension DBusTests {
             let call = try await bounded("the call is armed") {
                 await withCheckedContinuation { continuation in
                     thread.async {
-                        continuation.resume(returning: clock.call(at: clock.now.advanced(by: .seconds(60))) { fired.withLock { $0 = true } })
+                        continuation.resume(
+                            returning: clock.call(at: clock.now.advanced(by: .seconds(60))) {
+                                fired.withLock { $0 = true }
+                            })
                     }
                 }
             }
@@ -98,7 +101,9 @@ extension DBusTests {
                         // the cancelled call is never due during the test, and the sentinel comes well after the
                         // sleep.
                         let now = TimerThread.now()
-                        let cancelled = hosted.schedule(at: now + .seconds(60)) { events.withLock { $0.append("cancelled") } }
+                        let cancelled = hosted.schedule(at: now + .seconds(60)) {
+                            events.withLock { $0.append("cancelled") }
+                        }
                         let sentinel = hosted.schedule(at: now + .milliseconds(1_500)) {
                             events.withLock { $0.append(thread.isCurrent ? "sentinel on the thread" : "sentinel") }
                         }

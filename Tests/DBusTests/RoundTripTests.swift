@@ -13,19 +13,31 @@ extension DBusTests {
             .array(element: "a{sv}", [.dictionary(key: "s", value: "v", [])]),
             .array(element: "(ib)", [.structure([.int32(1), .boolean(false)])]),
             .dictionary(key: "s", value: "v", []),
-            .dictionary(key: "s", value: "v", [
-                .init(key: .string("b"), value: .variant(.boolean(true))),
-                .init(key: .string("a"), value: .variant(.array(element: "s", []))),
-                .init(key: .string("nested"), value: .variant(.variant(.variant(.uint16(3))))),
-            ]),
+            .dictionary(
+                key: "s", value: "v",
+                [
+                    .init(key: .string("b"), value: .variant(.boolean(true))),
+                    .init(key: .string("a"), value: .variant(.array(element: "s", []))),
+                    .init(key: .string("nested"), value: .variant(.variant(.variant(.uint16(3))))),
+                ]),
             .dictionary(key: "q", value: "v", [.init(key: .uint16(0x004C), value: .variant(.bytes([1, 2])))]),
-            .dictionary(key: "o", value: "a{sa{sv}}", [
-                .init(key: .objectPath("/x"), value: .dictionary(key: "s", value: "a{sv}", [
-                    .init(key: .string("org.bluez.Device1"), value: .dictionary(key: "s", value: "v", [
-                        .init(key: .string("RSSI"), value: .variant(.int16(-60))),
-                    ])),
-                ])),
-            ]),
+            .dictionary(
+                key: "o", value: "a{sa{sv}}",
+                [
+                    .init(
+                        key: .objectPath("/x"),
+                        value: .dictionary(
+                            key: "s", value: "a{sv}",
+                            [
+                                .init(
+                                    key: .string("org.bluez.Device1"),
+                                    value: .dictionary(
+                                        key: "s", value: "v",
+                                        [
+                                            .init(key: .string("RSSI"), value: .variant(.int16(-60)))
+                                        ]))
+                            ]))
+                ]),
             .structure([.string("s"), .structure([.uint64(1), .variant(.double(2))])]),
             .variant(.structure([.byte(1)])),
         ]
@@ -65,8 +77,10 @@ extension DBusTests {
                     (.array(element: "h", [.unixFileDescriptor(closed)]), .invalidArgument),
                     (.dictionary(key: "ay", value: "s", []), .invalidArgument),
                     (.array(element: "s", [.uint32(1)]), .typeMismatch),
-                    (.dictionary(key: "s", value: "v", [.init(key: .string("k"), value: .string("not a variant"))]),
-                     .typeMismatch),
+                    (
+                        .dictionary(key: "s", value: "v", [.init(key: .string("k"), value: .string("not a variant"))]),
+                        .typeMismatch
+                    ),
                     (.dictionary(key: "v", value: "s", []), .invalidArgument),
                     (.structure([]), .invalidArgument),
                     (.string("nul\0inside"), .invalidArgument),
@@ -103,7 +117,9 @@ extension DBusTests {
                 await #expect(throws: DBusError.self) {
                     try await client.emitSignal(path: "/", interface: "x", member: "Y")
                 }
-                await #expect(throws: DBusError.self) { _ = try await client.signals(matching: MatchRule(member: "a.b")) }
+                await #expect(throws: DBusError.self) {
+                    _ = try await client.signals(matching: MatchRule(member: "a.b"))
+                }
             }
         }
     }

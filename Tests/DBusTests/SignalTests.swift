@@ -30,13 +30,16 @@ extension DBusTests {
                 func summary(_ signals: [DBusSignal]) -> [String] {
                     signals.map { "\($0.path) \($0.arguments.first?.string ?? "")" }
                 }
-                #expect(summary(try await collect(byPath) { $0.arguments.first == .string("end") })
-                    == ["/a yes", "/a end"])
-                #expect(summary(try await collect(byInterface) { $0.arguments.first == .string("end") })
-                    == ["/b no", "/b end"])
+                #expect(
+                    summary(try await collect(byPath) { $0.arguments.first == .string("end") })
+                        == ["/a yes", "/a end"])
+                #expect(
+                    summary(try await collect(byInterface) { $0.arguments.first == .string("end") })
+                        == ["/b no", "/b end"])
                 #expect(summary(try await collect(byArg0) { $0.path == "/c" }) == ["/a yes", "/nsx yes", "/c yes"])
-                #expect(summary(try await collect(byNamespace) { $0.arguments.first == .string("end") })
-                    == ["/ns/deep no", "/ns end"])
+                #expect(
+                    summary(try await collect(byNamespace) { $0.arguments.first == .string("end") })
+                        == ["/ns/deep no", "/ns end"])
             }
         }
 
@@ -47,10 +50,12 @@ extension DBusTests {
                 let client = try await bus.connect()
                 let stream = try await client.signals(
                     matching: MatchRule(sender: EchoService.name, member: "Tick"))
-                let byUniqueName = try await client.signals(matching: MatchRule(sender: other.uniqueName, member: "Tick"))
+                let byUniqueName = try await client.signals(
+                    matching: MatchRule(sender: other.uniqueName, member: "Tick"))
                 func tick(_ connection: DBusConnection, _ text: String) async throws {
-                    try await connection.emitSignal(path: "/t", interface: "org.example.T", member: "Tick",
-                                                    arguments: [.string(text)])
+                    try await connection.emitSignal(
+                        path: "/t", interface: "org.example.T", member: "Tick",
+                        arguments: [.string(text)])
                 }
                 try await tick(other, "other-1")
                 try await tick(service.connection, "service-1")
@@ -78,7 +83,8 @@ extension DBusTests {
                 let client = try await bus.connect()
                 func emitRound() async throws {
                     for _ in 0..<5 {
-                        try await service.connection.emitSignal(path: "/s", interface: "org.example.S", member: "Counted")
+                        try await service.connection.emitSignal(
+                            path: "/s", interface: "org.example.S", member: "Counted")
                     }
                     try await service.connection.emitSignal(path: "/s", interface: "org.example.S", member: "Sentinel")
                 }
@@ -118,10 +124,11 @@ extension DBusTests {
                     }
                     return result
                 }
-                #expect(received == [
-                    NameOwnerChange(name: "org.example.Later", oldOwner: nil, newOwner: owner.uniqueName),
-                    NameOwnerChange(name: "org.example.Later", oldOwner: owner.uniqueName, newOwner: nil),
-                ])
+                #expect(
+                    received == [
+                        NameOwnerChange(name: "org.example.Later", oldOwner: nil, newOwner: owner.uniqueName),
+                        NameOwnerChange(name: "org.example.Later", oldOwner: owner.uniqueName, newOwner: nil),
+                    ])
             }
         }
 
@@ -129,7 +136,8 @@ extension DBusTests {
             try await PrivateBus.with { bus in
                 _ = try await EchoService.start(on: bus)
                 let client = try await bus.connect()
-                let events = try await client.signals(matching: MatchRule(interface: EchoService.interface, member: "Event"))
+                let events = try await client.signals(
+                    matching: MatchRule(interface: EchoService.interface, member: "Event"))
                 for round in 0..<20 {
                     let before = await client.statistics.signalsReceived
                     let reply = try await EchoService.call(client, "EmitThenReply", [.string("r\(round)")])

@@ -43,13 +43,23 @@ extension DBusTests {
         }
 
         @Test func nestedContainersDecodeIntoSwiftTypes() throws {
-            let value = DBusValue.dictionary(key: "o", value: "a{sa{sv}}", [
-                .init(key: .objectPath("/x"), value: .dictionary(key: "s", value: "a{sv}", [
-                    .init(key: .string("I"), value: .dictionary(key: "s", value: "v", [
-                        .init(key: .string("P"), value: .variant(.bytes([9]))),
-                    ])),
-                ])),
-            ])
+            let value = DBusValue.dictionary(
+                key: "o", value: "a{sa{sv}}",
+                [
+                    .init(
+                        key: .objectPath("/x"),
+                        value: .dictionary(
+                            key: "s", value: "a{sv}",
+                            [
+                                .init(
+                                    key: .string("I"),
+                                    value: .dictionary(
+                                        key: "s", value: "v",
+                                        [
+                                            .init(key: .string("P"), value: .variant(.bytes([9])))
+                                        ]))
+                            ]))
+                ])
             let decoded = try value.decode([ObjectPath: [String: [String: DBusValue]]].self)
             #expect(decoded["/x"]?["I"]?["P"] == .bytes([9]))
             #expect(try DBusValue.bytes([1, 2]).decode([UInt8].self) == [1, 2])
@@ -81,7 +91,9 @@ extension DBusTests {
 
         @Test func matchRulesQuoteTheirValues() {
             let rule = MatchRule(sender: "org.bluez", path: "/a", interface: "i.f", member: "M", arg0: "it's")
-            #expect(rule.description == "type='signal',sender='org.bluez',path='/a',interface='i.f',member='M',arg0='it'\\''s'")
+            #expect(
+                rule.description
+                    == "type='signal',sender='org.bluez',path='/a',interface='i.f',member='M',arg0='it'\\''s'")
         }
 
         /// Catches: a timeout rounded down (a call failing before its time), one that overflows into a deadline

@@ -3,7 +3,7 @@ import KeepAlive
 import Polling
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// What the hardware-in-the-loop suite tests, read only from the environment so that one suite runs against the
@@ -69,13 +69,15 @@ struct HILEnvironment: Sendable {
 
     static func parse(_ lookup: (String) -> String?) throws(HILEnvironmentError) -> HILEnvironment {
         let busText = lookup("KEEPALIVE_HIL_BUS") ?? ""
-        let bus: DBusConnection.Bus = switch busText {
-        case "system": .system
-        case "session": .session
-        default: .address(busText)
-        }
+        let bus: DBusConnection.Bus =
+            switch busText {
+            case "system": .system
+            case "session": .session
+            default: .address(busText)
+            }
         guard busText == "system" || busText == "session" || busText.contains(":") else {
-            throw HILEnvironmentError("KEEPALIVE_HIL_BUS=\(busText): not 'system' or a D-Bus address such as tcp:host=127.0.0.1,port=4711")
+            throw HILEnvironmentError(
+                "KEEPALIVE_HIL_BUS=\(busText): not 'system' or a D-Bus address such as tcp:host=127.0.0.1,port=4711")
         }
         let adapter = lookup("KEEPALIVE_HIL_ADAPTER") ?? "hci0"
         guard let address = lookup("KEEPALIVE_HIL_PERIPHERAL") else {
@@ -96,7 +98,9 @@ struct HILEnvironment: Sendable {
         }
         func positive(_ name: String, default fallback: Int) throws(HILEnvironmentError) -> Int {
             guard let text = lookup(name) else { return fallback }
-            guard let value = Int(text), value > 0 else { throw HILEnvironmentError("\(name)=\(text): not a positive whole number") }
+            guard let value = Int(text), value > 0 else {
+                throw HILEnvironmentError("\(name)=\(text): not a positive whole number")
+            }
             return value
         }
         return HILEnvironment(
@@ -106,7 +110,8 @@ struct HILEnvironment: Sendable {
             peripheral: try checkedAddress("KEEPALIVE_HIL_PERIPHERAL", address),
             counter: try uuid("KEEPALIVE_HIL_COUNTER_UUID", default: counterDefault),
             setting: try uuid("KEEPALIVE_HIL_SETTING_UUID", default: settingDefault),
-            absent: try checkedAddress("KEEPALIVE_HIL_ABSENT_ADDRESS", lookup("KEEPALIVE_HIL_ABSENT_ADDRESS") ?? "C0:FF:EE:DE:AD:01"),
+            absent: try checkedAddress(
+                "KEEPALIVE_HIL_ABSENT_ADDRESS", lookup("KEEPALIVE_HIL_ABSENT_ADDRESS") ?? "C0:FF:EE:DE:AD:01"),
             peripheralOff: lookup("KEEPALIVE_HIL_PERIPHERAL_OFF"),
             peripheralOn: lookup("KEEPALIVE_HIL_PERIPHERAL_ON"),
             restartBluetoothd: lookup("KEEPALIVE_HIL_RESTART_BLUETOOTHD"),

@@ -8,7 +8,7 @@ import Logging
 import Testing
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// One suite for every BlueZ a test rig has: the simulator (`make hil`), a real bluetoothd in the qemu lab
@@ -17,20 +17,30 @@ import Glibc
 @Suite(
     "Hardware in the loop",
     .serialized,
-    .enabled(if: HILEnvironment.isGiven, "no environment: set KEEPALIVE_HIL_BUS and KEEPALIVE_HIL_PERIPHERAL (README: Hardware in the loop)")
+    .enabled(
+        if: HILEnvironment.isGiven,
+        "no environment: set KEEPALIVE_HIL_BUS and KEEPALIVE_HIL_PERIPHERAL (README: Hardware in the loop)")
 )
 struct HILTests {
     @Test func discoversThePeripheral() async throws {
         try await HILSession.with { session in
             let started = ContinuousClock.now
-            let found = try await withTimeout("\(session.environment.peripheral.address) to be discovered", .seconds(30)) {
-                for try await advertisement in session.transport.discover(on: session.environment.adapter, filter: DiscoveryFilter())
+            let found = try await withTimeout(
+                "\(session.environment.peripheral.address) to be discovered", .seconds(30)
+            ) {
+                for try await advertisement in session.transport.discover(
+                    on: session.environment.adapter, filter: DiscoveryFilter())
                 where advertisement.peripheral == session.environment.peripheral {
                     return advertisement
                 }
                 throw HILFailure("discovery ended without finding \(session.environment.peripheral.address)")
             }
-            HILReport.line("discover: \(found.peripheral.address) name=\(found.name ?? "-") rssi=\(found.rssi.map(String.init) ?? "-") after \(HILReport.milliseconds(since: started))")
+            HILReport.line(
+                """
+                    discover: \(found.peripheral.address) name=\(found.name ?? "-") \
+                    rssi=\(found.rssi.map(String.init) ?? "-") after \(HILReport.milliseconds(since: started))
+                    """
+            )
         }
     }
 
@@ -45,7 +55,12 @@ struct HILTests {
             let disconnectStarted = ContinuousClock.now
             await session.transport.disconnect(environment.peripheral, timeout: .seconds(10))
             try await session.waitUntilDisconnected()
-            HILReport.line("connect \(connected), read \(read) (\(value.count) bytes), disconnect \(HILReport.milliseconds(since: disconnectStarted))")
+            HILReport.line(
+                """
+                    connect \(connected), read \(read) (\(value.count) bytes), disconnect \
+                    \(HILReport.milliseconds(since: disconnectStarted))
+                    """
+            )
         }
     }
 
@@ -53,7 +68,8 @@ struct HILTests {
         try await HILSession.with { session in
             let environment = session.environment
             _ = try await session.connect()
-            let stream = try await session.transport.notifications(from: environment.counter, of: environment.peripheral)
+            let stream = try await session.transport.notifications(
+                from: environment.counter, of: environment.peripheral)
             let started = ContinuousClock.now
             let counters = try await withTimeout("30 notifications", .seconds(30)) {
                 var counters: [UInt32] = []
@@ -69,8 +85,14 @@ struct HILTests {
             let gaps = zip(counters, counters.dropFirst()).filter { $1 != $0 &+ 1 }
             #expect(counters.count == 30)
             #expect(gaps.isEmpty, "the counter skipped or repeated: \(gaps.map { "\($0)→\($1)" })")
-            let milliseconds = max(1, elapsed.components.seconds * 1_000 + elapsed.components.attoseconds / 1_000_000_000_000_000)
-            HILReport.line("notify: \(counters.count) values \(counters.first ?? 0)…\(counters.last ?? 0), \(gaps.count) gaps, \(Int64(counters.count - 1) * 1_000 / milliseconds)/s")
+            let milliseconds = max(
+                1, elapsed.components.seconds * 1_000 + elapsed.components.attoseconds / 1_000_000_000_000_000)
+            HILReport.line(
+                """
+                    notify: \(counters.count) values \(counters.first ?? 0)…\(counters.last ?? 0), \(gaps.count) \
+                    gaps, \(Int64(counters.count - 1) * 1_000 / milliseconds)/s
+                    """
+            )
         }
     }
 
@@ -80,18 +102,26 @@ struct HILTests {
             _ = try await session.connect()
             let original = try await session.transport.read(environment.setting, from: environment.peripheral)
             let first = UInt8.random(in: 0x10...0x7f)
-            try await session.transport.write([first], to: environment.setting, of: environment.peripheral, type: .request)
+            try await session.transport.write(
+                [first], to: environment.setting, of: environment.peripheral, type: .request)
             let afterRequest = try await session.transport.read(environment.setting, from: environment.peripheral)
             // A write command has no answer, but ATT keeps one bearer's PDUs in order: the read comes after it.
             let second = first &+ 0x80
-            try await session.transport.write([second], to: environment.setting, of: environment.peripheral, type: .command)
+            try await session.transport.write(
+                [second], to: environment.setting, of: environment.peripheral, type: .command)
             let afterCommand = try await session.transport.read(environment.setting, from: environment.peripheral)
-            try await session.transport.write(original, to: environment.setting, of: environment.peripheral, type: .request)
+            try await session.transport.write(
+                original, to: environment.setting, of: environment.peripheral, type: .request)
             await session.transport.disconnect(environment.peripheral, timeout: .seconds(10))
             try await session.waitUntilDisconnected()
             #expect(afterRequest == [first])
             #expect(afterCommand == [second])
-            HILReport.line("write: request \(first) → read \(afterRequest), command \(second) → read \(afterCommand), restored \(original)")
+            HILReport.line(
+                """
+                    write: request \(first) → read \(afterRequest), command \(second) → read \(afterCommand), \
+                    restored \(original)
+                    """
+            )
         }
     }
 
@@ -101,26 +131,40 @@ struct HILTests {
             let timeout = Duration.seconds(5)
             let started = ContinuousClock.now
             let error = await #expect(throws: TransportError.self) {
-                try await session.transport.connect(environment.absent, options: ConnectOptions(timeout: timeout, characteristics: [environment.counter]))
+                try await session.transport.connect(
+                    environment.absent,
+                    options: ConnectOptions(timeout: timeout, characteristics: [environment.counter]))
             }
             let elapsed = started.duration(to: .now)
             await session.transport.disconnect(environment.absent, timeout: .seconds(10))
-            #expect(elapsed < timeout + .seconds(3), "connect to an absent device took \(elapsed) with a \(timeout) deadline")
+            #expect(
+                elapsed < timeout + .seconds(3),
+                "connect to an absent device took \(elapsed) with a \(timeout) deadline")
             if let error {
                 #expect([.deviceNotFound, .connectionAborted, .timeout].contains(error.code), "\(error)")
-                HILReport.line("absent \(environment.absent.address): \(error.code) after \(HILReport.milliseconds(since: started)): \(error.message)")
+                HILReport.line(
+                    """
+                        absent \(environment.absent.address): \(error.code) after \
+                        \(HILReport.milliseconds(since: started)): \(error.message)
+                        """
+                )
             }
         }
     }
 
-    @Test(.enabled(if: HILEnvironment.current.flatMap { try? $0.get() }.map { $0.peripheralOff != nil && $0.peripheralOn != nil } ?? true,
-                   "KEEPALIVE_HIL_PERIPHERAL_OFF and _ON are not set"))
+    @Test(
+        .enabled(
+            if: HILEnvironment.current.flatMap { try? $0.get() }.map {
+                $0.peripheralOff != nil && $0.peripheralOn != nil
+            } ?? true,
+            "KEEPALIVE_HIL_PERIPHERAL_OFF and _ON are not set"))
     func peripheralPowerOffIsALinkLossAndPowerOnRecovers() async throws {
         try await HILSession.with { session in
             let environment = session.environment
             guard let off = environment.peripheralOff, let on = environment.peripheralOn else { return }
             _ = try await session.connect()
-            let stream = try await session.transport.notifications(from: environment.counter, of: environment.peripheral)
+            let stream = try await session.transport.notifications(
+                from: environment.counter, of: environment.peripheral)
             let started = ContinuousClock.now
             do {
                 try await HILShell.run(off)
@@ -128,7 +172,8 @@ struct HILTests {
                 let lost = HILReport.milliseconds(since: started)
                 #expect(ending != nil, "the stream finished without a typed error")
                 try await session.waitUntilDisconnected(within: .seconds(30))
-                HILReport.line("power off: link lost after \(lost) (\(ending.map { "\($0.code): \($0.message)" } ?? "no error"))")
+                HILReport.line(
+                    "power off: link lost after \(lost) (\(ending.map { "\($0.code): \($0.message)" } ?? "no error"))")
             } catch {
                 try? await HILShell.run(on)
                 throw error
@@ -137,33 +182,50 @@ struct HILTests {
             try await HILShell.run(on)
             let recovered = ContinuousClock.now
             let attempts = try await session.readEventually(within: .seconds(90))
-            HILReport.line("power on: read again after \(HILReport.milliseconds(since: recovered)) (\(attempts) attempts)")
+            HILReport.line(
+                "power on: read again after \(HILReport.milliseconds(since: recovered)) (\(attempts) attempts)")
         }
     }
 
-    @Test(.enabled(if: HILEnvironment.current.flatMap { try? $0.get() }.map { $0.restartBluetoothd != nil } ?? true,
-                   "KEEPALIVE_HIL_RESTART_BLUETOOTHD is not set"))
+    @Test(
+        .enabled(
+            if: HILEnvironment.current.flatMap { try? $0.get() }.map { $0.restartBluetoothd != nil } ?? true,
+            "KEEPALIVE_HIL_RESTART_BLUETOOTHD is not set"))
     func bluetoothdRestartFailsTheLinkAtOnceAndPollingResumes() async throws {
         try await HILSession.with { session in
             let environment = session.environment
             guard let restart = environment.restartBluetoothd else { return }
             _ = try await session.connect()
-            let stream = try await session.transport.notifications(from: environment.counter, of: environment.peripheral)
+            let stream = try await session.transport.notifications(
+                from: environment.counter, of: environment.peripheral)
             let syncs = session.transport.cache.syncCount
             let started = ContinuousClock.now
             try await HILShell.run(restart)
             let ending = try await session.end(of: stream, after: "bluetoothd restarted")
             #expect(ending != nil, "the stream finished without a typed error")
-            HILReport.line("restart: in-flight ended after \(HILReport.milliseconds(since: started)) (\(ending.map { "\($0.code): \($0.message)" } ?? "no error"))")
+            HILReport.line(
+                """
+                    restart: in-flight ended after \(HILReport.milliseconds(since: started)) \
+                    (\(ending.map { "\($0.code): \($0.message)" } ?? "no error"))
+                    """
+            )
             // "Ready" can still be the old bluetoothd's tree, its adapter already removed (a CI run read
             // `adapters: none` 8 ms after the link ended): wait for the tree fetched from the new one, adapter in it.
-            try await waitUntil("org.bluez back, its tree fetched again, with \(environment.adapter)", timeout: .seconds(60)) {
-                session.transport.cache.syncCount > syncs && (try? session.transport.checkAdapter(environment.adapter)) != nil
+            try await waitUntil(
+                "org.bluez back, its tree fetched again, with \(environment.adapter)", timeout: .seconds(60)
+            ) {
+                session.transport.cache.syncCount > syncs
+                    && (try? session.transport.checkAdapter(environment.adapter)) != nil
             }
             let ready = HILReport.milliseconds(since: started)
             await session.transport.disconnect(environment.peripheral, timeout: .seconds(10))
             let attempts = try await session.readEventually(within: .seconds(90))
-            HILReport.line("restart: org.bluez back after \(ready), read again after \(HILReport.milliseconds(since: started)) (\(attempts) attempts)")
+            HILReport.line(
+                """
+                    restart: org.bluez back after \(ready), read again after \
+                    \(HILReport.milliseconds(since: started)) (\(attempts) attempts)
+                    """
+            )
         }
     }
 
@@ -185,11 +247,15 @@ struct HILTests {
         defer { file.remove() }
         let started = ContinuousClock.now
         let run = try await CommandProcess.run(
-            ["run", "--config", file.path, "--bus", environment.busName, "--ticks", String(environment.ticks), "--output", "-"],
+            [
+                "run", "--config", file.path, "--bus", environment.busName, "--ticks", String(environment.ticks),
+                "--output", "-",
+            ],
             within: .seconds(Int64(environment.ticks) * 5 + 90))
         #expect(run.status == 0, "keepalive run exited \(run.status): \(run.stderr.suffix(2_000))")
         let lines = run.stdout.split(separator: "\n").map(String.init)
-        #expect(lines.count == environment.ticks, "\(lines.count) records for \(environment.ticks) ticks:\n\(run.stdout)")
+        #expect(
+            lines.count == environment.ticks, "\(lines.count) records for \(environment.ticks) ticks:\n\(run.stdout)")
         // The daemon's log says why a poll failed (the record only says how).
         if lines.contains(where: { $0.contains("\"result\":\"failed\"") }) {
             HILReport.line("daemon log:\n\(run.stderr.suffix(6_000))")
@@ -198,10 +264,14 @@ struct HILTests {
             #expect(line.contains("\"seq\":\(index),"), "record \(index) out of sequence: \(line)")
             #expect(line.contains("\"tick\":\(index),"), "record \(index) is not tick \(index): \(line)")
             #expect(!line.contains("\"result\":\"failed\""), "tick \(index) failed: \(line)")
-            #expect(line.contains("\"values\":{\"\(environment.counter)\":\""), "tick \(index) has no counter value: \(line)")
+            #expect(
+                line.contains("\"values\":{\"\(environment.counter)\":\""),
+                "tick \(index) has no counter value: \(line)")
             #expect(line.contains("\"outcome\":\"completed\""), "tick \(index)'s window did not complete: \(line)")
         }
-        HILReport.line("daemon: \(lines.count) records for \(environment.ticks) ticks in \(HILReport.milliseconds(since: started))")
+        HILReport.line(
+            "daemon: \(lines.count) records for \(environment.ticks) ticks in \(HILReport.milliseconds(since: started))"
+        )
     }
 }
 
@@ -249,7 +319,8 @@ struct HILSession: Sendable {
         let started = ContinuousClock.now
         try await transport.connect(
             environment.peripheral,
-            options: ConnectOptions(timeout: environment.connectTimeout, characteristics: [environment.counter, environment.setting]))
+            options: ConnectOptions(
+                timeout: environment.connectTimeout, characteristics: [environment.counter, environment.setting]))
         return HILReport.milliseconds(since: started)
     }
 

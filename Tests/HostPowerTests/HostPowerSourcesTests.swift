@@ -14,11 +14,15 @@ import Testing
             let fixture = try SysfsFixture()
             try fixture.battery(capacity: 50, status: "Discharging")  // UPower present: sysfs is not used
             try await DBusMock.with(on: bus, driver: driver, UPower.arguments(), owning: UPower.name) { upower in
-                try await DBusMock.with(on: bus, driver: driver, PowerProfiles.hadessArguments(), owning: PowerProfiles.hadess.name) { profiles in
+                try await DBusMock.with(
+                    on: bus, driver: driver, PowerProfiles.hadessArguments(), owning: PowerProfiles.hadess.name
+                ) { profiles in
                     let (logger, _) = CapturingLogHandler.logger()
                     let (power, description) = await HostPowerSources.automatic(
                         connection: connection, sysfsRoot: fixture.root, clock: TestClock(), logger: logger)
-                    #expect(description == "UPower (org.freedesktop.UPower) + power-profiles-daemon (net.hadess.PowerProfiles)")
+                    #expect(
+                        description
+                            == "UPower (org.freedesktop.UPower) + power-profiles-daemon (net.hadess.PowerProfiles)")
                     #expect(power.sources.count == 2)
                     #expect(power.sources.first is UPowerPowerSource)
                     #expect(power.sources.last is PowerProfilesPowerSource)
@@ -27,7 +31,9 @@ import Testing
                         // Both parts must be live before the flips count.
                         let upowerPart = try #require(power.sources.first as? UPowerPowerSource)
                         let profilesPart = try #require(power.sources.last as? PowerProfilesPowerSource)
-                        try await waitUntil("both parts are read") { upowerPart.syncCount >= 1 && profilesPart.syncCount >= 1 }
+                        try await waitUntil("both parts are read") {
+                            upowerPart.syncCount >= 1 && profilesPart.syncCount >= 1
+                        }
                         try await profiles.setActiveProfile("power-saver", PowerProfiles.hadess)
                         #expect(try await updates.waitFor(count: 1) == [.lowPower])
                         try await upower.callMock(
@@ -86,7 +92,9 @@ import Testing
             let (power, description) = await HostPowerSources.automatic(
                 connection: connection, sysfsRoot: fixture.root, clock: TestClock(), logger: logger)
             await newer.stop()
-            #expect(description == "sysfs \(fixture.root) (BAT0) + power-profiles-daemon (org.freedesktop.UPower.PowerProfiles)")
+            #expect(
+                description
+                    == "sysfs \(fixture.root) (BAT0) + power-profiles-daemon (org.freedesktop.UPower.PowerProfiles)")
             #expect(power.sources.first is SysfsPowerSource)
             #expect(power.sources.last is PowerProfilesPowerSource)
         }

@@ -8,7 +8,9 @@ import Testing
 /// power-profiles-daemon's two names, spelled here independently of the module under test.
 enum PowerProfiles {
     static let hadess = (name: "net.hadess.PowerProfiles", path: ObjectPath("/net/hadess/PowerProfiles"))
-    static let upower = (name: "org.freedesktop.UPower.PowerProfiles", path: ObjectPath("/org/freedesktop/UPower/PowerProfiles"))
+    static let upower = (
+        name: "org.freedesktop.UPower.PowerProfiles", path: ObjectPath("/org/freedesktop/UPower/PowerProfiles")
+    )
 
     /// The dbusmock template (0.28 knows only the older name).
     static func hadessArguments(_ parameters: String? = nil) -> [String] {
@@ -20,7 +22,9 @@ enum PowerProfiles {
         let mock = try await DBusMock.start(
             on: bus, driver: driver, [upower.name, upower.path.rawValue, upower.name], owning: upower.name)
         do {
-            try await mock.callMock("AddProperty", path: upower.path, [.string(upower.name), .string("ActiveProfile"), .variant(.string(profile))])
+            try await mock.callMock(
+                "AddProperty", path: upower.path,
+                [.string(upower.name), .string("ActiveProfile"), .variant(.string(profile))])
         } catch {
             await mock.stop()
             throw error
@@ -40,7 +44,9 @@ extension DBusMock {
         try await PrivateBus.with { bus in
             let driver = try await bus.connect()
             let connection = try await bus.connect()
-            try await DBusMock.with(on: bus, driver: driver, PowerProfiles.hadessArguments(), owning: PowerProfiles.hadess.name) { mock in
+            try await DBusMock.with(
+                on: bus, driver: driver, PowerProfiles.hadessArguments(), owning: PowerProfiles.hadess.name
+            ) { mock in
                 let (logger, _) = CapturingLogHandler.logger()
                 let source = PowerProfilesPowerSource(connection: connection, logger: logger)
                 try await running({ try await source.run() }) {
@@ -110,7 +116,9 @@ extension DBusMock {
             let connection = try await bus.connect()
             let newer = try await PowerProfiles.startUPowerNamed(on: bus, driver: driver, profile: "balanced")
             do {
-                try await DBusMock.with(on: bus, driver: driver, PowerProfiles.hadessArguments(), owning: PowerProfiles.hadess.name) { older in
+                try await DBusMock.with(
+                    on: bus, driver: driver, PowerProfiles.hadessArguments(), owning: PowerProfiles.hadess.name
+                ) { older in
                     let (logger, _) = CapturingLogHandler.logger()
                     let source = PowerProfilesPowerSource(connection: connection, logger: logger)
                     try await running({ try await source.run() }) {

@@ -16,13 +16,17 @@ extension DBusMock {
     func emitPrepareForSleep(_ sleeping: Bool) async throws {
         try await callMock(
             "EmitSignal", path: Logind.path,
-            [.string(Logind.manager), .string("PrepareForSleep"), .string("b"), .array(element: "v", [.variant(.boolean(sleeping))])])
+            [
+                .string(Logind.manager), .string("PrepareForSleep"), .string("b"),
+                .array(element: "v", [.variant(.boolean(sleeping))]),
+            ])
     }
 
     /// The inhibitors logind holds: (what, who, why, mode).
     func inhibitors() async throws -> [[DBusValue]] {
         let reply = try await driver.call(
-            destination: Logind.name, path: Logind.path, interface: Logind.manager, method: "ListInhibitors", timeout: .seconds(10))
+            destination: Logind.name, path: Logind.path, interface: Logind.manager, method: "ListInhibitors",
+            timeout: .seconds(10))
         guard case .array(_, let items)? = reply.first else { return [] }
         return items.compactMap { if case .structure(let fields) = $0 { fields } else { nil } }
     }
@@ -40,7 +44,8 @@ extension DBusMock {
                     connection: connection, logger: logger,
                     prepare: {
                         events.withLock { $0.append("prepare") }
-                        try? await Task.sleep(for: .milliseconds(200))  // ending windows and disconnecting takes a while
+                        // Ending windows and disconnecting takes a while.
+                        try? await Task.sleep(for: .milliseconds(200))
                         events.withLock { $0.append("prepared") }
                     },
                     resume: { events.withLock { $0.append("resume") } })
@@ -83,7 +88,9 @@ extension DBusMock {
                 try await running({ try await sleep.run() }) {
                     try await waitUntil("the inhibitor is held") { try await mock.inhibitors().count == 1 }
                     try await mock.emitPrepareForSleep(true)
-                    try await waitUntil("the inhibitor is released at the bound", timeout: .seconds(3)) { try await mock.inhibitors().isEmpty }
+                    try await waitUntil("the inhibitor is released at the bound", timeout: .seconds(3)) {
+                        try await mock.inhibitors().isEmpty
+                    }
                     #expect(log.count(containing: "bound reached") == 1)
                 }
                 await connection.close()

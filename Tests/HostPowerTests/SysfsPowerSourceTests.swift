@@ -6,9 +6,14 @@ import KeepAliveTesting
 import Testing
 
 @Suite struct SysfsPowerSourceTests {
-    func source(_ fixture: SysfsFixture, criticalPercentage: Double = 10, clock: TestClock = TestClock()) throws -> (SysfsPowerSource, CapturingLogHandler.Store) {
+    func source(_ fixture: SysfsFixture, criticalPercentage: Double = 10, clock: TestClock = TestClock()) throws -> (
+        SysfsPowerSource, CapturingLogHandler.Store
+    ) {
         let (logger, logs) = CapturingLogHandler.logger()
-        return (try SysfsPowerSource(root: fixture.root, criticalPercentage: criticalPercentage, clock: clock, logger: logger), logs)
+        return (
+            try SysfsPowerSource(
+                root: fixture.root, criticalPercentage: criticalPercentage, clock: clock, logger: logger), logs
+        )
     }
 
     @Test func mainsOnlineIsNormal() throws {

@@ -25,12 +25,15 @@ extension DBusMock {
 
     /// The upower template's `SetDeviceProperties`: one `Set` (and one PropertiesChanged) per property.
     func setDisplayDevice(_ properties: [String: DBusValue]) async throws {
-        try await callMock("SetDeviceProperties", path: UPower.path, [.objectPath(UPower.displayDevice), .properties(properties)])
+        try await callMock(
+            "SetDeviceProperties", path: UPower.path, [.objectPath(UPower.displayDevice), .properties(properties)])
     }
 }
 
 /// Runs `service` (its `run()`) beside `body`, cancelling it when `body` ends.
-func running<T: Sendable>(_ run: @escaping @Sendable () async throws -> Void, _ body: () async throws -> T) async throws -> T {
+func running<T: Sendable>(_ run: @escaping @Sendable () async throws -> Void, _ body: () async throws -> T) async throws
+    -> T
+{
     try await withThrowingTaskGroup(of: Void.self) { group in
         group.addTask { try await run() }
         defer { group.cancelAll() }
@@ -47,9 +50,11 @@ func running<T: Sendable>(_ run: @escaping @Sendable () async throws -> Void, _ 
         try await PrivateBus.with { bus in
             let driver = try await bus.connect()
             let connection = try await bus.connect()
-            try await DBusMock.with(on: bus, driver: driver, UPower.arguments(parameters), owning: UPower.name) { mock in
+            try await DBusMock.with(on: bus, driver: driver, UPower.arguments(parameters), owning: UPower.name) {
+                mock in
                 let (logger, logs) = CapturingLogHandler.logger()
-                let source = UPowerPowerSource(connection: connection, criticalPercentage: criticalPercentage, logger: logger)
+                let source = UPowerPowerSource(
+                    connection: connection, criticalPercentage: criticalPercentage, logger: logger)
                 try await running({ try await source.run() }) {
                     try await waitUntil("UPower is read") { source.syncCount >= 1 }
                     try await body(source, mock, logs)
@@ -81,7 +86,9 @@ func running<T: Sendable>(_ run: @escaping @Sendable () async throws -> Void, _ 
     @Test func batteryAtOrBelowTheCriticalPercentageOnBatteryIsCritical() async throws {
         try await withUPower { source, mock, _ in
             let updates = PowerUpdates(source.updates())
-            try await mock.setDisplayDevice(["IsPresent": .boolean(true), "Percentage": .double(5), "State": .uint32(2)])
+            try await mock.setDisplayDevice([
+                "IsPresent": .boolean(true), "Percentage": .double(5), "State": .uint32(2),
+            ])
             // On mains a low battery is charging: still normal.
             try await waitUntil("the display device is read") { source.summary.contains("5%") }
             #expect(source.state == .normal)
@@ -132,7 +139,8 @@ func running<T: Sendable>(_ run: @escaping @Sendable () async throws -> Void, _ 
             let connection = try await bus.connect()
             let (logger, logs) = CapturingLogHandler.logger()
             let source = UPowerPowerSource(connection: connection, logger: logger)
-            let first = try await DBusMock.start(on: bus, driver: driver, UPower.arguments(#"{"OnBattery": true}"#), owning: UPower.name)
+            let first = try await DBusMock.start(
+                on: bus, driver: driver, UPower.arguments(#"{"OnBattery": true}"#), owning: UPower.name)
             var second: DBusMock?
             do {
                 try await running({ try await source.run() }) {
@@ -142,7 +150,8 @@ func running<T: Sendable>(_ run: @escaping @Sendable () async throws -> Void, _ 
                     #expect(try await updates.waitFor(count: 1) == [.normal])
                     #expect(!source.isServicePresent)
                     #expect(logs.count(containing: "UPower left the bus") == 1, "\(logs.messages)")
-                    second = try await DBusMock.start(on: bus, driver: driver, UPower.arguments(#"{"OnBattery": true}"#), owning: UPower.name)
+                    second = try await DBusMock.start(
+                        on: bus, driver: driver, UPower.arguments(#"{"OnBattery": true}"#), owning: UPower.name)
                     #expect(try await updates.waitFor(count: 2) == [.normal, .lowPower])
                     #expect(source.syncCount == 2)
                     #expect(source.isServicePresent)
@@ -168,7 +177,9 @@ func running<T: Sendable>(_ run: @escaping @Sendable () async throws -> Void, _ 
                 #expect(source.state == .normal)
                 #expect(logs.count(containing: "UPower is not on the bus") == 1, "\(logs.messages)")
                 let updates = PowerUpdates(source.updates())
-                try await DBusMock.with(on: bus, driver: driver, UPower.arguments(#"{"OnBattery": true}"#), owning: UPower.name) { _ in
+                try await DBusMock.with(
+                    on: bus, driver: driver, UPower.arguments(#"{"OnBattery": true}"#), owning: UPower.name
+                ) { _ in
                     let values = try await updates.waitFor(count: 1)
                     #expect(values == [.lowPower])
                 }
@@ -180,7 +191,9 @@ func running<T: Sendable>(_ run: @escaping @Sendable () async throws -> Void, _ 
         try await PrivateBus.with { bus in
             let driver = try await bus.connect()
             let connection = try await bus.connect()
-            try await DBusMock.with(on: bus, driver: driver, UPower.arguments(#"{"OnBattery": true}"#), owning: UPower.name) { _ in
+            try await DBusMock.with(
+                on: bus, driver: driver, UPower.arguments(#"{"OnBattery": true}"#), owning: UPower.name
+            ) { _ in
                 let (logger, logs) = CapturingLogHandler.logger()
                 let source = UPowerPowerSource(connection: connection, logger: logger)
                 let run = Task { try await source.run() }
@@ -189,7 +202,9 @@ func running<T: Sendable>(_ run: @escaping @Sendable () async throws -> Void, _ 
                 let updates = PowerUpdates(source.updates())
                 await connection.close()
                 #expect(try await updates.waitFor(count: 1) == [.normal])
-                let error = await #expect(throws: DBusError.self) { try await withTimeout("run() ends") { try await run.value } }
+                let error = await #expect(throws: DBusError.self) {
+                    try await withTimeout("run() ends") { try await run.value }
+                }
                 #expect(error?.code == .disconnected)
                 #expect(logs.count(containing: "lost the bus connection") == 1, "\(logs.messages)")
             }

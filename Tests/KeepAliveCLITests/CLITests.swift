@@ -5,7 +5,7 @@ import TestHarness
 import Testing
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// `keepalive` end to end: the built binary, against a private dbus-daemon and the BlueZ simulator.
@@ -35,7 +35,11 @@ struct CLITests {
     static func configuration(devices: Int, interval: String = "1s", extra: String = "") -> String {
         var text = "interval: \(interval)\nmax_connections: 3\n\(extra)devices:\n"
         for number in 1...devices {
-            text += "  - name: sensor-\(number)\n    address: C0:FF:EE:00:00:0\(number)\n    read: [2a19, 4b410002-6b65-6570-616c-697665000000]\n"
+            text +=
+                """
+                      - name: sensor-\(number)\n    address: C0:FF:EE:00:00:0\(number)\n    read: [2a19, \
+                    4b410002-6b65-6570-616c-697665000000]\n
+                    """
         }
         return text
     }
@@ -72,9 +76,12 @@ struct CLITests {
             // the whole suite beside it on two cores, the first tick's polls (first connections) took 1.34 s, so the
             // ticks are longer there.
             let seconds = 2 * Int(sanitizerSlowdown)
-            let file = try TemporaryFile(name: "keepalive.yaml", contents: Self.configuration(devices: 3, interval: "\(seconds)s"))
+            let file = try TemporaryFile(
+                name: "keepalive.yaml", contents: Self.configuration(devices: 3, interval: "\(seconds)s"))
             defer { file.remove() }
-            let result = try await CommandProcess.run(["run", "--config", file.path, "--bus", bus.address, "--ticks", "4"])
+            let result = try await CommandProcess.run([
+                "run", "--config", file.path, "--bus", bus.address, "--ticks", "4",
+            ])
             #expect(result.status == 0, "stderr: \(result.stderr)")
             let records = Self.records(result.stdout)
             #expect(records.count == 12)
@@ -83,10 +90,13 @@ struct CLITests {
                 #expect(records.filter { $0.device == "sensor-\(number)" }.count == 4)
             }
             for record in records {
-                for key in ["\"ts\":\"", "\"address\":\"C0:FF:EE:00:00:0", "\"adapter\":\"hci0\"", "\"result\":\"newData\"",
-                    "\"values\":{\"2a19\":", "\"window\":{\"id\":", "\"budget_ms\":\(seconds * 2_000 / 3)", "\"outcome\":\"completed\"",
-                    "\"attempts\":1", "\"interval_ms\":\(seconds * 1_000)", "\"power\":\"normal\"", "\"error\":null", "\"notifications\":[]"]
-                {
+                for key in [
+                    "\"ts\":\"", "\"address\":\"C0:FF:EE:00:00:0", "\"adapter\":\"hci0\"", "\"result\":\"newData\"",
+                    "\"values\":{\"2a19\":", "\"window\":{\"id\":", "\"budget_ms\":\(seconds * 2_000 / 3)",
+                    "\"outcome\":\"completed\"",
+                    "\"attempts\":1", "\"interval_ms\":\(seconds * 1_000)", "\"power\":\"normal\"", "\"error\":null",
+                    "\"notifications\":[]",
+                ] {
                     #expect(record.line.contains(key), "\(key) missing in \(record.line)")
                 }
             }
@@ -100,9 +110,12 @@ struct CLITests {
         try await PrivateBus.with { bus in
             let hostile = try await HostileBlueZ.start(
                 on: .address(bus.address), devices: (1...3).map { "C0:FF:EE:00:00:0\($0)" }, seed: 11)
-            let file = try TemporaryFile(name: "keepalive.yaml", contents: Self.configuration(devices: 3, interval: "2s"))
+            let file = try TemporaryFile(
+                name: "keepalive.yaml", contents: Self.configuration(devices: 3, interval: "2s"))
             defer { file.remove() }
-            let result = try await CommandProcess.run(["run", "--config", file.path, "--bus", bus.address, "--ticks", "3"])
+            let result = try await CommandProcess.run([
+                "run", "--config", file.path, "--bus", bus.address, "--ticks", "3",
+            ])
             await hostile.stop()
             #expect(result.status == 0, "stderr: \(result.stderr.suffix(2_000))")
             let records = Self.records(result.stdout)
@@ -119,7 +132,8 @@ struct CLITests {
         // BlueZ's real ~2-s disconnect, and reads that hang: SIGTERM arrives while every window is open.
         try await Self.withSimulator(realistic: true) { bus, simulator in
             for number in 1...3 { try await simulator.inject(.readHang, device: "C0:FF:EE:00:00:0\(number)") }
-            let file = try TemporaryFile(name: "keepalive.yaml", contents: Self.configuration(devices: 3, interval: "30s"))
+            let file = try TemporaryFile(
+                name: "keepalive.yaml", contents: Self.configuration(devices: 3, interval: "30s"))
             defer { file.remove() }
             let process = try CommandProcess(["run", "--config", file.path, "--bus", bus.address])
             defer { process.terminate() }
@@ -138,7 +152,9 @@ struct CLITests {
             #expect(records.count == 3, "one record per open window, flushed: \(process.standardOutput)")
             #expect(records.map(\.seq) == [0, 1, 2])
             #expect(
-                records.allSatisfy { $0.line.contains("\"result\":\"failed\"") && $0.line.contains("\"outcome\":\"cancelled\"") },
+                records.allSatisfy {
+                    $0.line.contains("\"result\":\"failed\"") && $0.line.contains("\"outcome\":\"cancelled\"")
+                },
                 "\(process.standardOutput)")
             try await Self.expectAllDisconnected(simulator)
         }
@@ -149,11 +165,14 @@ struct CLITests {
             var configuration = BlueZSimulator.Configuration(adapters: ["hci0"], devices: .sensors(count: 2))
             configuration.latencies.disconnect = .milliseconds(100)
             var simulator = try await BlueZSimulator.start(on: .address(bus.address), configuration: configuration)
-            let file = try TemporaryFile(name: "keepalive.yaml", contents: Self.configuration(devices: 2, interval: "1s"))
+            let file = try TemporaryFile(
+                name: "keepalive.yaml", contents: Self.configuration(devices: 2, interval: "1s"))
             defer { file.remove() }
             let process = try CommandProcess(["run", "--config", file.path, "--bus", bus.address])
             defer { process.terminate() }
-            try await waitUntil("the first records", timeout: .seconds(20)) { Self.records(process.standardOutput).count >= 2 }
+            try await waitUntil("the first records", timeout: .seconds(20)) {
+                Self.records(process.standardOutput).count >= 2
+            }
 
             // dbus-daemon killed (bluetoothd goes with its bus) and started again; then bluetoothd comes back.
             await simulator.stop()
@@ -164,7 +183,9 @@ struct CLITests {
             simulator = try await BlueZSimulator.start(on: .address(bus.address), configuration: configuration)
             let failedAt = Self.records(process.standardOutput).count
             try await waitUntil("polling resumed on the new bus", timeout: .seconds(30)) {
-                Self.records(process.standardOutput).dropFirst(failedAt).contains { $0.line.contains("\"result\":\"newData\"") }
+                Self.records(process.standardOutput).dropFirst(failedAt).contains {
+                    $0.line.contains("\"result\":\"newData\"")
+                }
             }
             #expect(process.exitStatus == nil, "the daemon must keep running: \(process.standardError)")
             try await waitUntil("the reconnection logged", timeout: .seconds(10)) {
@@ -173,7 +194,8 @@ struct CLITests {
 
             process.signal(SIGTERM)
             #expect(try await process.waitForExit(within: .seconds(10)) == 0)
-            // One record per device per tick throughout: seq contiguous, and per device the ticks 0, 1, 2, … none missing.
+            // One record per device per tick throughout: seq contiguous, and per device the ticks 0, 1, 2, … none
+            // missing.
             let records = Self.records(process.standardOutput)
             #expect(records.map(\.seq) == Array(0..<records.count))
             for device in ["sensor-1", "sensor-2"] {
@@ -221,7 +243,9 @@ struct CLITests {
             defer { file.remove() }
             let process = try CommandProcess(["run", "--config", file.path, "--bus", bus.address])
             defer { process.terminate() }
-            try await waitUntil("the daemon is up", timeout: .seconds(20)) { process.standardError.contains("starting") }
+            try await waitUntil("the daemon is up", timeout: .seconds(20)) {
+                process.standardError.contains("starting")
+            }
             let clock = ContinuousClock()
             let signalled = clock.now
             // How long the daemon had been waiting, by its own log's clock: under ThreadSanitizer, with the whole
@@ -243,14 +267,35 @@ struct CLITests {
 
     @Test(arguments: [
         ("yaml syntax", "interval: 30s\ndevices: [\n", ":2:11:", "YAML: did not find expected node content"),
-        ("wrong type", "interval: [30s]\ndevices:\n  - {name: a, address: C0:FF:EE:00:00:01, read: [2a19]}\n", ":1:11:", "interval"),
-        ("unknown key", "intervall: 30s\ndevices:\n  - {name: a, address: C0:FF:EE:00:00:01, read: [2a19]}\n", ":1:1:", "interval"),
-        ("bad address", "devices:\n  - name: a\n    address: C0:FF:EE:00:00\n    read: [2a19]\n", ":3:14:", "devices[0].address"),
-        ("bad uuid", "devices:\n  - name: a\n    address: C0:FF:EE:00:00:01\n    read: [2a19, zz19]\n", ":4:18:", "devices[0].read[1]"),
-        ("bad duration", "interval: 30 seconds\ndevices:\n  - {name: a, address: C0:FF:EE:00:00:01, read: [2a19]}\n", ":1:11:", "interval"),
-        ("budget >= interval", "interval: 10s\nwindow_budget: 10s\ndevices:\n  - {name: a, address: C0:FF:EE:00:00:01, read: [2a19]}\n", ":2:16:", "window_budget"),
+        (
+            "wrong type", "interval: [30s]\ndevices:\n  - {name: a, address: C0:FF:EE:00:00:01, read: [2a19]}\n",
+            ":1:11:", "interval"
+        ),
+        (
+            "unknown key", "intervall: 30s\ndevices:\n  - {name: a, address: C0:FF:EE:00:00:01, read: [2a19]}\n",
+            ":1:1:", "interval"
+        ),
+        (
+            "bad address", "devices:\n  - name: a\n    address: C0:FF:EE:00:00\n    read: [2a19]\n", ":3:14:",
+            "devices[0].address"
+        ),
+        (
+            "bad uuid", "devices:\n  - name: a\n    address: C0:FF:EE:00:00:01\n    read: [2a19, zz19]\n", ":4:18:",
+            "devices[0].read[1]"
+        ),
+        (
+            "bad duration", "interval: 30 seconds\ndevices:\n  - {name: a, address: C0:FF:EE:00:00:01, read: [2a19]}\n",
+            ":1:11:", "interval"
+        ),
+        (
+            "budget >= interval",
+            "interval: 10s\nwindow_budget: 10s\ndevices:\n  - {name: a, address: C0:FF:EE:00:00:01, read: [2a19]}\n",
+            ":2:16:", "window_budget"
+        ),
     ])
-    func everyBadConfigurationClassNamesFileLineColumnAndExits78(_ name: String, _ yaml: String, _ position: String, _ field: String) async throws {
+    func everyBadConfigurationClassNamesFileLineColumnAndExits78(
+        _ name: String, _ yaml: String, _ position: String, _ field: String
+    ) async throws {
         let file = try TemporaryFile(name: "bad.yaml", contents: yaml)
         defer { file.remove() }
         let result = try await CommandProcess.run(["run", "--config", file.path, "--check"])
@@ -261,7 +306,9 @@ struct CLITests {
     }
 
     @Test func checkAcceptsTheShippedExampleAndSummarisesIt() async throws {
-        let example = String(#filePath.split(separator: "/", omittingEmptySubsequences: false).dropLast(3).joined(separator: "/")) + "/Examples/keepalive.yaml"
+        let example =
+            String(#filePath.split(separator: "/", omittingEmptySubsequences: false).dropLast(3).joined(separator: "/"))
+            + "/Examples/keepalive.yaml"
         let result = try await CommandProcess.run(["run", "--config", example, "--check"])
         #expect(result.status == 0, "\(result.stderr)")
         #expect(result.stdout.contains("valid, 10 devices"))
@@ -281,14 +328,18 @@ struct CLITests {
             let result = try await CommandProcess.run(["doctor", "--bus", bus.address, "--json"])
             let lines = result.stdout.split(separator: "\n")
             for check in ["system bus", "org.bluez", "permission", "adapters"] {
-                #expect(lines.contains { $0.contains("\"check\":\"\(check)\"") && $0.contains("\"status\":\"ok\"") }, "\(check): \(result.stdout)")
+                #expect(
+                    lines.contains { $0.contains("\"check\":\"\(check)\"") && $0.contains("\"status\":\"ok\"") },
+                    "\(check): \(result.stdout)")
             }
         }
     }
 
     @Test func readPrintsHexAndTextThenDisconnects() async throws {
         try await Self.withSimulator { bus, simulator in
-            let result = try await CommandProcess.run(["read", "--bus", bus.address, "C0:FF:EE:00:00:02", "2a19", "4b410003-6b65-6570-616c-697665000000"])
+            let result = try await CommandProcess.run([
+                "read", "--bus", bus.address, "C0:FF:EE:00:00:02", "2a19", "4b410003-6b65-6570-616c-697665000000",
+            ])
             #expect(result.status == 0, "\(result.stderr)")
             let lines = result.stdout.split(separator: "\n").map(String.init)
             #expect(lines.count == 2)
@@ -300,7 +351,9 @@ struct CLITests {
 
     @Test func readOfAnUnknownDeviceFailsAndSaysWhy() async throws {
         try await Self.withSimulator { bus, _ in
-            let result = try await CommandProcess.run(["read", "--bus", bus.address, "--timeout", "1s", "C0:FF:EE:00:0F:FF", "2a19"])
+            let result = try await CommandProcess.run([
+                "read", "--bus", bus.address, "--timeout", "1s", "C0:FF:EE:00:0F:FF", "2a19",
+            ])
             #expect(result.status == 1)
             #expect(result.stderr.contains("C0:FF:EE:00:0F:FF"), "\(result.stderr)")
         }
@@ -327,7 +380,9 @@ struct CLITests {
         let simulate = try CommandProcess(["simulate", "--private", "--devices", "2"])
         defer { simulate.terminate() }
         try await waitUntil("simulate is ready", timeout: .seconds(20)) { simulate.standardOutput.contains("READY\n") }
-        let addressLine = simulate.standardOutput.split(separator: "\n").first { $0.hasPrefix("DBUS_SYSTEM_BUS_ADDRESS=") }
+        let addressLine = simulate.standardOutput.split(separator: "\n").first {
+            $0.hasPrefix("DBUS_SYSTEM_BUS_ADDRESS=")
+        }
         let address = try #require(addressLine.map { String($0.dropFirst("DBUS_SYSTEM_BUS_ADDRESS=".count)) })
         let read = try await CommandProcess.run(["read", "--bus", address, "C0:FF:EE:00:00:01", "2a19"])
         #expect(read.status == 0, "\(read.stderr)")

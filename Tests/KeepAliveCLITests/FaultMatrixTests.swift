@@ -5,7 +5,7 @@ import TestHarness
 import Testing
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// The fault matrix end to end (issue #9): `keepalive run` against the simulator, one fault at a time on
@@ -24,26 +24,35 @@ struct FaultMatrixTests {
     static let sensor1 = "C0:FF:EE:00:00:01"
 
     static let faults: [Fault] = [
-        Fault(name: "connect aborted", inject: { try await $0.inject(.connectAbort(count: 1_000), device: sensor1) },
-              clear: { try $0.clearFault("connect-abort", device: sensor1) }),
-        Fault(name: "InProgress", inject: { try await $0.inject(.inProgress, device: sensor1) },
-              clear: { try $0.clearFault("in-progress", device: sensor1) }),
-        Fault(name: "read hangs until the ATT timeout", inject: { try await $0.inject(.readHang, device: sensor1) },
-              clear: { try $0.clearFault("read-hang", device: sensor1) }),
-        Fault(name: "ATT error", inject: { try await $0.inject(.attError(0x0e), device: sensor1) },
-              clear: { try $0.clearFault("att-error", device: sensor1) }),
-        Fault(name: "device absent", inject: { try await $0.inject(.absent, device: sensor1) },
-              clear: { try $0.clearFault("absent", device: sensor1) }),
-        Fault(name: "device vanishes", inject: { try await $0.inject(.vanish, device: sensor1) },
-              clear: { try $0.clearFault("vanish", device: sensor1) }),
+        Fault(
+            name: "connect aborted", inject: { try await $0.inject(.connectAbort(count: 1_000), device: sensor1) },
+            clear: { try $0.clearFault("connect-abort", device: sensor1) }),
+        Fault(
+            name: "InProgress", inject: { try await $0.inject(.inProgress, device: sensor1) },
+            clear: { try $0.clearFault("in-progress", device: sensor1) }),
+        Fault(
+            name: "read hangs until the ATT timeout", inject: { try await $0.inject(.readHang, device: sensor1) },
+            clear: { try $0.clearFault("read-hang", device: sensor1) }),
+        Fault(
+            name: "ATT error", inject: { try await $0.inject(.attError(0x0e), device: sensor1) },
+            clear: { try $0.clearFault("att-error", device: sensor1) }),
+        Fault(
+            name: "device absent", inject: { try await $0.inject(.absent, device: sensor1) },
+            clear: { try $0.clearFault("absent", device: sensor1) }),
+        Fault(
+            name: "device vanishes", inject: { try await $0.inject(.vanish, device: sensor1) },
+            clear: { try $0.clearFault("vanish", device: sensor1) }),
         Fault(name: "bluetoothd crashes", inject: { await $0.crash() }, clear: { try await $0.restart() }),
         Fault(name: "bluetoothd restarts gracefully", inject: { _ in }, clear: { try await $0.restart() }),
-        Fault(name: "adapter powered off", inject: { try await $0.setPowered(false) }, clear: { try await $0.setPowered(true) }),
-        Fault(name: "adapter rfkill-blocked", inject: { try await $0.setBlocked(true) },
-              clear: { simulator in
-                  try await simulator.setBlocked(false)
-                  try await simulator.setPowered(true)
-              }),
+        Fault(
+            name: "adapter powered off", inject: { try await $0.setPowered(false) },
+            clear: { try await $0.setPowered(true) }),
+        Fault(
+            name: "adapter rfkill-blocked", inject: { try await $0.setBlocked(true) },
+            clear: { simulator in
+                try await simulator.setBlocked(false)
+                try await simulator.setPowered(true)
+            }),
     ]
 
     @Test(arguments: faults)
@@ -56,7 +65,8 @@ struct FaultMatrixTests {
             configuration.latencies.attTimeout = .milliseconds(400)
             configuration.latencies.restart = .milliseconds(200)
             let simulator = try await BlueZSimulator.start(on: .address(bus.address), configuration: configuration)
-            let file = try TemporaryFile(name: "keepalive.yaml", contents: CLITests.configuration(devices: 2, interval: "1s"))
+            let file = try TemporaryFile(
+                name: "keepalive.yaml", contents: CLITests.configuration(devices: 2, interval: "1s"))
             defer { file.remove() }
             let process = try CommandProcess(["run", "--config", file.path, "--bus", bus.address])
             defer { process.terminate() }
@@ -79,15 +89,20 @@ struct FaultMatrixTests {
             // The first tick after the fault clears succeeds: skipped ticks (backoff) may come first, and the
             // tick in flight when it cleared may still fail; the next full poll must not.
             try await waitUntil("sensor 1 polled again after the fault", timeout: .seconds(30)) {
-                sensor1Records().dropFirst(clearedAt + 1).contains { $0.contains("\"result\":\"newData\"") || $0.contains("\"result\":\"noData\"") }
+                sensor1Records().dropFirst(clearedAt + 1).contains {
+                    $0.contains("\"result\":\"newData\"") || $0.contains("\"result\":\"noData\"")
+                }
             }
             let afterClear = sensor1Records().dropFirst(clearedAt + 1)
             // Under a sanitizer, with the whole suite beside it, a poll can outlast its 666-ms window for no reason
             // of the fault's (a Connect took 678 ms once): there the first poll that did not run out of time counts.
             let firstPoll = afterClear.first { record in
-                !record.contains("\"code\":\"skipped\"") && !(sanitizerSlowdown > 1 && record.contains("\"code\":\"windowExpired\""))
+                !record.contains("\"code\":\"skipped\"")
+                    && !(sanitizerSlowdown > 1 && record.contains("\"code\":\"windowExpired\""))
             }
-            #expect(firstPoll?.contains("\"result\":\"failed\"") == false, "\(fault.name): first poll after clearing: \(firstPoll ?? "none")")
+            #expect(
+                firstPoll?.contains("\"result\":\"failed\"") == false,
+                "\(fault.name): first poll after clearing: \(firstPoll ?? "none")")
             #expect(process.exitStatus == nil, "\(fault.name): the daemon stopped: \(process.standardError)")
 
             process.signal(SIGTERM)
@@ -102,7 +117,9 @@ struct FaultMatrixTests {
                 #expect(ticks == Array(0..<ticks.count), "\(fault.name) \(device): one record per tick: \(ticks)")
             }
             #expect(process.standardError.contains("openWindows=0"), "\(fault.name): \(process.standardError)")
-            #expect(records.allSatisfy { !$0.line.contains("\"outcome\":\"forcedEnd\"") }, "\(fault.name): a window was force-ended")
+            #expect(
+                records.allSatisfy { !$0.line.contains("\"outcome\":\"forcedEnd\"") },
+                "\(fault.name): a window was force-ended")
             try await CLITests.expectAllDisconnected(simulator)
             await simulator.stop()
         }

@@ -95,7 +95,8 @@ extension MonthsWithoutAPersonTests {
                     return lines.contains { $0.contains("\"healing\":{\"action\":\"powerCycle\",\"why\":\"") }
                         && lines.contains { $0.contains("\"healing\":{\"action\":\"reportRecovered\"") }
                 }
-                let cycle = try #require(CLITests.records(process.standardOutput).first { $0.line.contains("\"action\":\"powerCycle\"") })
+                let cycle = try #require(
+                    CLITests.records(process.standardOutput).first { $0.line.contains("\"action\":\"powerCycle\"") })
                 #expect(cycle.line.contains("failing rounds"), "\(cycle.line)")
             }
         }

@@ -7,7 +7,7 @@ import MQTT
 import Testing
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// The bridge through the binary: `keepalive run` with `mqtt:` against a real mosquitto on a free loopback port
@@ -22,7 +22,8 @@ struct MQTTBridgeEndToEndTests {
 
         init(port: Int, id: String = "e2e-subscriber") async throws {
             var configuration = MQTTConfiguration(host: "127.0.0.1", port: port, clientID: id)
-            configuration.reconnect = MQTTReconnectPolicy(initialDelay: .milliseconds(100), maximumDelay: .milliseconds(200), jitter: 0)
+            configuration.reconnect = MQTTReconnectPolicy(
+                initialDelay: .milliseconds(100), maximumDelay: .milliseconds(200), jitter: 0)
             client = try MQTTClient(configuration: configuration)
             let received = self.received
             let messages = client.messages
@@ -41,7 +42,8 @@ struct MQTTBridgeEndToEndTests {
 
         /// The `seq` of every state message of every device.
         func stateSequences(prefix: String) -> [Int] {
-            received.withLock { $0 }.filter { $0.topic.hasPrefix(prefix) && $0.topic.hasSuffix("/state") }.compactMap { message in
+            received.withLock { $0 }.filter { $0.topic.hasPrefix(prefix) && $0.topic.hasSuffix("/state") }.compactMap {
+                message in
                 (try? JSONSerialization.jsonObject(with: Data(message.payload)) as? [String: Any])?["seq"] as? Int
             }
         }
@@ -86,19 +88,25 @@ struct MQTTBridgeEndToEndTests {
         let descriptor = open("/proc/\(pid)/maps", O_RDONLY | O_CLOEXEC)
         guard descriptor >= 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
         let maps = Subprocess.readAll(descriptor)
-        return Set(maps.split(separator: "\n").compactMap { line in
-            line.split(separator: " ", omittingEmptySubsequences: true).dropFirst(5).first.map { String($0.split(separator: "/").last ?? "") }
-        })
+        return Set(
+            maps.split(separator: "\n").compactMap { line in
+                line.split(separator: " ", omittingEmptySubsequences: true).dropFirst(5).first.map {
+                    String($0.split(separator: "/").last ?? "")
+                }
+            })
     }
 
     /// libmosquitto is loaded with dlopen when the bridge starts (Sources/MQTT/LibMosquitto.swift): a daemon
     /// without `mqtt:` maps neither it nor OpenSSL; one with `mqtt:` maps it once it is running.
     @Test func libmosquittoAndOpenSSLAreMappedOnlyWithAnMQTTSection() async throws {
         @Sendable func mqttLibraries(_ pid: pid_t) throws -> [String] {
-            try Self.mappedFiles(pid).filter { $0.hasPrefix("libmosquitto.so") || $0.hasPrefix("libssl.so") || $0.hasPrefix("libcrypto.so") }.sorted()
+            try Self.mappedFiles(pid).filter {
+                $0.hasPrefix("libmosquitto.so") || $0.hasPrefix("libssl.so") || $0.hasPrefix("libcrypto.so")
+            }.sorted()
         }
         try await Self.withSetup { bus, broker, spool in
-            let plain = try TemporaryFile(name: "plain.yaml", contents: CLITests.configuration(devices: 2, interval: "2s"))
+            let plain = try TemporaryFile(
+                name: "plain.yaml", contents: CLITests.configuration(devices: 2, interval: "2s"))
             defer { plain.remove() }
             let without = try CommandProcess(["run", "--config", plain.path, "--bus", bus.address])
             defer { without.terminate() }
@@ -112,7 +120,8 @@ struct MQTTBridgeEndToEndTests {
 
             let subscriber = try await Subscriber(port: broker.port)
             defer { Task { await subscriber.close() } }
-            let file = try TemporaryFile(name: "keepalive.yaml", contents: Self.configuration(port: broker.port, spool: spool))
+            let file = try TemporaryFile(
+                name: "keepalive.yaml", contents: Self.configuration(port: broker.port, spool: spool))
             defer { file.remove() }
             let with = try CommandProcess(["run", "--config", file.path, "--bus", bus.address])
             defer { with.terminate() }
@@ -127,13 +136,15 @@ struct MQTTBridgeEndToEndTests {
         try await Self.withSetup { bus, broker, spool in
             let subscriber = try await Subscriber(port: broker.port)
             defer { Task { await subscriber.close() } }
-            let file = try TemporaryFile(name: "keepalive.yaml", contents: Self.configuration(port: broker.port, spool: spool))
+            let file = try TemporaryFile(
+                name: "keepalive.yaml", contents: Self.configuration(port: broker.port, spool: spool))
             defer { file.remove() }
             let daemon = try CommandProcess(["run", "--config", file.path, "--bus", bus.address])
             defer { daemon.terminate() }
 
             try await waitUntil("online and a state of each device", timeout: .seconds(20)) {
-                subscriber.last("keepalive/gw/status") == "online" && !subscriber.messages("keepalive/gw/sensor-1/state").isEmpty
+                subscriber.last("keepalive/gw/status") == "online"
+                    && !subscriber.messages("keepalive/gw/sensor-1/state").isEmpty
                     && !subscriber.messages("keepalive/gw/sensor-2/state").isEmpty
             }
             #expect(subscriber.messages("keepalive/gw/status").last?.qos == .atLeastOnce)
@@ -156,11 +167,14 @@ struct MQTTBridgeEndToEndTests {
             #expect(readings["temperature"]?["unit"] as? String == "°C")
             #expect(state.retain == false && state.qos == .atLeastOnce)
 
-            try await waitUntil("availability online", timeout: .seconds(10)) { subscriber.last("keepalive/gw/sensor-1/availability") == "online" }
+            try await waitUntil("availability online", timeout: .seconds(10)) {
+                subscriber.last("keepalive/gw/sensor-1/availability") == "online"
+            }
             // Home Assistant discovery: a sensor per reading, naming its device, unit and class, with availability.
             @Sendable func batteryConfig() -> MQTTMessage? {
                 subscriber.received.withLock { $0 }.first {
-                    $0.topic.hasPrefix("homeassistant/sensor/gw/") && $0.topic.hasSuffix("battery/config") && !$0.payload.isEmpty
+                    $0.topic.hasPrefix("homeassistant/sensor/gw/") && $0.topic.hasSuffix("battery/config")
+                        && !$0.payload.isEmpty
                 }
             }
             try await waitUntil("the battery sensor announced", timeout: .seconds(10)) { batteryConfig() != nil }
@@ -176,21 +190,32 @@ struct MQTTBridgeEndToEndTests {
             // Commands: a poll now, answered by a record whose trigger is `command`; a new interval, echoed.
             try await subscriber.client.publish(topic: "keepalive/gw/sensor-1/poll", payload: [])
             try await waitUntil("a record on command", timeout: .seconds(10)) {
-                subscriber.messages("keepalive/gw/sensor-1/state").contains { String(decoding: $0.payload, as: UTF8.self).contains("\"trigger\":\"command\"") }
+                subscriber.messages("keepalive/gw/sensor-1/state").contains {
+                    String(decoding: $0.payload, as: UTF8.self).contains("\"trigger\":\"command\"")
+                }
             }
             try await subscriber.client.publish(topic: "keepalive/gw/sensor-1/interval/set", payload: Array("3s".utf8))
-            try await waitUntil("the interval echoed", timeout: .seconds(10)) { subscriber.last("keepalive/gw/sensor-1/interval") == "3s" }
-            try await subscriber.client.publish(topic: "keepalive/gw/sensor-1/interval/set", payload: Array("banana".utf8))
-            try await waitUntil("the bad command answered", timeout: .seconds(10)) { subscriber.last("keepalive/gw/sensor-1/error") != nil }
+            try await waitUntil("the interval echoed", timeout: .seconds(10)) {
+                subscriber.last("keepalive/gw/sensor-1/interval") == "3s"
+            }
+            try await subscriber.client.publish(
+                topic: "keepalive/gw/sensor-1/interval/set", payload: Array("banana".utf8))
+            try await waitUntil("the bad command answered", timeout: .seconds(10)) {
+                subscriber.last("keepalive/gw/sensor-1/error") != nil
+            }
             #expect(subscriber.last("keepalive/gw/sensor-1/error")?.contains("banana") == true)
 
             // A clean shutdown: every record written is delivered, `seq` without a gap, then `offline`.
             daemon.signal(SIGTERM)
             #expect(try await daemon.waitForExit(within: .seconds(15)) == 0, "\(daemon.standardError.suffix(2_000))")
-            try await waitUntil("offline", timeout: .seconds(10)) { subscriber.last("keepalive/gw/status") == "offline" }
+            try await waitUntil("offline", timeout: .seconds(10)) {
+                subscriber.last("keepalive/gw/status") == "offline"
+            }
             let written = CLITests.records(daemon.standardOutput).map(\.seq)
             let delivered = Set(subscriber.stateSequences(prefix: "keepalive/gw/"))
-            #expect(!written.isEmpty && Set(written).isSubset(of: delivered), "written \(written), delivered \(delivered.sorted())")
+            #expect(
+                !written.isEmpty && Set(written).isSubset(of: delivered),
+                "written \(written), delivered \(delivered.sorted())")
             #expect(written == Array(0..<written.count))
         }
     }
@@ -205,13 +230,16 @@ struct MQTTBridgeEndToEndTests {
     /// (a CI run waited 120 s for them), which is the subscriber's loss, not the bridge's.
     @Test func aBrokerKilledMidRunAndBack30SecondsLaterGetsEveryRecordInOrder() async throws {
         try await Self.withSetup(persistentBroker: true) { bus, broker, spool in
-            let file = try TemporaryFile(name: "keepalive.yaml", contents: Self.configuration(port: broker.port, spool: spool, interval: "1s"))
+            let file = try TemporaryFile(
+                name: "keepalive.yaml", contents: Self.configuration(port: broker.port, spool: spool, interval: "1s"))
             defer { file.remove() }
             // One subscriber throughout: it reconnects within 200 ms of the broker's return, long before the daemon.
             let subscriber = try await Subscriber(port: broker.port)
             let daemon = try CommandProcess(["run", "--config", file.path, "--bus", bus.address])
             defer { daemon.terminate() }
-            try await waitUntil("first states", timeout: .seconds(20)) { !subscriber.stateSequences(prefix: "keepalive/gw/").isEmpty }
+            try await waitUntil("first states", timeout: .seconds(20)) {
+                !subscriber.stateSequences(prefix: "keepalive/gw/").isEmpty
+            }
             // mosquitto writes its database on SIGUSR1; the subscriber's session is in it once the file exists.
             let database = broker.directory + "/mosquitto.db"
             broker.signal(SIGUSR1)
@@ -219,7 +247,9 @@ struct MQTTBridgeEndToEndTests {
             broker.kill()
             let killedAt = ContinuousClock.now
             let deliveredBefore = subscriber.stateSequences(prefix: "keepalive/gw/").count
-            try await waitUntil("30 s of outage", timeout: .seconds(40)) { ContinuousClock.now - killedAt >= .seconds(30) }
+            try await waitUntil("30 s of outage", timeout: .seconds(40)) {
+                ContinuousClock.now - killedAt >= .seconds(30)
+            }
             let writtenDuringOutage = CLITests.records(daemon.standardOutput).count
             let restarted = try await broker.restart()
             let backAt = ContinuousClock.now
@@ -256,7 +286,10 @@ struct MQTTBridgeEndToEndTests {
             }
             #expect(duplicates <= 100, "duplicates only of what was in flight (at most libmosquitto's 100)")
             print(
-                "bridge e2e: 30 s outage, \(writtenDuringOutage - deliveredBefore) records spooled meanwhile; all \(written.count) delivered "
+                """
+                    bridge e2e: 30 s outage, \(writtenDuringOutage - deliveredBefore) records spooled meanwhile; all \
+                    \(written.count) delivered 
+                    """
                     + "\(caughtUp) after the broker's return, \(duplicates) duplicates")
             await subscriber.close()
             restarted.kill()
@@ -268,10 +301,13 @@ struct MQTTBridgeEndToEndTests {
             let port = try freeLoopbackPort()  // nothing listens yet: the broker is absent at start
             let spool = try makeTemporaryDirectory(prefix: "keepalive-spool")
             defer { _ = Subprocess.runBlockingIgnoringErrors(["rm", "-rf", spool]) }
-            let file = try TemporaryFile(name: "keepalive.yaml", contents: Self.configuration(port: port, spool: spool, interval: "1s"))
+            let file = try TemporaryFile(
+                name: "keepalive.yaml", contents: Self.configuration(port: port, spool: spool, interval: "1s"))
             defer { file.remove() }
             let first = try CommandProcess(["run", "--config", file.path, "--bus", bus.address])
-            try await waitUntil("records spooled with no broker", timeout: .seconds(20)) { CLITests.records(first.standardOutput).count >= 4 }
+            try await waitUntil("records spooled with no broker", timeout: .seconds(20)) {
+                CLITests.records(first.standardOutput).count >= 4
+            }
             first.signal(SIGKILL)
             _ = try await first.waitForExit(within: .seconds(10))
             let spooled = CLITests.records(first.standardOutput).map(\.line)
@@ -282,7 +318,10 @@ struct MQTTBridgeEndToEndTests {
             let second = try CommandProcess(["run", "--config", file.path, "--bus", bus.address])
             defer { second.terminate() }
             try await waitUntil("the first run's records delivered", timeout: .seconds(30)) {
-                let payloads = Set(subscriber.received.withLock { $0 }.filter { $0.topic.hasSuffix("/state") }.map { String(decoding: $0.payload, as: UTF8.self) })
+                let payloads = Set(
+                    subscriber.received.withLock { $0 }.filter { $0.topic.hasSuffix("/state") }.map {
+                        String(decoding: $0.payload, as: UTF8.self)
+                    })
                 return spooled.allSatisfy { payloads.contains($0) }
             }
             second.signal(SIGTERM)
@@ -297,9 +336,12 @@ struct MQTTBridgeEndToEndTests {
         try await CLITests.withSimulator(devices: 2) { bus, _ in
             let directory = try makeTemporaryDirectory(prefix: "keepalive-auth")
             defer { _ = Subprocess.runBlockingIgnoringErrors(["rm", "-rf", directory]) }
-            let made = try await Subprocess.run(["mosquitto_passwd", "-b", "-c", directory + "/passwords", "gateway", "right-secret"])
+            let made = try await Subprocess.run([
+                "mosquitto_passwd", "-b", "-c", directory + "/passwords", "gateway", "right-secret",
+            ])
             try #require(made.status == 0, "\(made.standardError)")
-            let broker = try await MosquittoBroker.start(listener: "allow_anonymous false\npassword_file \(directory)/passwords")
+            let broker = try await MosquittoBroker.start(
+                listener: "allow_anonymous false\npassword_file \(directory)/passwords")
             defer { broker.remove() }
             let passwordFile = directory + "/mqtt-password"
             try "wrong-secret\n".write(toFile: passwordFile, atomically: true, encoding: .utf8)
@@ -337,7 +379,8 @@ struct MQTTBridgeEndToEndTests {
             let broker = try await MosquittoBroker.start(listener: TestCertificates.listener(directory))
             defer { broker.remove() }
             for (ca, works) in [("ca.crt", true), ("other-ca.crt", false)] {
-                let yaml = Self.configuration(port: broker.port, spool: directory + "/spool-\(ca)", interval: "1s")
+                let yaml =
+                    Self.configuration(port: broker.port, spool: directory + "/spool-\(ca)", interval: "1s")
                     .replacingOccurrences(of: "mqtt://127.0.0.1", with: "mqtts://127.0.0.1")
                     + "  tls: {ca_file: \(directory)/\(ca)}\n"
                 let file = try TemporaryFile(name: "keepalive.yaml", contents: yaml)
@@ -346,13 +389,17 @@ struct MQTTBridgeEndToEndTests {
                 defer { daemon.terminate() }
                 if works {
                     try await waitUntil("connected over TLS and delivering", timeout: .seconds(20)) {
-                        daemon.standardError.contains("connected to the MQTT broker") && CLITests.records(daemon.standardOutput).count >= 2
+                        daemon.standardError.contains("connected to the MQTT broker")
+                            && CLITests.records(daemon.standardOutput).count >= 2
                     }
                 } else {
                     try await waitUntil("the wrong CA refused, polls going on", timeout: .seconds(20)) {
-                        daemon.standardError.contains("certificate verify failed") && CLITests.records(daemon.standardOutput).count >= 2
+                        daemon.standardError.contains("certificate verify failed")
+                            && CLITests.records(daemon.standardOutput).count >= 2
                     }
-                    #expect(daemon.standardError.contains("127.0.0.1:\(broker.port)"), "\(daemon.standardError.suffix(2_000))")
+                    #expect(
+                        daemon.standardError.contains("127.0.0.1:\(broker.port)"),
+                        "\(daemon.standardError.suffix(2_000))")
                     #expect(!daemon.standardError.contains("connected to the MQTT broker"))
                 }
                 daemon.signal(SIGTERM)
@@ -361,4 +408,3 @@ struct MQTTBridgeEndToEndTests {
         }
     }
 }
-

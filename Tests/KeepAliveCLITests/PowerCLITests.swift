@@ -6,25 +6,30 @@ import Foundation
 import Testing
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// `keepalive run` following the host's power: python-dbusmock's UPower on the same private bus as the BlueZ
 /// simulator, and the operator's SIGUSR1/SIGUSR2 override.
 @Suite("keepalive run and the host's power")
 struct PowerCLITests {
-    static let python = FileManager.default.isExecutableFile(atPath: "/usr/bin/python3") ? "/usr/bin/python3" : "python3"
+    static let python =
+        FileManager.default.isExecutableFile(atPath: "/usr/bin/python3") ? "/usr/bin/python3" : "python3"
 
     /// python-dbusmock's `template` on `bus`, once it owns `name`; its pipes drained so it never blocks.
     static func startMock(_ template: String, owning name: String, on bus: PrivateBus) async throws -> pid_t {
         let (pid, stdout, stderr) = try Subprocess.spawn(
-            ["env", "DBUS_SYSTEM_BUS_ADDRESS=\(bus.address)", python, "-m", "dbusmock", "--system",
-             "--logfile", "/dev/null", "--template", template])
+            [
+                "env", "DBUS_SYSTEM_BUS_ADDRESS=\(bus.address)", python, "-m", "dbusmock", "--system",
+                "--logfile", "/dev/null", "--template", template,
+            ])
         Thread { _ = Subprocess.readAll(stdout) }.start()
         Thread { _ = Subprocess.readAll(stderr) }.start()
         do {
             let watcher = try await bus.connect()
-            try await waitUntil("\(template) is mocked", timeout: .seconds(20)) { try await watcher.nameOwner(of: name) != nil }
+            try await waitUntil("\(template) is mocked", timeout: .seconds(20)) {
+                try await watcher.nameOwner(of: name) != nil
+            }
             await watcher.close()
         } catch {
             stopMock(pid)
@@ -43,12 +48,15 @@ struct PowerCLITests {
             let mock = try await Self.startMock("upower", owning: "org.freedesktop.UPower", on: bus)
             defer { Self.stopMock(mock) }
             let driver = try await bus.connect()
-            let file = try TemporaryFile(name: "keepalive.yaml", contents: CLITests.configuration(devices: 1, interval: "1s"))
+            let file = try TemporaryFile(
+                name: "keepalive.yaml", contents: CLITests.configuration(devices: 1, interval: "1s"))
             defer { file.remove() }
             let process = try CommandProcess(["run", "--config", file.path, "--bus", bus.address])
             defer { process.terminate() }
 
-            @Sendable func lastRecord() -> String { process.standardOutput.split(separator: "\n").last.map(String.init) ?? "" }
+            @Sendable func lastRecord() -> String {
+                process.standardOutput.split(separator: "\n").last.map(String.init) ?? ""
+            }
             try await waitUntil("a record on mains", timeout: .seconds(20)) {
                 lastRecord().contains("\"interval_ms\":1000,\"power\":\"normal\"")
             }
@@ -101,14 +109,21 @@ struct PowerCLITests {
                 _ = try await driver.call(
                     destination: "org.freedesktop.login1", path: "/org/freedesktop/login1",
                     interface: "org.freedesktop.DBus.Mock", method: "EmitSignal",
-                    arguments: [.string("org.freedesktop.login1.Manager"), .string("PrepareForSleep"), .string("b"),
-                                .array(element: "v", [.variant(.boolean(sleeping))])],
+                    arguments: [
+                        .string("org.freedesktop.login1.Manager"), .string("PrepareForSleep"), .string("b"),
+                        .array(element: "v", [.variant(.boolean(sleeping))]),
+                    ],
                     timeout: .seconds(10))
             }
             // Notifications for 3 s keep every window open most of the time.
-            let yaml = "interval: 5s\ndevices:\n" + (1...2).map { number in
-                "  - name: sensor-\(number)\n    address: C0:FF:EE:00:00:0\(number)\n    notify: [{uuid: 4b410002-6b65-6570-616c-697665000000, for: 3s}]\n"
-            }.joined()
+            let yaml =
+                "interval: 5s\ndevices:\n"
+                + (1...2).map { number in
+                    """
+                          - name: sensor-\(number)\n    address: C0:FF:EE:00:00:0\(number)\n    notify: [{uuid: \
+                        4b410002-6b65-6570-616c-697665000000, for: 3s}]\n
+                        """
+                }.joined()
             let file = try TemporaryFile(name: "keepalive.yaml", contents: yaml)
             defer { file.remove() }
             let process = try CommandProcess(["run", "--config", file.path, "--bus", bus.address])
@@ -127,7 +142,8 @@ struct PowerCLITests {
             try await CLITests.expectAllDisconnected(simulator)
             let beforeSleep = CLITests.records(process.standardOutput)
             #expect(beforeSleep.count == 2)
-            #expect(beforeSleep.allSatisfy { $0.line.contains("\"outcome\":\"cancelled\"") }, "\(process.standardOutput)")
+            #expect(
+                beforeSleep.allSatisfy { $0.line.contains("\"outcome\":\"cancelled\"") }, "\(process.standardOutput)")
 
             try await prepareForSleep(false)
             try await waitUntil("polling again with a new inhibitor", timeout: .seconds(20)) {

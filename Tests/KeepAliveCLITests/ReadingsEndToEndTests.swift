@@ -31,7 +31,8 @@ struct ReadingsEndToEndTests {
     static func readings(_ stdout: String) throws -> [String: [String: (value: Any, unit: String?)]] {
         var byDevice: [String: [String: (value: Any, unit: String?)]] = [:]
         for line in stdout.split(separator: "\n") {
-            let object = try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any], "\(line)")
+            let object = try #require(
+                try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any], "\(line)")
             let device = try #require(object["device"] as? String)
             #expect(object["result"] as? String == "newData", "\(line)")
             let readings = try #require(object["readings"] as? [String: [String: Any]], "\(line)")
@@ -46,12 +47,15 @@ struct ReadingsEndToEndTests {
 
     @Test func eachShippedProfilesDeviceGivesItsReadingsWithUnits() async throws {
         try await PrivateBus.with { bus in
-            var simulated = BlueZSimulator.Configuration(adapters: ["hci0"], devices: .profileSensors(adapter: "hci0", notifyInterval: .milliseconds(200)))
+            var simulated = BlueZSimulator.Configuration(
+                adapters: ["hci0"], devices: .profileSensors(adapter: "hci0", notifyInterval: .milliseconds(200)))
             simulated.latencies.disconnect = .milliseconds(100)
             let simulator = try await BlueZSimulator.start(on: .address(bus.address), configuration: simulated)
             let file = try TemporaryFile(name: "keepalive.yaml", contents: Self.configuration)
             defer { file.remove() }
-            let result = try await CommandProcess.run(["run", "--config", file.path, "--bus", bus.address, "--ticks", "1"])
+            let result = try await CommandProcess.run([
+                "run", "--config", file.path, "--bus", bus.address, "--ticks", "1",
+            ])
             await simulator.stop()
             #expect(result.status == 0, "stderr: \(result.stderr.suffix(2_000))")
             let devices = try Self.readings(result.stdout)
@@ -68,7 +72,8 @@ struct ReadingsEndToEndTests {
 
             // LYWSD03MMC: the last notification of the second (22.51 °C + n × 0.01, 48 % + n mod 3).
             let bedroom = try #require(devices["bedroom"])
-            #expect((22.51...22.60).contains(number(bedroom["temperature"]) ?? 0) && bedroom["temperature"]?.unit == "°C")
+            #expect(
+                (22.51...22.60).contains(number(bedroom["temperature"]) ?? 0) && bedroom["temperature"]?.unit == "°C")
             #expect((48...50).contains(number(bedroom["humidity"]) ?? 0) && bedroom["humidity"]?.unit == "%")
             #expect(number(bedroom["voltage"]) == 2.981 && bedroom["voltage"]?.unit == "V")
 
@@ -81,7 +86,8 @@ struct ReadingsEndToEndTests {
             let runner = try #require(devices["runner"])
             #expect((72...74).contains(number(runner["heart_rate"]) ?? 0) && runner["heart_rate"]?.unit == "bpm")
             let patient = try #require(devices["patient"])
-            #expect((36.54...36.58).contains(number(patient["temperature"]) ?? 0) && patient["temperature"]?.unit == "°C")
+            #expect(
+                (36.54...36.58).contains(number(patient["temperature"]) ?? 0) && patient["temperature"]?.unit == "°C")
         }
     }
 }

@@ -47,7 +47,8 @@ extension MonthsWithoutAPersonTests {
                 }
                 let failures = attFailures()
                 let summary = try #require(warnings().first { $0.contains("…repeated") })
-                // Every failure but the first one logged; those after the summary (none: the device works) would start afresh.
+                // Every failure but the first one logged; those after the summary (none: the device works) would start
+                // afresh.
                 #expect(
                     summary.contains("…repeated \(failures - 1) times in "), "\(summary) after \(failures) failures")
                 #expect(

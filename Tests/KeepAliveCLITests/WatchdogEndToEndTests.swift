@@ -106,7 +106,9 @@ extension MonthsWithoutAPersonTests {
                 process.signal(SIGTERM)
                 #expect(try await process.waitForExit(within: .seconds(10)) == 0)
                 // The exit drains the pipes, not the notify socket's reader.
-                try await waitUntil("STOPPING=1", timeout: .seconds(10)) { notify.firstIndex(containing: "STOPPING=1") != nil }
+                try await waitUntil("STOPPING=1", timeout: .seconds(10)) {
+                    notify.firstIndex(containing: "STOPPING=1") != nil
+                }
             }
         }
 

@@ -34,7 +34,8 @@ extension MonthsWithoutAPersonTests {
                 try await waitUntil("sensor 1 polled with notifications", timeout: .seconds(20)) {
                     sensor1().contains { $0.contains("\"result\":\"newData\"") && $0.contains("\"hex\":") }
                 }
-                // The fault lasts until the link drops, and every poll drops its link at the end of its window: injected
+                // The fault lasts until the link drops, and every poll drops its link at the end of its window:
+                // injected
                 // late in a window it would heal unseen. So it is injected again until a window catches it.
                 let injectedAt = sensor1().count
                 try await waitUntil("a silentLink record", timeout: .seconds(40)) {

@@ -71,10 +71,13 @@ struct ConfigurationLoaderTests {
         let counter = try BluetoothUUID("4b410002-6b65-6570-616c-697665000000")
         let setting = try BluetoothUUID("4b410003-6b65-6570-616c-697665000000")
         func peripheral(_ last: Int) -> Peripheral { Peripheral(address: "C0:FF:EE:00:00:0\(last)", adapter: "hci0") }
-        let counterLayout = PeripheralSpec.Decoding(layout: Layout(fields: [Field(name: "counter", at: 0, format: .uint32le)]))
+        let counterLayout = PeripheralSpec.Decoding(
+            layout: Layout(fields: [Field(name: "counter", at: 0, format: .uint32le)]))
         let expected = [
             PeripheralSpec(name: "greenhouse-north", peripheral: peripheral(1), reads: [battery, temperature]),
-            PeripheralSpec(name: "greenhouse-south", peripheral: peripheral(2), reads: [battery, counter], decoding: [counter: counterLayout]),
+            PeripheralSpec(
+                name: "greenhouse-south", peripheral: peripheral(2), reads: [battery, counter],
+                decoding: [counter: counterLayout]),
             PeripheralSpec(
                 name: "cold-room", peripheral: peripheral(3),
                 writes: [.init(characteristic: setting, value: [0x01], type: .request)],
@@ -92,7 +95,10 @@ struct ConfigurationLoaderTests {
         let specs = configuration.peripheralSpecs()
         #expect(specs.count == 10)
         // The other five are the simulator's profile sensors, each by its profile.
-        #expect(configuration.devices.dropFirst(5).map(\.profile) == ["mi-flora", "lywsd03mmc", "environmental-sensing", "heart-rate", "health-thermometer"])
+        #expect(
+            configuration.devices.dropFirst(5).map(\.profile) == [
+                "mi-flora", "lywsd03mmc", "environmental-sensing", "heart-rate", "health-thermometer",
+            ])
         #expect(configuration.devices.dropFirst(5).map(\.address) == (1...5).map { "C0:FF:EE:01:00:0\($0)" })
         for (spec, expectedSpec) in zip(specs, expected) {
             #expect(spec == expectedSpec)
@@ -566,14 +572,23 @@ struct ConfigurationLoaderTests {
         }
         // Most mutations break something; if none did, the mutations are not reaching the loader.
         #expect(failures > iterations / 5)
-        print("config fuzz: \(iterations) variants of the example, \(failures) refused with a place in the file, \(iterations - failures) accepted, 0 traps")
+        print(
+            """
+                config fuzz: \(iterations) variants of the example, \(failures) refused with a place in the file, \
+                \(iterations - failures) accepted, 0 traps
+                """
+        )
     }
 }
 
 @Suite("Configuration loader: review findings")
 struct ConfigurationReviewTests {
     @Test func aUUIDReadTwiceInAnyFormIsRefusedAtTheSecond() throws {
-        let yaml = "devices:\n  - name: a\n    address: C0:FF:EE:00:00:01\n    read: [2a19, 00002a19-0000-1000-8000-00805f9b34fb]\n"
+        let yaml =
+            """
+                devices:\n  - name: a\n    address: C0:FF:EE:00:00:01\n    read: [2a19, \
+                00002a19-0000-1000-8000-00805f9b34fb]\n
+                """
         let error = #expect(throws: ConfigurationError.self) { try ConfigurationLoader.parse(yaml, file: "k.yaml") }
         #expect(error?.kind == .invalidValue)
         #expect(error?.field == "devices[0].read[1]")
@@ -581,7 +596,11 @@ struct ConfigurationReviewTests {
     }
 
     @Test func aCharacteristicListenedToTwiceIsRefused() throws {
-        let yaml = "devices:\n  - name: a\n    address: C0:FF:EE:00:00:01\n    notify:\n      - {uuid: 2a6e, for: 1s}\n      - {uuid: 2a6e, for: 2s}\n"
+        let yaml =
+            """
+                devices:\n  - name: a\n    address: C0:FF:EE:00:00:01\n    notify:\n      - {uuid: 2a6e, for: 1s}\n   \
+                   - {uuid: 2a6e, for: 2s}\n
+                """
         let error = #expect(throws: ConfigurationError.self) { try ConfigurationLoader.parse(yaml, file: "k.yaml") }
         #expect(error?.field == "devices[0].notify[1].uuid")
         #expect(error?.location.line == 6)
@@ -595,7 +614,11 @@ struct ConfigurationReviewTests {
     }
 
     @Test func powerModeAndCriticalLevelAreRead() throws {
-        let yaml = "low_power: {mode: on, critical_below: 15}\ndevices:\n  - {name: a, address: C0:FF:EE:00:00:01, read: [2a19]}\n"
+        let yaml =
+            """
+                low_power: {mode: on, critical_below: 15}\ndevices:\n  - {name: a, address: C0:FF:EE:00:00:01, read: \
+                [2a19]}\n
+                """
         let configuration = try ConfigurationLoader.parse(yaml, file: "k.yaml")
         #expect(configuration.powerMode == .on)
         #expect(configuration.criticalPercentage == 15)

@@ -10,7 +10,9 @@ import Testing
 struct DaemonConfigurationValidationTests {
     let battery = BluetoothUUID(assigned: 0x2A19)
 
-    func configuration(_ devices: [DaemonConfiguration.Device], _ change: (inout DaemonConfiguration) -> Void = { _ in }) -> DaemonConfiguration {
+    func configuration(
+        _ devices: [DaemonConfiguration.Device], _ change: (inout DaemonConfiguration) -> Void = { _ in }
+    ) -> DaemonConfiguration {
         var configuration = DaemonConfiguration()
         configuration.devices = devices
         change(&configuration)
@@ -48,14 +50,31 @@ struct DaemonConfigurationValidationTests {
             (configuration([sensor]) { $0.adapter = "bluetooth0" }, "adapter"),
             (configuration([sensor]) { $0.lowPower = LowPowerPolicy(lowPowerMultiplier: 0) }, "low_power.multiplier"),
             (configuration([]), "devices"),
-            (configuration([sensor, .init(name: "cold-room", address: "C0:FF:EE:00:00:04", reads: [battery])]), "devices[1].name"),
-            (configuration([sensor, .init(name: "twin", address: "c0:ff:ee:00:00:03", reads: [battery])]), "devices[1].address"),
+            (
+                configuration([sensor, .init(name: "cold-room", address: "C0:FF:EE:00:00:04", reads: [battery])]),
+                "devices[1].name"
+            ),
+            (
+                configuration([sensor, .init(name: "twin", address: "c0:ff:ee:00:00:03", reads: [battery])]),
+                "devices[1].address"
+            ),
             (configuration([.init(name: "typo", address: "C0:FF:EE:00:00", reads: [battery])]), "devices[0].address"),
-            (configuration([.init(name: "slow", address: "C0:FF:EE:00:00:05", interval: .seconds(10), budget: .seconds(10), reads: [battery])]), "devices[0].budget"),
-            (configuration([.init(name: "zero", address: "C0:FF:EE:00:00:05", interval: .zero, reads: [battery])]), "devices[0].interval"),
             (
                 configuration([
-                    .init(name: "long", address: "C0:FF:EE:00:00:05", budget: .seconds(5), notifications: [.init(characteristic: battery, duration: .seconds(5))])
+                    .init(
+                        name: "slow", address: "C0:FF:EE:00:00:05", interval: .seconds(10), budget: .seconds(10),
+                        reads: [battery])
+                ]), "devices[0].budget"
+            ),
+            (
+                configuration([.init(name: "zero", address: "C0:FF:EE:00:00:05", interval: .zero, reads: [battery])]),
+                "devices[0].interval"
+            ),
+            (
+                configuration([
+                    .init(
+                        name: "long", address: "C0:FF:EE:00:00:05", budget: .seconds(5),
+                        notifications: [.init(characteristic: battery, duration: .seconds(5))])
                 ]),
                 "devices[0].notify[0].for"
             ),
@@ -83,6 +102,8 @@ struct DaemonConfigurationValidationTests {
             location: SourceLocation(file: "gateway.yaml", line: 12, column: 5)
         )
         let error = refusal(configuration([located]))
-        #expect(error?.description.hasPrefix("gateway.yaml:12:5: devices[0].budget: ") == true, "\(String(describing: error))")
+        #expect(
+            error?.description.hasPrefix("gateway.yaml:12:5: devices[0].budget: ") == true,
+            "\(String(describing: error))")
     }
 }

@@ -7,7 +7,7 @@ import KeepAliveDaemon
 import Testing
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// `keepalive doctor` against a private bus with the BlueZ simulator, fixtures for sysfs and bluetoothd, and this
@@ -25,8 +25,10 @@ import Glibc
         try await withSimulator { bus, _, fixtures in
             let checks = await Doctor(options: fixtures.options(bus: bus.address)).run()
             #expect(checks.map(\.name) == Self.names)
-            for name in [DoctorCheck.Name.systemBus, DoctorCheck.Name.bluez, DoctorCheck.Name.permission,
-                         DoctorCheck.Name.adapters] {
+            for name in [
+                DoctorCheck.Name.systemBus, DoctorCheck.Name.bluez, DoctorCheck.Name.permission,
+                DoctorCheck.Name.adapters,
+            ] {
                 #expect(check(name, in: checks).status == .ok, "\(check(name, in: checks))")
             }
             #expect(check(DoctorCheck.Name.bluez, in: checks).detail == "org.bluez is on the bus; BlueZ 5.66")
@@ -178,8 +180,8 @@ import Glibc
             let start = clock.now
             let bluez = check(DoctorCheck.Name.bluez, in: await Doctor(options: options).run())
             // Well under libdbus's 25-s default timeout, which is what this guards against; not a speed test (the
-        // whole doctor took 5.6-6.2 s on two loaded cores, against well under a second alone).
-        #expect(clock.now - start < .seconds(15 * sanitizerSlowdown * sanitizerSlowdown))
+            // whole doctor took 5.6-6.2 s on two loaded cores, against well under a second alone).
+            #expect(clock.now - start < .seconds(15 * sanitizerSlowdown * sanitizerSlowdown))
             #expect(bluez.status == .ok)
             #expect(bluez.detail.contains("BlueZ version unknown (`\(hanging) --version` did not answer within 300ms)"))
         }
@@ -262,17 +264,21 @@ import Glibc
             let upower = try await bus.connect()
             try await upower.export(
                 DBusObject(interfaces: [
-                    DBusInterface("org.freedesktop.UPower", properties: [
-                        DBusProperty("OnBattery", signature: "b", get: { .boolean(true) })
-                    ])
+                    DBusInterface(
+                        "org.freedesktop.UPower",
+                        properties: [
+                            DBusProperty("OnBattery", signature: "b", get: { .boolean(true) })
+                        ])
                 ]), at: "/org/freedesktop/UPower")
             #expect(try await upower.requestName("org.freedesktop.UPower") == .primaryOwner)
             let profiles = try await bus.connect()
             try await profiles.export(
                 DBusObject(interfaces: [
-                    DBusInterface("net.hadess.PowerProfiles", properties: [
-                        DBusProperty("ActiveProfile", signature: "s", get: { .string("power-saver") })
-                    ])
+                    DBusInterface(
+                        "net.hadess.PowerProfiles",
+                        properties: [
+                            DBusProperty("ActiveProfile", signature: "s", get: { .string("power-saver") })
+                        ])
                 ]), at: "/net/hadess/PowerProfiles")
             #expect(try await profiles.requestName("net.hadess.PowerProfiles") == .primaryOwner)
 

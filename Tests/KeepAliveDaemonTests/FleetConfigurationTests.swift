@@ -43,17 +43,25 @@ struct FleetConfigurationTests {
         #expect(fleet.lease == .seconds(45) && fleet.topicPrefix == "site/fleet" && fleet.adapters == ["hci0", "hci1"])
         #expect(fleet.scanEvery == .seconds(120) && fleet.scanFor == .seconds(10) && fleet.capacity == 20)
         #expect(configuration.sharedDevices.map(\.name) == ["a"], "only devices marked shared: true")
-        #expect(try parse(Self.mqtt + "devices:\n  - {name: a, address: C0:FF:EE:00:00:01, read: [2a19]}\n").fleet == nil)
+        #expect(
+            try parse(Self.mqtt + "devices:\n  - {name: a, address: C0:FF:EE:00:00:01, read: [2a19]}\n").fleet == nil)
     }
 
     @Test(arguments: [
         // A shared device needs the fleet, the fleet needs the broker and a shared device.
-        ("devices:\n  - {name: a, address: C0:FF:EE:00:00:01, read: [2a19], shared: true}\n", 2, 65, "devices[0].shared", "fleet:"),
+        (
+            "devices:\n  - {name: a, address: C0:FF:EE:00:00:01, read: [2a19], shared: true}\n", 2, 65,
+            "devices[0].shared", "fleet:"
+        ),
         ("fleet: {}\n" + sharedDevice, 1, 8, "fleet", "mqtt:"),
-        (mqtt + "fleet: {}\ndevices:\n  - {name: a, address: C0:FF:EE:00:00:01, read: [2a19]}\n", 4, 8, "fleet", "shared: true"),
+        (
+            mqtt + "fleet: {}\ndevices:\n  - {name: a, address: C0:FF:EE:00:00:01, read: [2a19]}\n", 4, 8, "fleet",
+            "shared: true"
+        ),
         // A shared device is listed once: the fleet picks the adapter.
         (
-            mqtt + "fleet: {}\n" + sharedDevice + "  - {name: b, address: C0:FF:EE:00:00:01, adapter: hci1, read: [2a19], shared: true}\n",
+            mqtt + "fleet: {}\n" + sharedDevice
+                + "  - {name: b, address: C0:FF:EE:00:00:01, adapter: hci1, read: [2a19], shared: true}\n",
             7, 80, "devices[1].shared", "a shared device once"
         ),
         // Values.
@@ -66,11 +74,16 @@ struct FleetConfigurationTests {
         (mqtt + "fleet: {scan: {every: 5s, for: 5s}}\n" + sharedDevice, 4, 15, "fleet.scan", "shorter than `every`"),
         (mqtt + "fleet: {capacity: 0}\n" + sharedDevice, 4, 19, "fleet.capacity", "from 1 to 100000"),
         (mqtt + "fleet: {leas: 30s}\n" + sharedDevice, 4, 9, "fleet.leas", "did you mean `lease`"),
-        (mqtt + "fleet: {}\ndevices:\n  - {name: a, address: C0:FF:EE:00:00:01, read: [2a19], shared: perhaps}\n", 6, 65, "devices[0].shared", "true or false"),
+        (
+            mqtt + "fleet: {}\ndevices:\n  - {name: a, address: C0:FF:EE:00:00:01, read: [2a19], shared: perhaps}\n", 6,
+            65, "devices[0].shared", "true or false"
+        ),
     ])
     func eachMistakeIsRefusedWhereItIsWritten(yaml: String, line: Int, column: Int, field: String, text: String) {
         let error = failure(yaml)
-        #expect(error?.location == SourceLocation(file: "test.yaml", line: line, column: column), "\(String(describing: error))")
+        #expect(
+            error?.location == SourceLocation(file: "test.yaml", line: line, column: column),
+            "\(String(describing: error))")
         #expect(error?.field == field, "\(String(describing: error))")
         #expect(error?.message.contains(text) == true, "\(String(describing: error))")
     }
@@ -78,7 +91,8 @@ struct FleetConfigurationTests {
     @Test func aFleetDaemonRefusesMaxTicks() throws {
         let configuration = try parse(Self.mqtt + "fleet: {}\n" + Self.sharedDevice)
         #expect(throws: Daemon.DaemonError.self) {
-            _ = try Daemon(configuration: configuration, options: .init(maxTicks: 3, notifier: nil), logger: Logger(label: "test"))
+            _ = try Daemon(
+                configuration: configuration, options: .init(maxTicks: 3, notifier: nil), logger: Logger(label: "test"))
         }
     }
 

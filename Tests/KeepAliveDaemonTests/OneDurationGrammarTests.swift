@@ -23,7 +23,8 @@ struct OneDurationGrammarTests {
         defer { removeTree(directory) }
         let bridge = try MQTTBridge(
             configuration: BridgeConfiguration(
-                mqtt: MQTTConfiguration(host: "127.0.0.1", port: 1, clientID: ""), gateway: "gw", spoolDirectory: directory),
+                mqtt: MQTTConfiguration(host: "127.0.0.1", port: 1, clientID: ""), gateway: "gw",
+                spoolDirectory: directory),
             devices: [BridgeDevice(name: "a", address: "C0:FF:EE:00:00:01", interval: .seconds(30))],
             logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })
         )
@@ -38,13 +39,20 @@ struct OneDurationGrammarTests {
                     read: [2a19]
                 """
             let fromFile = (try? ConfigurationLoader.parse(file, file: "grammar.yaml"))?.devices.first?.interval
-            let message = MQTTMessage(topic: "keepalive/gw/a/interval/set", payload: Array(spelling.utf8), qos: .atLeastOnce, retain: false)
+            let message = MQTTMessage(
+                topic: "keepalive/gw/a/interval/set", payload: Array(spelling.utf8), qos: .atLeastOnce, retain: false)
             let fromCommand: Duration? =
                 switch bridge.parseCommand(message) {
                 case .success(.setInterval(_, let interval)?): interval
                 default: nil
                 }
-            #expect(fromFile == fromCommand, "`\(spelling)`: the file says \(String(describing: fromFile)), a command \(String(describing: fromCommand))")
+            #expect(
+                fromFile == fromCommand,
+                """
+                    `\(spelling)`: the file says \(String(describing: fromFile)), a command \
+                    \(String(describing: fromCommand))
+                    """
+            )
             if fromFile != nil { accepted += 1 }
         }
         #expect(accepted >= 10, "right spellings must be among the forty")

@@ -74,7 +74,10 @@ struct ProgressWatchdogTests {
         #expect(!status.isHealthy)
         #expect(
             status.text
-                == "stalled: the scheduler is 42s behind, watchdog pings withheld; hci1 unhealthy: power-cycled 3 times in 1h, still failing — polling 2 devices every 30s"
+                == """
+                    stalled: the scheduler is 42s behind, watchdog pings withheld; hci1 unhealthy: power-cycled 3 \
+                    times in 1h, still failing — polling 2 devices every 30s
+                    """
         )
     }
 }

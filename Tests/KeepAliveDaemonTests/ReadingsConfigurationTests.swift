@@ -26,7 +26,9 @@ struct ReadingsConfigurationTests {
             Issue.record("expected an error, but the configuration parsed", sourceLocation: sourceLocation)
             return
         }
-        #expect(error.location == SourceLocation(file: "test.yaml", line: line, column: column), "\(error)", sourceLocation: sourceLocation)
+        #expect(
+            error.location == SourceLocation(file: "test.yaml", line: line, column: column), "\(error)",
+            sourceLocation: sourceLocation)
         #expect(error.field == field, "\(error)", sourceLocation: sourceLocation)
         #expect(error.message.contains(text), "\(error)", sourceLocation: sourceLocation)
     }
@@ -53,7 +55,11 @@ struct ReadingsConfigurationTests {
         let layout = try #require(device.decoding[plant]?.layout)
         #expect(layout.size == 16)
         #expect(layout.fields.map(\.name) == ["temperature", "light", "moisture"])
-        #expect(layout.fields[0] == Field(name: "temperature", at: 0, format: .sint16le, scale: try Scale(parsing: "0.1"), unit: "°C", valid: ValidRange(minimum: -40, maximum: 80)))
+        #expect(
+            layout.fields[0]
+                == Field(
+                    name: "temperature", at: 0, format: .sint16le, scale: try Scale(parsing: "0.1"), unit: "°C",
+                    valid: ValidRange(minimum: -40, maximum: 80)))
         #expect(device.decoding[try BluetoothUUID("4b410102-6b65-6570-616c-697665000000")]?.name == "probe_temperature")
         #expect(device.decoding[BluetoothUUID(assigned: 0x2A19)] == nil, "a bare UUID keeps the SIG table")
         #expect(configuration.peripheralSpecs().first?.decoding == device.decoding)
@@ -71,13 +77,27 @@ struct ReadingsConfigurationTests {
                       - \(field)
             """
         }
-        expectFailure(device("{name: t, at: 0, format: sint12le}"), line: 7, column: 38, field: "devices[0].read[0].fields[0].format", containing: "sint12le")
-        expectFailure(device("{name: light, at: 3, format: uint32le}", size: "\n        size: 5"), line: 8, column: 31, field: "devices[0].read[0].fields[0].at", containing: "past the payload's declared size of 5")
-        expectFailure(device("{name: firmware, at: 2, format: utf8, unit: V}"), line: 7, column: 57, field: "devices[0].read[0].fields[0].unit", containing: "utf8")
-        expectFailure(device("{name: Temperature, at: 0, format: uint8}"), line: 7, column: 20, field: "devices[0].read[0].fields[0].name", containing: "not a reading name")
-        expectFailure(device("{name: t, at: 0, format: uint8, valid: [10, 0]}"), line: 7, column: 52, field: "devices[0].read[0].fields[0].valid", containing: "above the maximum")
-        expectFailure(device("{name: t, at: 0, format: uint8, scale: 0}"), line: 7, column: 52, field: "devices[0].read[0].fields[0].scale", containing: "scale")
-        expectFailure(device("{name: t, at: 0, format: uint8, colour: red}"), line: 7, column: 45, field: "devices[0].read[0].fields[0].colour", containing: "unknown key")
+        expectFailure(
+            device("{name: t, at: 0, format: sint12le}"), line: 7, column: 38,
+            field: "devices[0].read[0].fields[0].format", containing: "sint12le")
+        expectFailure(
+            device("{name: light, at: 3, format: uint32le}", size: "\n        size: 5"), line: 8, column: 31,
+            field: "devices[0].read[0].fields[0].at", containing: "past the payload's declared size of 5")
+        expectFailure(
+            device("{name: firmware, at: 2, format: utf8, unit: V}"), line: 7, column: 57,
+            field: "devices[0].read[0].fields[0].unit", containing: "utf8")
+        expectFailure(
+            device("{name: Temperature, at: 0, format: uint8}"), line: 7, column: 20,
+            field: "devices[0].read[0].fields[0].name", containing: "not a reading name")
+        expectFailure(
+            device("{name: t, at: 0, format: uint8, valid: [10, 0]}"), line: 7, column: 52,
+            field: "devices[0].read[0].fields[0].valid", containing: "above the maximum")
+        expectFailure(
+            device("{name: t, at: 0, format: uint8, scale: 0}"), line: 7, column: 52,
+            field: "devices[0].read[0].fields[0].scale", containing: "scale")
+        expectFailure(
+            device("{name: t, at: 0, format: uint8, colour: red}"), line: 7, column: 45,
+            field: "devices[0].read[0].fields[0].colour", containing: "unknown key")
     }
 
     @Test func aReadingNameUsedTwiceOnADeviceNamesBothPlaces() {
@@ -92,7 +112,8 @@ struct ReadingsConfigurationTests {
                     fields:
                       - {name: temperature, at: 0, format: sint16le, scale: 0.1, unit: °C}
             """,
-            line: 8, column: 20, field: "devices[0].read[1]", containing: "also given by devices[0].read[0] at test.yaml:5:9"
+            line: 8, column: 20, field: "devices[0].read[1]",
+            containing: "also given by devices[0].read[0] at test.yaml:5:9"
         )
     }
 
@@ -110,7 +131,8 @@ struct ReadingsConfigurationTests {
         let device = try #require(configuration.devices.first)
         #expect(device.profile == "mi-flora")
         #expect(device.manufacturer == "Xiaomi")
-        #expect(device.writes == [.init(characteristic: try BluetoothUUID("1a00"), value: [0xA0, 0x1F], type: .request)])
+        #expect(
+            device.writes == [.init(characteristic: try BluetoothUUID("1a00"), value: [0xA0, 0x1F], type: .request)])
         #expect(device.reads == [try BluetoothUUID("1a01"), try BluetoothUUID("1a02")])
         let fields = try #require(device.decoding[plant]?.layout?.fields)
         #expect(fields.first { $0.name == "temperature" }?.offset == -0.5)
@@ -144,7 +166,8 @@ struct ReadingsConfigurationTests {
                 profile: mi-flora
                 fields:
                   firmware: {unit: V}
-            """, line: 6, column: 24, field: "devices[0].fields.firmware.unit", containing: "makes no sense on a utf8 field"
+            """, line: 6, column: 24, field: "devices[0].fields.firmware.unit",
+            containing: "makes no sense on a utf8 field"
         )
         // The profile listens 10 s; a 5-s budget cannot hold that: reported at the device's `profile:`.
         expectFailure(
@@ -154,19 +177,28 @@ struct ReadingsConfigurationTests {
                 address: C0:FF:EE:01:00:02
                 budget: 5s
                 profile: lywsd03mmc
-            """, line: 5, column: 14, field: "devices[0].profile (lywsd03mmc: notify[0].for at Profiles/lywsd03mmc.yaml:19:10)", containing: "shorter than the device's window budget 5s"
+            """, line: 5, column: 14,
+            field: "devices[0].profile (lywsd03mmc: notify[0].for at Profiles/lywsd03mmc.yaml:19:10)",
+            containing: "shorter than the device's window budget 5s"
         )
     }
 
     @Test func everyShippedProfileParsesAndEveryFileIsEmbedded() throws {
         let profiles = try DeviceProfile.builtIn().get()
-        #expect(Set(profiles.map(\.name)) == ["battery", "environmental-sensing", "health-thermometer", "heart-rate", "lywsd03mmc", "mi-flora"])
+        #expect(
+            Set(profiles.map(\.name)) == [
+                "battery", "environmental-sensing", "health-thermometer", "heart-rate", "lywsd03mmc", "mi-flora",
+            ])
         for profile in profiles {
             #expect(!profile.readings.isEmpty, "\(profile.name)")
             #expect(profile.file == "Profiles/\(profile.name).yaml")
         }
-        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-        let listed = try FileManager.default.contentsOfDirectory(atPath: root.appendingPathComponent("Sources/KeepAliveDaemon/Profiles").path)
-        #expect(Set(listed) == Set(profiles.map { "\($0.name).yaml" }), "a profile file that is not embedded (EmbeddedProfiles.files)")
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent()
+        let listed = try FileManager.default.contentsOfDirectory(
+            atPath: root.appendingPathComponent("Sources/KeepAliveDaemon/Profiles").path)
+        #expect(
+            Set(listed) == Set(profiles.map { "\($0.name).yaml" }),
+            "a profile file that is not embedded (EmbeddedProfiles.files)")
     }
 }

@@ -49,7 +49,9 @@ struct RecordSequencerTests {
         #expect(sequencer.written == 800)
         #expect(entries.count == 1_600)
         // Pairs, in seq order: the spool's entry, then the output's, with the same line.
-        for (index, pair) in stride(from: 0, to: entries.count, by: 2).map({ (entries[$0], entries[$0 + 1]) }).enumerated() {
+        for (index, pair) in stride(from: 0, to: entries.count, by: 2).map({ (entries[$0], entries[$0 + 1]) })
+            .enumerated()
+        {
             #expect(pair.0.sink == "spool" && pair.1.sink == "output")
             #expect(pair.0.sequence == UInt64(index) && pair.1.sequence == UInt64(index))
             #expect(pair.0.line == pair.1.line)

@@ -4,7 +4,10 @@ import Testing
 
 @Suite("Bluetooth UUIDs and small types")
 struct BluetoothUUIDTests {
-    @Test(arguments: ["2a19", "2A19", "0x2A19", "00002a19", "00002A19-0000-1000-8000-00805F9B34FB", "00002a1900001000800000805f9b34fb"])
+    @Test(arguments: [
+        "2a19", "2A19", "0x2A19", "00002a19", "00002A19-0000-1000-8000-00805F9B34FB",
+        "00002a1900001000800000805f9b34fb",
+    ])
     func sixteenThirtyTwoAndFullFormsAreTheSameUUID(_ text: String) throws {
         let uuid = try BluetoothUUID(text)
         #expect(uuid == BluetoothUUID(assigned: 0x2A19))
@@ -20,15 +23,26 @@ struct BluetoothUUIDTests {
 
     @Test func bytesOrderAndAssignedNumbersFollowTheBits() throws {
         let vendor = try BluetoothUUID("6E400001-B5A3-F393-E0A9-E50E24DCCA9E")
-        #expect(vendor.bytes == [0x6E, 0x40, 0x00, 0x01, 0xB5, 0xA3, 0xF3, 0x93, 0xE0, 0xA9, 0xE5, 0x0E, 0x24, 0xDC, 0xCA, 0x9E])
-        #expect(BluetoothUUID(assigned: 0x2A19).bytes == [0, 0, 0x2A, 0x19, 0, 0, 0x10, 0, 0x80, 0, 0, 0x80, 0x5F, 0x9B, 0x34, 0xFB])
+        #expect(
+            vendor.bytes == [
+                0x6E, 0x40, 0x00, 0x01, 0xB5, 0xA3, 0xF3, 0x93, 0xE0, 0xA9, 0xE5, 0x0E, 0x24, 0xDC, 0xCA, 0x9E,
+            ])
+        #expect(
+            BluetoothUUID(assigned: 0x2A19).bytes == [
+                0, 0, 0x2A, 0x19, 0, 0, 0x10, 0, 0x80, 0, 0, 0x80, 0x5F, 0x9B, 0x34, 0xFB,
+            ])
         #expect(BluetoothUUID(assigned: 0x2A19).assignedNumber == 0x2A19)
         #expect(try BluetoothUUID("12345678").assignedNumber == nil)
         #expect(vendor.assignedNumber == nil)
-        #expect(try BluetoothUUID("00002a19-0000-1000-8000-00805f9b34fc").shortDescription == "00002a19-0000-1000-8000-00805f9b34fc")
+        #expect(
+            try BluetoothUUID("00002a19-0000-1000-8000-00805f9b34fc").shortDescription
+                == "00002a19-0000-1000-8000-00805f9b34fc")
         // Ordered as the bytes are, most significant first: the high half decides, then the low half.
-        let ordered = try ["00002a19", "00002a1a", "12345678", "6e400001-b5a3-f393-e0a9-e50e24dcca9e", "6e400001-b5a3-f393-e0a9-e50e24dcca9f", "ffffffff"]
-            .map { try BluetoothUUID($0) }
+        let ordered = try [
+            "00002a19", "00002a1a", "12345678", "6e400001-b5a3-f393-e0a9-e50e24dcca9e",
+            "6e400001-b5a3-f393-e0a9-e50e24dcca9f", "ffffffff",
+        ]
+        .map { try BluetoothUUID($0) }
         #expect(ordered.shuffled().sorted() == ordered)
         #expect(ordered.sorted() == ordered.sorted { $0.bytes.lexicographicallyPrecedes($1.bytes) })
     }
@@ -72,7 +86,8 @@ struct BluetoothUUIDTests {
         ]
         #expect(transient.allSatisfy { $0.retry == .transient })
         #expect(permanent.allSatisfy { $0.retry == .permanent })
-        let error = TransportError(.connectionAborted, "le-connection-abort-by-local", dbusName: "org.bluez.Error.Failed")
+        let error = TransportError(
+            .connectionAborted, "le-connection-abort-by-local", dbusName: "org.bluez.Error.Failed")
         #expect(error.isTransient)
         #expect("\(error)" == "connectionAborted: le-connection-abort-by-local [org.bluez.Error.Failed]")
     }
@@ -80,7 +95,11 @@ struct BluetoothUUIDTests {
     @Test func retryPolicyFollowsTheGrowingSchedule() {
         let policy = RetryPolicy(maxAttempts: 8)
         let delays = (1...8).map { policy.delay(afterAttempt: $0) }
-        #expect(delays == [.milliseconds(100), .milliseconds(250), .milliseconds(500), .seconds(1), .seconds(2), .seconds(2), .seconds(2), nil])
+        #expect(
+            delays == [
+                .milliseconds(100), .milliseconds(250), .milliseconds(500), .seconds(1), .seconds(2), .seconds(2),
+                .seconds(2), nil,
+            ])
         #expect(RetryPolicy.never.delay(afterAttempt: 1) == nil)
     }
 
@@ -89,7 +108,9 @@ struct BluetoothUUIDTests {
         #expect(policy.effectiveInterval(.seconds(30), in: .normal) == .seconds(30))
         #expect(policy.effectiveInterval(.seconds(30), in: .lowPower) == .seconds(60))
         #expect(policy.effectiveInterval(.seconds(30), in: .critical) == nil)
-        #expect(LowPowerPolicy(lowPowerMultiplier: 1.5, critical: .stretch(4)).effectiveInterval(.seconds(30), in: .critical) == .seconds(120))
+        #expect(
+            LowPowerPolicy(lowPowerMultiplier: 1.5, critical: .stretch(4)).effectiveInterval(
+                .seconds(30), in: .critical) == .seconds(120))
     }
 
     @Test func peripheralSpecListsEachCharacteristicOnce() throws {

@@ -10,7 +10,9 @@ let quietLogger = Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler()
 struct LedgerTests {
     let clock = TestClock()
 
-    func makeLedger(grace: Duration = .seconds(2), lead: Duration? = nil, history: Int = 1_024) throws -> BackgroundTaskLedger {
+    func makeLedger(grace: Duration = .seconds(2), lead: Duration? = nil, history: Int = 1_024) throws
+        -> BackgroundTaskLedger
+    {
         try BackgroundTaskLedger(
             configuration: .init(gracePeriod: grace, warningLead: lead, historyCapacity: history),
             clock: clock,

@@ -72,7 +72,10 @@ struct PollAdmissionTests {
                 tick1[record.device] = record
             }
             let held = try #require(tick1["shared"])
-            #expect(held.holder == PollRecord.Holder(gateway: "gw-a", adapter: "hci1", handover: .init(from: "gw-b", reason: "expired")))
+            #expect(
+                held.holder
+                    == PollRecord.Holder(
+                        gateway: "gw-a", adapter: "hci1", handover: .init(from: "gw-b", reason: "expired")))
             #expect(held.peripheral.adapter == "hci1")
             #expect(held.readings.first?.description == "battery 11 %", "read through hci1")
             #expect(tick1["own"]?.holder == nil)

@@ -11,7 +11,9 @@ struct PollEngineCommandTests {
     let battery = BluetoothUUID(assigned: 0x2A19)
     let sensor = Peripheral(address: "AA:BB:CC:00:00:01", adapter: "hci0")
 
-    func engine(_ transport: MockTransport, onRecord: (@Sendable (PollRecord) -> Void)? = nil) throws -> (KeepAlive, PollEngine) {
+    func engine(_ transport: MockTransport, onRecord: (@Sendable (PollRecord) -> Void)? = nil) throws -> (
+        KeepAlive, PollEngine
+    ) {
         let keepAlive = try KeepAlive(configuration: .init(interval: .seconds(30)), clock: clock, logger: quietLogger)
         let engine = try PollEngine(
             peripherals: [PeripheralSpec(name: "sensor", peripheral: sensor, reads: [battery])], transport: transport,

@@ -17,7 +17,8 @@ struct PollEngineReadingsTests {
 
     func firstRecords(_ spec: PeripheralSpec, _ transport: MockTransport, ticks: Int = 1) async throws -> [PollRecord] {
         let keepAlive = try KeepAlive(configuration: .init(interval: .seconds(30)), clock: clock, logger: quietLogger)
-        let engine = try PollEngine(peripherals: [spec], transport: transport, keepAlive: keepAlive, logger: quietLogger)
+        let engine = try PollEngine(
+            peripherals: [spec], transport: transport, keepAlive: keepAlive, logger: quietLogger)
         let records = Collector(engine.records())
         return try await withRunning(keepAlive) {
             var collected = [try await records.next()]
@@ -37,10 +38,11 @@ struct PollEngineReadingsTests {
         transport.add(sensor, characteristics: [battery: .fixed([51]), temperature: .fixed([0xCE, 0xFF])])
         let spec = PeripheralSpec(name: "greenhouse", peripheral: sensor, reads: [battery, temperature])
         let record = try #require(try await firstRecords(spec, transport).first)
-        #expect(record.readings == [
-            Reading(name: "battery", value: .unsigned(51), unit: "%"),
-            Reading(name: "temperature", value: .number(-0.5), unit: "°C"),
-        ])
+        #expect(
+            record.readings == [
+                Reading(name: "battery", value: .unsigned(51), unit: "%"),
+                Reading(name: "temperature", value: .number(-0.5), unit: "°C"),
+            ])
         #expect(record.values.map(\.bytes) == [[51], [0xCE, 0xFF]], "the raw bytes stay")
     }
 
@@ -48,8 +50,10 @@ struct PollEngineReadingsTests {
         let transport = MockTransport(clock: clock)
         // sint16 (0x0E), exponent −2, degree Celsius (0x272F), SIG namespace: −18.25 °C as 0xF8DF.
         let descriptor: [UInt8] = [0x0E, 0xFE, 0x2F, 0x27, 0x01, 0x00, 0x00]
-        transport.add(sensor, characteristics: [probe: .init(read: { _ in [0xDF, 0xF8] }, presentationFormat: descriptor)])
-        let spec = PeripheralSpec(name: "probe", peripheral: sensor, reads: [probe], decoding: [probe: .init(name: "probe_temperature")])
+        transport.add(
+            sensor, characteristics: [probe: .init(read: { _ in [0xDF, 0xF8] }, presentationFormat: descriptor)])
+        let spec = PeripheralSpec(
+            name: "probe", peripheral: sensor, reads: [probe], decoding: [probe: .init(name: "probe_temperature")])
         let records = try await firstRecords(spec, transport, ticks: 2)
         for record in records {
             #expect(record.readings == [Reading(name: "probe_temperature", value: .number(-18.25), unit: "°C")])
@@ -74,7 +78,8 @@ struct PollEngineReadingsTests {
         let transport = MockTransport(clock: clock)
         let good: [UInt8] = [0xEA, 0x00, 0x00, 0xD2, 0x04, 0x00, 0x00, 0x29]
         transport.add(sensor, characteristics: [plant: .init(read: { $0 == 0 ? good : Array(good.prefix(5)) })])
-        let spec = PeripheralSpec(name: "fern", peripheral: sensor, reads: [plant], decoding: [plant: .init(layout: layout)])
+        let spec = PeripheralSpec(
+            name: "fern", peripheral: sensor, reads: [plant], decoding: [plant: .init(layout: layout)])
         let records = try await firstRecords(spec, transport, ticks: 2)
         #expect(records[0].readings.map(\.value) == [.number(23.4), .unsigned(1234), .unsigned(41)])
         #expect(records[0].readings.map(\.unit) == ["°C", "lx", "%"])
@@ -87,7 +92,8 @@ struct PollEngineReadingsTests {
 
     @Test func aNotifiedCharacteristicGivesTheReadingsOfItsLastNotification() {
         let spec = PeripheralSpec(
-            name: "room", peripheral: sensor, reads: [battery], notifications: [.init(characteristic: temperature, duration: .seconds(1))]
+            name: "room", peripheral: sensor, reads: [battery],
+            notifications: [.init(characteristic: temperature, duration: .seconds(1))]
         )
         let readings = spec.readings(
             values: [PollRecord.Value(characteristic: battery, bytes: [80])],
@@ -97,6 +103,10 @@ struct PollEngineReadingsTests {
             ]
         )
         // 0x0835 = 2101 hundredths.
-        #expect(readings == [Reading(name: "battery", value: .unsigned(80), unit: "%"), Reading(name: "temperature", value: .number(21.01), unit: "°C")])
+        #expect(
+            readings == [
+                Reading(name: "battery", value: .unsigned(80), unit: "%"),
+                Reading(name: "temperature", value: .number(21.01), unit: "°C"),
+            ])
     }
 }

@@ -13,7 +13,9 @@ struct PollEngineTests {
     let control = BluetoothUUID(assigned: 0x2A56)
 
     func sensor(_ index: Int, adapter: String = "hci0") -> Peripheral {
-        Peripheral(address: "AA:BB:CC:00:00:" + (index < 16 ? "0" : "") + String(index, radix: 16, uppercase: true), adapter: adapter)
+        Peripheral(
+            address: "AA:BB:CC:00:00:" + (index < 16 ? "0" : "") + String(index, radix: 16, uppercase: true),
+            adapter: adapter)
     }
 
     func makeKeepAlive(_ configuration: KeepAlive.Configuration = .init(interval: .seconds(30))) throws -> KeepAlive {
@@ -56,7 +58,9 @@ struct PollEngineTests {
     func drive(_ clock: TestClock, before limit: TestClock.Instant, until done: () -> Bool) async throws {
         let giveUp = ContinuousClock.now + .seconds(60)
         while !done() {
-            guard ContinuousClock.now < giveUp else { throw TestClock.WaitTimeout(description: "drive: condition never held") }
+            guard ContinuousClock.now < giveUp else {
+                throw TestClock.WaitTimeout(description: "drive: condition never held")
+            }
             if let next = clock.pendingDeadlines.first, next < limit {
                 clock.advance(to: next)
                 await Task.yield()
@@ -67,12 +71,16 @@ struct PollEngineTests {
     }
 
     /// Connect and disconnect calls pair up per device, and no link is left up.
-    func expectAlwaysDisconnected(_ transport: MockTransport, _ peripherals: [Peripheral], sourceLocation: SourceLocation = #_sourceLocation) {
+    func expectAlwaysDisconnected(
+        _ transport: MockTransport, _ peripherals: [Peripheral], sourceLocation: SourceLocation = #_sourceLocation
+    ) {
         #expect(transport.connected.isEmpty, "links left up: \(transport.connected)", sourceLocation: sourceLocation)
         for peripheral in peripherals {
             let connects = transport.calls(.connect, on: peripheral).count
             let disconnects = transport.calls(.disconnect, on: peripheral).count
-            #expect(connects == disconnects, "\(peripheral): \(connects) connects, \(disconnects) disconnects", sourceLocation: sourceLocation)
+            #expect(
+                connects == disconnects, "\(peripheral): \(connects) connects, \(disconnects) disconnects",
+                sourceLocation: sourceLocation)
         }
     }
 
@@ -109,9 +117,12 @@ struct PollEngineTests {
         addSensors(transport, 0..<4, adapter: "hci0")
         addSensors(transport, 0..<4, adapter: "hci1")
         let keepAlive = try makeKeepAlive()
-        let specs = (0..<4).map { spec($0, adapter: "hci0") }
+        let specs =
+            (0..<4).map { spec($0, adapter: "hci0") }
             + (0..<4).map { PeripheralSpec(name: "b\($0)", peripheral: sensor($0, adapter: "hci1"), reads: [battery]) }
-        let engine = try PollEngine(peripherals: specs, transport: transport, keepAlive: keepAlive, configuration: .init(maxConnections: 2), logger: quietLogger)
+        let engine = try PollEngine(
+            peripherals: specs, transport: transport, keepAlive: keepAlive, configuration: .init(maxConnections: 2),
+            logger: quietLogger)
         let records = Collector(engine.records())
         try await withRunning(keepAlive) {
             for round in 1...2 {
@@ -129,11 +140,15 @@ struct PollEngineTests {
     @Test func exactlyOneRecordPerDevicePerTickWithMixedFailures() async throws {
         let transport = MockTransport(clock: clock)
         addSensors(transport, 0..<5)
-        transport.script(.read(battery), on: sensor(1), .alwaysFail(TransportError(.notPermitted, "Read not permitted")))
-        transport.script(.connect, on: sensor(2), .fail(times: 1, with: TransportError(.connectionAborted, "le-connection-abort-by-local")))
+        transport.script(
+            .read(battery), on: sensor(1), .alwaysFail(TransportError(.notPermitted, "Read not permitted")))
+        transport.script(
+            .connect, on: sensor(2),
+            .fail(times: 1, with: TransportError(.connectionAborted, "le-connection-abort-by-local")))
         transport.vanish(sensor(3))
         let keepAlive = try makeKeepAlive()
-        let engine = try PollEngine(peripherals: (0..<5).map { spec($0) }, transport: transport, keepAlive: keepAlive, logger: quietLogger)
+        let engine = try PollEngine(
+            peripherals: (0..<5).map { spec($0) }, transport: transport, keepAlive: keepAlive, logger: quietLogger)
         let records = Collector(engine.records())
         let ticks = 10
         try await withRunning(keepAlive) {
@@ -161,7 +176,10 @@ struct PollEngineTests {
             #expect(ticksSeen == (0..<UInt64(ticks)).map { $0 }, "sensor-\(device)")
         }
         let permanent = all.filter { $0.device == "sensor-1" && $0.window != nil }
-        #expect(permanent.allSatisfy { $0.failure?.code == "notPermitted" && $0.failure?.transient == false && $0.attempts == 1 })
+        #expect(
+            permanent.allSatisfy {
+                $0.failure?.code == "notPermitted" && $0.failure?.transient == false && $0.attempts == 1
+            })
         let vanished = all.first { $0.device == "sensor-3" }
         #expect(vanished?.failure?.code == "deviceNotFound")
         expectAlwaysDisconnected(transport, (0..<5).map { sensor($0) })
@@ -222,7 +240,8 @@ struct PollEngineTests {
         let transport = MockTransport(clock: clock, latency: .init(read: .seconds(5), disconnect: .seconds(4)))
         addSensors(transport, 0..<1)
         let keepAlive = try makeKeepAlive(.init(interval: .seconds(30), windowBudget: .seconds(1)))
-        let engine = try PollEngine(peripherals: [spec(0)], transport: transport, keepAlive: keepAlive, logger: quietLogger)
+        let engine = try PollEngine(
+            peripherals: [spec(0)], transport: transport, keepAlive: keepAlive, logger: quietLogger)
         let records = Collector(engine.records())
         try await withRunning(keepAlive) {
             // The read has started (it sleeps until 5 s); let the 1-s window expire under it.
@@ -247,10 +266,12 @@ struct PollEngineTests {
     @Test func retriesTransientErrorsWithGrowingDelays() async throws {
         let transport = MockTransport(clock: clock)
         addSensors(transport, 0..<1)
-        let aborted = TransportError(.connectionAborted, "le-connection-abort-by-local", dbusName: "org.bluez.Error.Failed")
+        let aborted = TransportError(
+            .connectionAborted, "le-connection-abort-by-local", dbusName: "org.bluez.Error.Failed")
         transport.script(.connect, on: sensor(0), .fail(times: 4, with: aborted))
         let keepAlive = try makeKeepAlive()
-        let engine = try PollEngine(peripherals: [spec(0)], transport: transport, keepAlive: keepAlive, logger: quietLogger)
+        let engine = try PollEngine(
+            peripherals: [spec(0)], transport: transport, keepAlive: keepAlive, logger: quietLogger)
         let records = Collector(engine.records())
         try await withRunning(keepAlive) {
             try await step(through: [100, 350, 850, 1_850])
@@ -267,9 +288,12 @@ struct PollEngineTests {
     @Test func neverRetriesPermanentErrors() async throws {
         let transport = MockTransport(clock: clock)
         addSensors(transport, 0..<1)
-        transport.script(.connect, on: sensor(0), .alwaysFail(TransportError(.doesNotExist, "Does Not Exist", dbusName: "org.bluez.Error.DoesNotExist")))
+        transport.script(
+            .connect, on: sensor(0),
+            .alwaysFail(TransportError(.doesNotExist, "Does Not Exist", dbusName: "org.bluez.Error.DoesNotExist")))
         let keepAlive = try makeKeepAlive()
-        let engine = try PollEngine(peripherals: [spec(0)], transport: transport, keepAlive: keepAlive, logger: quietLogger)
+        let engine = try PollEngine(
+            peripherals: [spec(0)], transport: transport, keepAlive: keepAlive, logger: quietLogger)
         let records = Collector(engine.records())
         try await withRunning(keepAlive) {
             let record = try await records.next()
@@ -285,9 +309,11 @@ struct PollEngineTests {
     @Test func retriesStopWhenTheWindowHasNoRoomLeft() async throws {
         let transport = MockTransport(clock: clock)
         addSensors(transport, 0..<1)
-        transport.script(.connect, on: sensor(0), .alwaysFail(TransportError(.inProgress, "Operation already in progress")))
+        transport.script(
+            .connect, on: sensor(0), .alwaysFail(TransportError(.inProgress, "Operation already in progress")))
         let keepAlive = try makeKeepAlive(.init(interval: .seconds(30), windowBudget: .seconds(3)))
-        let engine = try PollEngine(peripherals: [spec(0)], transport: transport, keepAlive: keepAlive, logger: quietLogger)
+        let engine = try PollEngine(
+            peripherals: [spec(0)], transport: transport, keepAlive: keepAlive, logger: quietLogger)
         let records = Collector(engine.records())
         try await withRunning(keepAlive) {
             // 3 s budget: retries at 0.1, 0.35, 0.85 and 1.85 s; the next (2 s later, +1 s minimum) would not fit.
@@ -305,7 +331,8 @@ struct PollEngineTests {
         addSensors(transport, 0..<1)
         transport.script(.read(battery), on: sensor(0), .hang)
         let keepAlive = try makeKeepAlive(.init(interval: .seconds(30), windowBudget: .seconds(10)))
-        let engine = try PollEngine(peripherals: [spec(0)], transport: transport, keepAlive: keepAlive, logger: quietLogger)
+        let engine = try PollEngine(
+            peripherals: [spec(0)], transport: transport, keepAlive: keepAlive, logger: quietLogger)
         let records = Collector(engine.records())
         try await withRunning(keepAlive) {
             // The ledger sleeps until its warning (10 s / 3 before the deadline); the read hangs.
@@ -327,7 +354,8 @@ struct PollEngineTests {
         transport.script(.connect, on: sensor(0), .hang)
         let keepAlive = try makeKeepAlive(.init(interval: .seconds(30), windowBudget: .seconds(10)))
         let engine = try PollEngine(
-            peripherals: [spec(0)], transport: transport, keepAlive: keepAlive, configuration: .init(connectTimeout: .seconds(60)),
+            peripherals: [spec(0)], transport: transport, keepAlive: keepAlive,
+            configuration: .init(connectTimeout: .seconds(60)),
             logger: quietLogger)
         let records = Collector(engine.records())
         try await withRunning(keepAlive) {
@@ -348,7 +376,8 @@ struct PollEngineTests {
         transport.script(.read(battery), on: sensor(0), .hang)
         transport.script(.read(battery), on: sensor(1), .hang)
         let keepAlive = try makeKeepAlive()
-        let engine = try PollEngine(peripherals: [spec(0), spec(1)], transport: transport, keepAlive: keepAlive, logger: quietLogger)
+        let engine = try PollEngine(
+            peripherals: [spec(0), spec(1)], transport: transport, keepAlive: keepAlive, logger: quietLogger)
         let records = Collector(engine.records())
         let run = Task { try await keepAlive.run() }
         while transport.calls.filter({ $0.operation == .read(battery) }).count < 2 { await Task.yield() }
@@ -367,7 +396,8 @@ struct PollEngineTests {
         addSensors(transport, 0..<1)
         transport.script(.read(battery), on: sensor(0), .hang)
         let keepAlive = try makeKeepAlive(.init(interval: .seconds(30), windowBudget: .seconds(3)))
-        let engine = try PollEngine(peripherals: [spec(0)], transport: transport, keepAlive: keepAlive, logger: quietLogger)
+        let engine = try PollEngine(
+            peripherals: [spec(0)], transport: transport, keepAlive: keepAlive, logger: quietLogger)
         let records = Collector(engine.records())
         try await withRunning(keepAlive) {
             while transport.calls(.read(battery), on: sensor(0)).isEmpty { await Task.yield() }
@@ -387,7 +417,11 @@ struct PollEngineTests {
     @Test func writesThenReadsThenListensAndReportsNewOrNoData() async throws {
         let transport = MockTransport(clock: clock)
         let peripheral = sensor(0)
-        transport.add(peripheral, characteristics: [battery: .fixed([77]), temperature: .counter(every: .seconds(1)) { UInt8($0) }, control: .fixed([])])
+        transport.add(
+            peripheral,
+            characteristics: [
+                battery: .fixed([77]), temperature: .counter(every: .seconds(1)) { UInt8($0) }, control: .fixed([]),
+            ])
         let keepAlive = try makeKeepAlive()
         let withNotify = PeripheralSpec(
             name: "full",
@@ -396,7 +430,8 @@ struct PollEngineTests {
             reads: [battery],
             notifications: [.init(characteristic: temperature, duration: .milliseconds(3_500))]
         )
-        let engine = try PollEngine(peripherals: [withNotify], transport: transport, keepAlive: keepAlive, logger: quietLogger)
+        let engine = try PollEngine(
+            peripherals: [withNotify], transport: transport, keepAlive: keepAlive, logger: quietLogger)
         let records = Collector(engine.records())
         try await withRunning(keepAlive) {
             for second in 1...4 {  // notifications at 1, 2, 3 s; the listening ends at 3.5 s
@@ -420,7 +455,9 @@ struct PollEngineTests {
         let transport2 = MockTransport(clock: clock2)
         transport2.add(peripheral, characteristics: [battery: .fixed([5])])
         let keepAlive2 = try KeepAlive(configuration: .init(interval: .seconds(30)), clock: clock2, logger: quietLogger)
-        let engine2 = try PollEngine(peripherals: [PeripheralSpec(name: "r", peripheral: peripheral, reads: [battery])], transport: transport2, keepAlive: keepAlive2, logger: quietLogger)
+        let engine2 = try PollEngine(
+            peripherals: [PeripheralSpec(name: "r", peripheral: peripheral, reads: [battery])], transport: transport2,
+            keepAlive: keepAlive2, logger: quietLogger)
         let records2 = Collector(engine2.records())
         try await withRunning(keepAlive2) {
             #expect(try await records2.next().result == .newData)
@@ -496,12 +533,16 @@ private final class ExecutorBoundTransport: PeripheralTransport {
         return try await base.read(characteristic, from: peripheral)
     }
 
-    func write(_ value: [UInt8], to characteristic: BluetoothUUID, of peripheral: Peripheral, type: WriteType) async throws {
+    func write(_ value: [UInt8], to characteristic: BluetoothUUID, of peripheral: Peripheral, type: WriteType)
+        async throws
+    {
         note("write")
         try await base.write(value, to: characteristic, of: peripheral, type: type)
     }
 
-    func notifications(from characteristic: BluetoothUUID, of peripheral: Peripheral) async throws -> AsyncThrowingStream<[UInt8], any Error> {
+    func notifications(from characteristic: BluetoothUUID, of peripheral: Peripheral) async throws
+        -> AsyncThrowingStream<[UInt8], any Error>
+    {
         note("notifications")
         return try await base.notifications(from: characteristic, of: peripheral)
     }
@@ -523,7 +564,9 @@ extension PollEngineTests {
         let transport = ExecutorBoundTransport(mock)
         let keepAlive = try makeKeepAlive()
         let specs = (0..<3).map {
-            PeripheralSpec(name: "sensor-\($0)", peripheral: sensor($0), writes: [.init(characteristic: control, value: [1])], reads: [battery])
+            PeripheralSpec(
+                name: "sensor-\($0)", peripheral: sensor($0), writes: [.init(characteristic: control, value: [1])],
+                reads: [battery])
         }
         let engine = try PollEngine(peripherals: specs, transport: transport, keepAlive: keepAlive, logger: quietLogger)
         let records = Collector(engine.records())

@@ -41,7 +41,8 @@ struct SchedulerTests {
         let keepAlive = try makeKeepAlive()
         let fired = Locked<[KeepAliveInstant]>([])
         let events = Collector(keepAlive.events())
-        try keepAlive.register(name: "sensor", onReport: { report in fired.withLock { $0.append(report.fired) } }) { _ in
+        try keepAlive.register(name: "sensor", onReport: { report in fired.withLock { $0.append(report.fired) } }) {
+            _ in
             .noData
         }
         try await withRunning(keepAlive) {
@@ -307,7 +308,9 @@ struct SchedulerTests {
             keepAlive.unregister(token)
             try await clock.waitForSleeper(until: clock.instant(.seconds(30)))
             clock.advance(to: clock.instant(.seconds(30)))
-            _ = try await events.next { if case .report(let r) = $0 { r.name == "other" && r.tick == 1 } else { false } }
+            _ = try await events.next {
+                if case .report(let r) = $0 { r.name == "other" && r.tick == 1 } else { false }
+            }
         }
         #expect(count.load(ordering: .relaxed) == 1)
     }
@@ -362,7 +365,9 @@ struct SchedulerTests {
         let run = Task { try await keepAlive.run() }
         for _ in 0..<2 { _ = try await ledgerEvents.next { if case .began = $0 { true } else { false } } }
         let stopped = Task { await keepAlive.stop() }
-        let cooperative = try await events.next { if case .report(let r) = $0 { r.name == "cooperative" } else { false } }
+        let cooperative = try await events.next {
+            if case .report(let r) = $0 { r.name == "cooperative" } else { false }
+        }
         if case .report(let report) = cooperative { #expect(report.windowRecord?.outcome == .cancelled) }
         #expect(!keepAlive.ledger.isOpen)
         // The stubborn one is force-ended exactly a grace after stop.
@@ -395,7 +400,9 @@ struct SchedulerTests {
             options: .init(maxTicks: 3),
             onReport: { report in limitedTicks.withLock { $0.append(report.tick) } }
         ) { _ in .noData }
-        try keepAlive.register(name: "unlimited", onReport: { report in unlimitedTicks.withLock { $0.append(report.tick) } }) { _ in
+        try keepAlive.register(
+            name: "unlimited", onReport: { report in unlimitedTicks.withLock { $0.append(report.tick) } }
+        ) { _ in
             .noData
         }
         try await withRunning(keepAlive) {
@@ -403,7 +410,9 @@ struct SchedulerTests {
                 let deadline = clock.instant(.seconds(30) * k)
                 try await clock.waitForSleeper(until: deadline)
                 clock.advance(to: deadline)
-                _ = try await events.next { if case .report(let r) = $0 { r.name == "unlimited" && r.tick == UInt64(k) } else { false } }
+                _ = try await events.next {
+                    if case .report(let r) = $0 { r.name == "unlimited" && r.tick == UInt64(k) } else { false }
+                }
             }
         }
         #expect(limitedTicks.withLock { $0 } == [0, 1, 2])
@@ -426,7 +435,8 @@ struct SchedulerTests {
         let ledgerEvents = Collector(keepAlive.ledger.events())
         let reported = Locked<[String]>([])
         for name in ["a", "b", "c"] {
-            try keepAlive.register(name: name, onReport: { report in reported.withLock { $0.append(report.name) } }) { window in
+            try keepAlive.register(name: name, onReport: { report in reported.withLock { $0.append(report.name) } }) {
+                window in
                 // Runs until the stop cancels it.
                 while !Task.isCancelled { await Task.yield() }
                 return .noData

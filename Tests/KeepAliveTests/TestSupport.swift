@@ -82,7 +82,9 @@ func withRunning<T>(_ keepAlive: KeepAlive, _ body: () async throws -> T) async 
 func waitUntil(_ what: String, timeout: Duration = .seconds(10), _ condition: () -> Bool) async throws {
     let giveUp = ContinuousClock.now + timeout
     while !condition() {
-        guard ContinuousClock.now < giveUp else { throw TestClock.WaitTimeout(description: "timed out waiting until \(what)") }
+        guard ContinuousClock.now < giveUp else {
+            throw TestClock.WaitTimeout(description: "timed out waiting until \(what)")
+        }
         try await Task.sleep(for: .milliseconds(1))
     }
 }

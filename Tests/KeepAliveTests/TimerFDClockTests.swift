@@ -81,7 +81,8 @@ struct TimerFDClockTests {
 
     @Test func theSchedulerTicksOnIt() async throws {
         let clock = TimerFDClock.isolated()
-        let keepAlive = try KeepAlive(configuration: .init(interval: .milliseconds(40)), clock: clock, logger: quietLogger)
+        let keepAlive = try KeepAlive(
+            configuration: .init(interval: .milliseconds(40)), clock: clock, logger: quietLogger)
         let (ticks, tick) = AsyncStream<Void>.makeStream()
         _ = try keepAlive.register(name: "tick") { _ in
             tick.yield()
@@ -104,7 +105,11 @@ struct TimerFDClockTests {
         }
         #expect(
             clock.wakeups <= 4 + UInt64(timersOutlived),
-            "windows used \(keepAlive.ledger.history().map { $0.used.compact }) of \(keepAlive.ledger.history().map { $0.budget.compact })")
+            """
+                windows used \(keepAlive.ledger.history().map { $0.used.compact }) of \
+                \(keepAlive.ledger.history().map { $0.budget.compact })
+                """
+        )
     }
 }
 

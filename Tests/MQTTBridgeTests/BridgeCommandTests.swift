@@ -47,7 +47,9 @@ import Testing
         // Malformed: a bad duration, a payload too long, a device nobody configured. Answered, no crash.
         try await commander.client.publish(topic: "keepalive/gw/kitchen/interval/set", payload: Array("soon".utf8))
         let bad = try await subscriber.wait(for: "keepalive/gw/kitchen/error")
-        #expect(bad.payload.contains("keepalive/gw/kitchen/interval/set") && bad.payload.contains("`soon` is not a duration"))
+        #expect(
+            bad.payload.contains("keepalive/gw/kitchen/interval/set")
+                && bad.payload.contains("`soon` is not a duration"))
         #expect(!bad.retain)
         try await commander.client.publish(
             topic: "keepalive/gw/kitchen/poll", payload: [UInt8](repeating: UInt8(ascii: "x"), count: 1_000))

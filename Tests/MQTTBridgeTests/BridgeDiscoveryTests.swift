@@ -118,14 +118,17 @@ import Testing
         let holderTopic = "homeassistant/sensor/keepalive_shared/aabbccddee01_holder/config"
         let temperatureTopic = "homeassistant/sensor/keepalive_shared/aabbccddee01_temperature/config"
         #expect(subscriber.messages(on: temperatureTopic).isEmpty, "not announced while another gateway may hold it")
-        #expect(!subscriber.messages.contains { $0.topic.contains("/gw/aabbccddee01") }, "never under the gateway's node id")
+        #expect(
+            !subscriber.messages.contains { $0.topic.contains("/gw/aabbccddee01") }, "never under the gateway's node id"
+        )
 
         bridge.holdChanged(device: "kitchen", holding: true)
         try await subscriber.wait(for: holderTopic)
         let temperature = try await subscriber.wait(for: temperatureTopic)
         let config = try #require(jsonObject(temperature.payload))
         #expect(config["state_topic"] as? String == "keepalive/gw/kitchen/state", "the holder's own topics")
-        #expect(config["unique_id"] as? String == "keepalive_aabbccddee01_temperature", "the same entity on every gateway")
+        #expect(
+            config["unique_id"] as? String == "keepalive_aabbccddee01_temperature", "the same entity on every gateway")
         let holderMessage = try #require(subscriber.messages(on: holderTopic).last)
         let holder = try #require(jsonObject(holderMessage.payload))
         #expect((holder["value_template"] as? String)?.contains("value_json.holder") == true)
@@ -135,12 +138,15 @@ import Testing
         bridge.holdChanged(device: "kitchen", holding: false)
         let homeAssistant = try await Collector(port: broker.port, filters: [])
         let before = subscriber.messages(on: "homeassistant/binary_sensor/gw/gateway_status/config").count
-        try await homeAssistant.client.publish(topic: "homeassistant/status", payload: Array("online".utf8), retain: false)
+        try await homeAssistant.client.publish(
+            topic: "homeassistant/status", payload: Array("online".utf8), retain: false)
         try await waitUntil("announced again") {
             subscriber.messages(on: "homeassistant/binary_sensor/gw/gateway_status/config").count > before
         }
         #expect(subscriber.messages(on: temperatureTopic).allSatisfy { !$0.payload.isEmpty }, "never cleared")
-        #expect(subscriber.messages(on: temperatureTopic).count == 1, "not announced again by a gateway that does not hold it")
+        #expect(
+            subscriber.messages(on: temperatureTopic).count == 1,
+            "not announced again by a gateway that does not hold it")
         await homeAssistant.close()
         await subscriber.close()
         await running.stop()
@@ -156,7 +162,8 @@ import Testing
             broker.remove()
             removeDirectory(directory)
         }
-        let subscriber = try await Collector(port: broker.port, filters: ["keepalive/gw/health", "homeassistant/sensor/gw/gateway_health/config"])
+        let subscriber = try await Collector(
+            port: broker.port, filters: ["keepalive/gw/health", "homeassistant/sensor/gw/gateway_health/config"])
         let bridge = try MQTTBridge(
             configuration: bridgeConfiguration(port: broker.port, directory: directory), devices: [kitchen],
             logger: testLogger())
@@ -169,14 +176,17 @@ import Testing
         #expect(String(decoding: health.payload, as: UTF8.self).hasPrefix("hci0 unhealthy"))
         bridge.healthChanged("hci0 unhealthy: 3 failing rounds — polling 1 device every 30s")
         bridge.healthChanged("polling 1 device every 30s")
-        try await subscriber.wait(for: "keepalive/gw/health") { String(decoding: $0.payload, as: UTF8.self) == "polling 1 device every 30s" }
+        try await subscriber.wait(for: "keepalive/gw/health") {
+            String(decoding: $0.payload, as: UTF8.self) == "polling 1 device every 30s"
+        }
         // A line is published when it changes (the connection's announcement may repeat the one in force).
         var lines: [String] = []
         for message in subscriber.messages(on: "keepalive/gw/health") {
             let line = String(decoding: message.payload, as: UTF8.self)
             if lines.last != line { lines.append(line) }
         }
-        #expect(lines == ["hci0 unhealthy: 3 failing rounds — polling 1 device every 30s", "polling 1 device every 30s"])
+        #expect(
+            lines == ["hci0 unhealthy: 3 failing rounds — polling 1 device every 30s", "polling 1 device every 30s"])
         // Retained: a late subscriber finds the last line.
         let late = try await Collector(port: broker.port, filters: ["keepalive/gw/health"])
         let retained = try await late.wait(for: "keepalive/gw/health")

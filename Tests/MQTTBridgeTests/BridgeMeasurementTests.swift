@@ -30,7 +30,10 @@ import Testing
             let micros = Double(
                 elapsed.components.attoseconds / 1_000_000_000_000 + elapsed.components.seconds * 1_000_000)
             print(
-                "submit, \(label): \(String(format: "%.1f", micros / Double(count))) µs per record (\(payload.count)-byte payload, \(count) records)"
+                """
+                    submit, \(label): \(String(format: "%.1f", micros / Double(count))) µs per record \
+                    (\(payload.count)-byte payload, \(count) records)
+                    """
             )
             #expect(bridge.statistics.pending == count)
         }
@@ -59,7 +62,10 @@ import Testing
         let seconds =
             Double((clock.now - start).components.attoseconds) / 1e18 + Double((clock.now - start).components.seconds)
         print(
-            "publish, QoS 1, a window of \(MQTTBridge.deliveryWindow) in flight, loopback mosquitto: \(Int(Double(records) / seconds)) records/s (\(records) records)"
+            """
+                publish, QoS 1, a window of \(MQTTBridge.deliveryWindow) in flight, loopback mosquitto: \
+                \(Int(Double(records) / seconds)) records/s (\(records) records)
+                """
         )
         #expect(bridge.statistics.delivered >= UInt64(records))
         await running.stop()

@@ -124,7 +124,8 @@ import Testing
         let subscriber = try await Collector(port: broker.port, filters: ["keepalive/gw/+/state"], qos: .atLeastOnce)
         let bridge = try MQTTBridge(
             configuration: bridgeConfiguration(
-                port: broker.port, directory: directory, reconnect: fastReconnect(.milliseconds(200), maximum: .milliseconds(400))),
+                port: broker.port, directory: directory,
+                reconnect: fastReconnect(.milliseconds(200), maximum: .milliseconds(400))),
             devices: [kitchen], logger: testLogger())
         let running = RunningBridge(bridge)
         try await running.waitUntilConnected()
@@ -135,16 +136,22 @@ import Testing
         // go through the delivery task), each goes straight to the client.
         for sequence in 0..<20 {
             try await waitUntil("record \(sequence) may go straight") { idle() }
-            try bridge.submit(device: "kitchen", sequence: UInt64(sequence), succeeded: true, payload: recordPayload(UInt64(sequence)))
+            try bridge.submit(
+                device: "kitchen", sequence: UInt64(sequence), succeeded: true, payload: recordPayload(UInt64(sequence))
+            )
         }
         try await running.waitUntilDrained()
         #expect(bridge.state.withLock { $0.handedDirectly } >= 19)
         // Then a burst behind a direct one: in order, the rest by the delivery task.
         for sequence in 20..<300 {
-            try bridge.submit(device: "kitchen", sequence: UInt64(sequence), succeeded: true, payload: recordPayload(UInt64(sequence)))
+            try bridge.submit(
+                device: "kitchen", sequence: UInt64(sequence), succeeded: true, payload: recordPayload(UInt64(sequence))
+            )
         }
         try await running.waitUntilDrained()
-        try await waitUntil("the subscriber has 300 records") { subscriber.sequences(on: "keepalive/gw/kitchen/state").count >= 300 }
+        try await waitUntil("the subscriber has 300 records") {
+            subscriber.sequences(on: "keepalive/gw/kitchen/state").count >= 300
+        }
         #expect(subscriber.sequences(on: "keepalive/gw/kitchen/state") == Array(0..<300))
         #expect(bridge.statistics.delivered == 300)
 
@@ -179,9 +186,11 @@ import Testing
             broker.remove()
             removeDirectory(directory)
         }
-        let seen = try await Collector(port: broker.port, filters: ["homeassistant/sensor/gw/+/config", "keepalive/gw/+/state"])
+        let seen = try await Collector(
+            port: broker.port, filters: ["homeassistant/sensor/gw/+/config", "keepalive/gw/+/state"])
         let bridge = try MQTTBridge(
-            configuration: bridgeConfiguration(port: broker.port, directory: directory), devices: [kitchen], logger: testLogger())
+            configuration: bridgeConfiguration(port: broker.port, directory: directory), devices: [kitchen],
+            logger: testLogger())
         let running = RunningBridge(bridge)
         try await running.waitUntilConnected()
         try bridge.submit(device: "kitchen", sequence: 0, succeeded: true, payload: recordPayload(0))
@@ -195,11 +204,16 @@ import Testing
                 payload: recordPayload(UInt64(sequence)))
             try await running.waitUntilDrained()
             try await seen.wait(for: "homeassistant/sensor/gw/aabbccddee01_\(name)/config")
-            try await waitUntil("record \(sequence) arrived") { seen.sequences(on: "keepalive/gw/kitchen/state").contains(UInt64(sequence)) }
+            try await waitUntil("record \(sequence) arrived") {
+                seen.sequences(on: "keepalive/gw/kitchen/state").contains(UInt64(sequence))
+            }
             let order = seen.messages.map(\.topic)
             let config = try #require(order.firstIndex(of: "homeassistant/sensor/gw/aabbccddee01_\(name)/config"))
             let state = try #require(
-                seen.messages.firstIndex { $0.topic == "keepalive/gw/kitchen/state" && (jsonObject($0.payload)?["seq"] as? NSNumber)?.intValue == sequence })
+                seen.messages.firstIndex {
+                    $0.topic == "keepalive/gw/kitchen/state"
+                        && (jsonObject($0.payload)?["seq"] as? NSNumber)?.intValue == sequence
+                })
             #expect(config < state, "\(name): the config came after the value: \(order)")
         }
         await seen.close()

@@ -41,8 +41,8 @@ func testLogger(_ label: String = "bridge-test") -> Logger {
 /// A record payload like the daemon's JSON line (with `seq`), small and easy to check.
 func recordPayload(_ sequence: UInt64, device: String = "kitchen", temperature: Double = 21.5) -> [UInt8] {
     Array(
-        #"{"seq":\#(sequence),"device":"\#(device)","result":"newData","readings":{"temperature":{"value":\#(temperature),"unit":"°C"}}}"#
-            .utf8)
+        (#"{"seq":\#(sequence),"device":"\#(device)","result":"newData","#
+            + #""readings":{"temperature":{"value":\#(temperature),"unit":"°C"}}}"#).utf8)
 }
 
 /// Runs a bridge in a task; `stop()` cancels it (which still publishes `offline` and closes).

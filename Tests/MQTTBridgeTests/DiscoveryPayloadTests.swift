@@ -74,10 +74,15 @@ import Testing
         #expect(json["unique_id"] as? String == "keepalive_aabbccddee01_temperature")
         #expect(
             json["value_template"] as? String
-                == "{% if 'temperature' in value_json.get('readings', {}) %}{{ value_json.readings['temperature'].value }}{% endif %}"
+                == """
+                    {% if 'temperature' in value_json.get('readings', {}) %}{{ \
+                    value_json.readings['temperature'].value }}{% endif %}
+                    """
         )
         let pm = try #require(payloads.configs(for: device).first { $0.topic.hasSuffix("_pm2_5/config") })
-        #expect(jsonObject(pm.payload)?["unit_of_measurement"] as? String == "\u{00B5}g/m³", "the micro sign every Home Assistant version accepts")
+        #expect(
+            jsonObject(pm.payload)?["unit_of_measurement"] as? String == "\u{00B5}g/m³",
+            "the micro sign every Home Assistant version accepts")
         let firmware = try #require(
             payloads.configs(for: device).first { $0.topic.hasSuffix("_firmware_revision/config") })
         let firmwareJSON = try #require(jsonObject(firmware.payload))

@@ -51,6 +51,7 @@ import Testing
     @Test func theGreekMuBecomesTheMicroSignEveryHomeAssistantAccepts() {
         #expect(SensorClassTable.normaliseUnit("\u{03BC}g/m³") == "\u{00B5}g/m³")
         #expect(SensorClassTable.classify(name: "pm10", unit: "\u{03BC}g/m³", isText: false).unit == "\u{00B5}g/m³")
-        #expect(SensorClassTable.classify(name: "conductivity", unit: "\u{00B5}S/cm", isText: false).unit == "\u{00B5}S/cm")
+        #expect(
+            SensorClassTable.classify(name: "conductivity", unit: "\u{00B5}S/cm", isText: false).unit == "\u{00B5}S/cm")
     }
 }

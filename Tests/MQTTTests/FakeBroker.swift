@@ -4,7 +4,7 @@ import Foundation
 import Basics
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// A scripted MQTT server for what a real mosquitto 2.0 will not do: refuse MQTT 5 as a 3.1.1-only broker
@@ -80,7 +80,10 @@ final class FakeBroker: Sendable {
                 send(connection, level == 5 ? [0x20, 0x03, 0x00, 0x00, 0x00] : [0x20, 0x02, 0x00, 0x00])
             case 8:  // SUBSCRIBE: packet id …
                 let granted: UInt8 = behaviour.refusesSubscriptions ? (level == 5 ? 0x87 : 0x80) : 0x00
-                send(connection, level == 5 ? [0x90, 0x04, body[0], body[1], 0x00, granted] : [0x90, 0x03, body[0], body[1], granted])
+                send(
+                    connection,
+                    level == 5
+                        ? [0x90, 0x04, body[0], body[1], 0x00, granted] : [0x90, 0x03, body[0], body[1], granted])
             case 3:  // PUBLISH: topic length, topic, packet id (QoS > 0), properties (MQTT 5), payload
                 let qos = (type >> 1) & 3
                 let topicLength = Int(body[0]) << 8 | Int(body[1])

@@ -44,7 +44,9 @@ import Testing
         try await client.connect()
         let before = client.statistics.wakeups
         // Past one keep-alive period the client must have sent PINGREQ (the broker logs it with log_type all).
-        try await waitUntil("the broker saw PINGREQ", timeout: .seconds(12)) { broker.log.contains("Received PINGREQ from pinger") }
+        try await waitUntil("the broker saw PINGREQ", timeout: .seconds(12)) {
+            broker.log.contains("Received PINGREQ from pinger")
+        }
         try await client.publish(topic: "still/here", payload: [])
         #expect(events.disconnections == 0)
         // One wake-up for the keep-alive deadline, one for the PINGRESP, a few for the publish: not one per second.

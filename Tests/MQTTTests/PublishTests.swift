@@ -56,7 +56,9 @@ import Testing
         try await publisher.connect()
         let properties = MQTTProperties(
             messageExpiryInterval: 300, contentType: "application/json",
-            userProperties: [MQTTUserProperty(name: "unit", value: "°C"), MQTTUserProperty(name: "sensor", value: "a1")])
+            userProperties: [
+                MQTTUserProperty(name: "unit", value: "°C"), MQTTUserProperty(name: "sensor", value: "a1"),
+            ])
         try await publisher.publish(
             topic: "readings/kitchen", payload: #"{"t":21.5}"#.bytes, qos: .atLeastOnce, properties: properties)
         let message = try await inbox.first(on: "readings/kitchen")
@@ -82,7 +84,8 @@ import Testing
         #expect(try await publisher.connect().protocolVersion == .v311)
         try await publisher.publish(
             topic: "old/kitchen", payload: "21.5".bytes,
-            properties: MQTTProperties(messageExpiryInterval: 60, userProperties: [MQTTUserProperty(name: "a", value: "b")]))
+            properties: MQTTProperties(
+                messageExpiryInterval: 60, userProperties: [MQTTUserProperty(name: "a", value: "b")]))
         let message = try await inbox.first(on: "old/kitchen")
         #expect(message.payload == "21.5".bytes)
         #expect(message.properties.isEmpty)

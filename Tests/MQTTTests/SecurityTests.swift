@@ -5,7 +5,7 @@ import MQTT
 import Testing
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 @Suite struct SecurityTests {
@@ -59,12 +59,14 @@ import Glibc
     @Test func tlsConnectsWithTheRightCAAndRefusesAnotherCA() async throws {
         let directory = try makeTemporaryDirectory()
         try await makeCertificates(in: directory)
-        let broker = try await Broker.start(directory: directory, listener: """
-            allow_anonymous true
-            cafile \(directory)/ca.crt
-            certfile \(directory)/server.crt
-            keyfile \(directory)/server.key
-            """)
+        let broker = try await Broker.start(
+            directory: directory,
+            listener: """
+                allow_anonymous true
+                cafile \(directory)/ca.crt
+                certfile \(directory)/server.crt
+                keyfile \(directory)/server.key
+                """)
         defer { broker.remove() }
 
         for host in ["127.0.0.1", "localhost"] {
@@ -90,12 +92,14 @@ import Glibc
     @Test func tlsRefusesACertificateForAnotherHost() async throws {
         let directory = try makeTemporaryDirectory()
         try await makeCertificates(in: directory, serverNames: "DNS:broker.example")
-        let broker = try await Broker.start(directory: directory, listener: """
-            allow_anonymous true
-            cafile \(directory)/ca.crt
-            certfile \(directory)/server.crt
-            keyfile \(directory)/server.key
-            """)
+        let broker = try await Broker.start(
+            directory: directory,
+            listener: """
+                allow_anonymous true
+                cafile \(directory)/ca.crt
+                certfile \(directory)/server.crt
+                keyfile \(directory)/server.key
+                """)
         defer { broker.remove() }
         var settings = configuration(broker)
         settings.tls = .init(caFile: directory + "/ca.crt")
@@ -105,7 +109,8 @@ import Glibc
         await client.close()
     }
 
-    private func makeCertificates(in directory: String, serverNames: String = "IP:127.0.0.1,DNS:localhost") async throws {
+    private func makeCertificates(in directory: String, serverNames: String = "IP:127.0.0.1,DNS:localhost") async throws
+    {
         try await TestCertificates.make(in: directory, serverNames: serverNames)
     }
 }

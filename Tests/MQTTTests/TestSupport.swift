@@ -5,7 +5,7 @@ import Basics
 import MQTT
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// The shared mosquitto helper (Sources/LocalServices/MosquittoBroker.swift), under the names these tests use.
@@ -19,7 +19,8 @@ func freePort() throws -> Int { try freeLoopbackPort() }
 func run(_ arguments: [String]) async throws -> String {
     let output = try await Subprocess.run(arguments)
     guard output.status == 0 else {
-        throw CommandFailed(description: "\(arguments.joined(separator: " ")) → \(output.status): \(output.standardError)")
+        throw CommandFailed(
+            description: "\(arguments.joined(separator: " ")) → \(output.status): \(output.standardError)")
     }
     return output.standardOutput
 }
@@ -30,7 +31,8 @@ struct CommandFailed: Error, CustomStringConvertible {
 
 /// A client configuration for `broker`, with a unique client id and a fast reconnection for tests.
 func configuration(
-    _ broker: Broker, clientID: String = "test-\(UInt32.random(in: 0...UInt32.max))", keepAlive: Duration = .seconds(60),
+    _ broker: Broker, clientID: String = "test-\(UInt32.random(in: 0...UInt32.max))",
+    keepAlive: Duration = .seconds(60),
     will: MQTTConfiguration.Will? = nil, protocolVersion: MQTTProtocolVersion = .v5
 ) -> MQTTConfiguration {
     MQTTConfiguration(

@@ -36,7 +36,9 @@ import Testing
         let client = try MQTTClient(configuration: MQTTConfiguration(host: "127.0.0.1", port: 1, clientID: "validator"))
         let error = await #expect(throws: MQTTError.self) { try await client.publish(topic: topic, payload: []) }
         #expect(error?.code == .invalidTopic)
-        #expect(error?.message.contains("\"\(String(topic.prefix(200)).replacingOccurrences(of: "\0", with: "\\0"))") == true)
+        #expect(
+            error?.message.contains("\"\(String(topic.prefix(200)).replacingOccurrences(of: "\0", with: "\\0"))")
+                == true)
         await client.close()
     }
 
@@ -63,8 +65,9 @@ import Testing
 
     @Test func aWillWithAnInvalidTopicIsRefusedAtInit() {
         let error = #expect(throws: MQTTError.self) {
-            _ = try MQTTClient(configuration: MQTTConfiguration(
-                host: "127.0.0.1", clientID: "x", will: .init(topic: "status/#", payload: [])))
+            _ = try MQTTClient(
+                configuration: MQTTConfiguration(
+                    host: "127.0.0.1", clientID: "x", will: .init(topic: "status/#", payload: [])))
         }
         #expect(error?.code == .invalidTopic)
     }

@@ -4,7 +4,7 @@ import Foundation
 import Testing
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// The files in `udev/` are what an operator installs: each is checked by the tool that will read it, or
@@ -23,7 +23,8 @@ struct PackagingTests {
         var settings: [String: [String]] = [:]
         for line in try file("keepalive.service").split(separator: "\n") {
             let text = line.trimmingCharacters(in: .whitespaces)
-            guard !text.isEmpty, !text.hasPrefix("#"), !text.hasPrefix("["), let equals = text.firstIndex(of: "=") else { continue }
+            guard !text.isEmpty, !text.hasPrefix("#"), !text.hasPrefix("["), let equals = text.firstIndex(of: "=")
+            else { continue }
             settings[String(text[..<equals]), default: []].append(String(text[text.index(after: equals)...]))
         }
         return settings
@@ -33,8 +34,10 @@ struct PackagingTests {
         let path = Self.directory.appendingPathComponent("keepalive.service").path
         let result = try await Subprocess.run(["systemd-analyze", "security", "--offline=true", "--no-pager", path])
         let output = result.standardOutput + result.standardError
-        let line = try #require(output.split(separator: "\n").first { $0.contains("Overall exposure level") }, "\(output)")
-        let score = try #require(line.split(separator: ":").last?.split(separator: " ").first.flatMap { Double($0) }, "\(line)")
+        let line = try #require(
+            output.split(separator: "\n").first { $0.contains("Overall exposure level") }, "\(output)")
+        let score = try #require(
+            line.split(separator: ":").last?.split(separator: " ").first.flatMap { Double($0) }, "\(line)")
         #expect(score <= 1.5, "\(line)")
     }
 
@@ -72,7 +75,8 @@ struct PackagingTests {
             """
         try config.write(toFile: directory + "/bus.conf", atomically: true, encoding: .utf8)
         let started = try await Subprocess.run([
-            "dbus-daemon", "--config-file=\(directory)/bus.conf", "--print-address=1", "--print-pid=1", "--fork", "--nopidfile",
+            "dbus-daemon", "--config-file=\(directory)/bus.conf", "--print-address=1", "--print-pid=1", "--fork",
+            "--nopidfile",
         ])
         #expect(started.status == 0, "dbus-daemon refused the policy: \(started.standardError)")
         let lines = started.standardOutput.split(separator: "\n")
@@ -82,10 +86,12 @@ struct PackagingTests {
     @Test func policyLetsTheUserCallOnlyBlueZPowerAndLogind() throws {
         let policy = try Self.file("io.keepalive.conf")
         let destinations = Set(policy.matches(of: /send_destination="([^"]*)"/).map { String($0.1) })
-        #expect(destinations == [
-            "org.bluez", "org.freedesktop.UPower", "org.freedesktop.UPower.PowerProfiles", "net.hadess.PowerProfiles",
-            "org.freedesktop.login1",
-        ])
+        #expect(
+            destinations == [
+                "org.bluez", "org.freedesktop.UPower", "org.freedesktop.UPower.PowerProfiles",
+                "net.hadess.PowerProfiles",
+                "org.freedesktop.login1",
+            ])
         #expect(!policy.contains("own="), "the daemon owns no name")
         #expect(!policy.contains("<deny"), "nothing to deny: the system bus denies by default")
         #expect(policy.matches(of: /<policy ([a-z]+)="([^"]*)"/).map { "\($0.1)=\($0.2)" } == ["user=keepalive"])
@@ -103,7 +109,8 @@ struct PackagingTests {
             for field in rule.split(separator: ",") {
                 let text = field.trimmingCharacters(in: .whitespaces)
                 let match = try #require(
-                    text.wholeMatch(of: /([A-Z_]+(?:\{[A-Z_]+\})?)(==|!=|\+=|:=|=)"([^"]*)"/), "not a udev assignment: \(text)")
+                    text.wholeMatch(of: /([A-Z_]+(?:\{[A-Z_]+\})?)(==|!=|\+=|:=|=)"([^"]*)"/),
+                    "not a udev assignment: \(text)")
                 pairs.append((String(match.1), String(match.2), String(match.3)))
                 #expect(known.contains(String(match.1)), "unknown key \(match.1)")
             }
@@ -119,7 +126,9 @@ struct PackagingTests {
     }
 
     @Test func theUserIsTheSameEverywhereAndInTheBluetoothGroup() throws {
-        let sysusers = try Self.file("keepalive.sysusers.conf").split(separator: "\n").filter { !$0.hasPrefix("#") && !$0.isEmpty }
+        let sysusers = try Self.file("keepalive.sysusers.conf").split(separator: "\n").filter {
+            !$0.hasPrefix("#") && !$0.isEmpty
+        }
         #expect(sysusers.contains { $0.hasPrefix("u keepalive ") })
         #expect(sysusers.contains { $0 == "m keepalive bluetooth" })
         #expect(try Self.unitSettings()["User"]?.last == "keepalive")
@@ -130,7 +139,8 @@ struct PackagingTests {
     /// here to load it: its one `if` is checked for exactly those conditions, and `make install` leaves it out).
     @Test func polkitRuleLetsKeepaliveRestartBluetoothOnlyAndIsNotInstalledByDefault() throws {
         let rule = try Self.file("50-keepalive-restart-bluetooth.rules")
-        let code = rule.split(separator: "\n").filter { !$0.trimmingCharacters(in: .whitespaces).hasPrefix("//") }.joined(separator: "\n")
+        let code = rule.split(separator: "\n").filter { !$0.trimmingCharacters(in: .whitespaces).hasPrefix("//") }
+            .joined(separator: "\n")
         #expect(code.hasPrefix("polkit.addRule(function (action, subject) {"))
         for condition in [
             #"action.id == "org.freedesktop.systemd1.manage-units""#, #"action.lookup("unit") == "bluetooth.service""#,
@@ -140,7 +150,8 @@ struct PackagingTests {
         }
         #expect(code.components(separatedBy: "polkit.Result.YES").count == 2, "one grant only")
         #expect(code.components(separatedBy: "&&").count == 4, "the four conditions, all required")
-        let makefile = try String(contentsOf: Self.directory.deletingLastPathComponent().appendingPathComponent("Makefile"), encoding: .utf8)
+        let makefile = try String(
+            contentsOf: Self.directory.deletingLastPathComponent().appendingPathComponent("Makefile"), encoding: .utf8)
         #expect(!makefile.contains("50-keepalive-restart-bluetooth.rules"))
     }
 }

@@ -31,22 +31,27 @@ struct CompoundCharacteristicsTests {
         let reservedType = Decode.sig(0x2A1C, [0x04] + Self.float3654 + [0x0A])
         #expect(Decode.named(reservedType, "temperature_type")?.error?.code == .reservedValue)
         #expect(Decode.named(reservedType, "temperature_type")?.value == nil)
-        #expect(Decode.named(Decode.sig(0x2A1C, [0x04] + Self.float3654 + [0x00]), "temperature_type")?.error?.code == .reservedValue)
+        #expect(
+            Decode.named(Decode.sig(0x2A1C, [0x04] + Self.float3654 + [0x00]), "temperature_type")?.error?.code
+                == .reservedValue)
         // Time stamp announced but missing.
         let short = Decode.sig(0x2A1C, [0x02] + Self.float3654)
         #expect(Decode.named(short, "temperature")?.value == .number(36.54))
         #expect(Decode.named(short, "time_stamp")?.error == .payloadTooShort(needs: 7, at: 5, has: 5))
         // Empty payload.
-        #expect(Decode.sig(0x2A1C, []) == [.failed("temperature", unit: "°C", .payloadTooShort(needs: 1, at: 0, has: 0))])
+        #expect(
+            Decode.sig(0x2A1C, []) == [.failed("temperature", unit: "°C", .payloadTooShort(needs: 1, at: 0, has: 0))])
         // Value cut short.
-        #expect(Decode.sig(0x2A1C, [0x00, 0x46, 0x0E]).first?.error?.message == "needs 4 bytes at offset 1, payload has 3")
+        #expect(
+            Decode.sig(0x2A1C, [0x00, 0x46, 0x0E]).first?.error?.message == "needs 4 bytes at offset 1, payload has 3")
         // FLOAT NaN.
         let nan = Decode.sig(0x2A1C, [0x00, 0xFF, 0xFF, 0x7F, 0x00])
         #expect(nan.first?.error?.code == .specialValue)
         #expect(nan.first?.error?.message.contains("NaN") == true)
         // Unknown date.
         let unknownDate = Decode.sig(0x2A1C, [0x02] + Self.float3654 + [0, 0, 1, 1, 0, 0, 0])
-        #expect(Decode.named(unknownDate, "time_stamp")?.error == ReadingError(.specialValue, "year 0: value is not known"))
+        #expect(
+            Decode.named(unknownDate, "time_stamp")?.error == ReadingError(.specialValue, "year 0: value is not known"))
     }
 
     @Test func temperatureMeasurementReservedFlags() {
@@ -65,10 +70,11 @@ struct CompoundCharacteristicsTests {
 
     @Test func heartRateFormatsAndContact() {
         let small = Decode.sig(0x2A37, [0x00, 72])
-        #expect(small == [
-            Reading(name: "heart_rate", value: .unsigned(72), unit: "bpm"),
-            Reading(name: "sensor_contact", value: .text("not_supported")),
-        ])
+        #expect(
+            small == [
+                Reading(name: "heart_rate", value: .unsigned(72), unit: "bpm"),
+                Reading(name: "sensor_contact", value: .text("not_supported")),
+            ])
         #expect(Decode.named(Decode.sig(0x2A37, [0x01, 0x2C, 0x01]), "heart_rate")?.value == .unsigned(300))
         #expect(Decode.named(Decode.sig(0x2A37, [0x06, 60]), "sensor_contact")?.value == .text("detected"))
         #expect(Decode.named(Decode.sig(0x2A37, [0x04, 60]), "sensor_contact")?.value == .text("not_detected"))
@@ -78,8 +84,12 @@ struct CompoundCharacteristicsTests {
     @Test func heartRateEnergyAndRRIntervals() {
         let readings = Decode.sig(0x2A37, [0x18, 60, 0x10, 0x00, 0x00, 0x04, 0x00, 0x02, 0x01, 0x00])
         #expect(readings.map(\.name) == ["heart_rate", "sensor_contact", "energy_expended", "rr_intervals"])
-        #expect(Decode.named(readings, "energy_expended") == Reading(name: "energy_expended", value: .number(16_000), unit: "J"))
-        #expect(Decode.named(readings, "rr_intervals") == Reading(name: "rr_intervals", value: .numbers([1, 0.5, 1.0 / 1024]), unit: "s"))
+        #expect(
+            Decode.named(readings, "energy_expended")
+                == Reading(name: "energy_expended", value: .number(16_000), unit: "J"))
+        #expect(
+            Decode.named(readings, "rr_intervals")
+                == Reading(name: "rr_intervals", value: .numbers([1, 0.5, 1.0 / 1024]), unit: "s"))
     }
 
     @Test func heartRateFailures() {
@@ -129,18 +139,21 @@ struct CompoundCharacteristicsTests {
 
     @Test func currentTime() {
         let readings = Decode.sig(0x2A2B, [0xE8, 0x07, 11, 24, 16, 5, 9, 2, 128, 0x03])
-        #expect(readings == [
-            Reading(name: "current_time", value: .text("2024-11-24T16:05:09")),
-            Reading(name: "day_of_week", value: .text("tuesday")),
-            Reading(name: "fraction_of_second", value: .number(0.5), unit: "s"),
-            Reading(name: "adjust_reason", value: .text("manual_time_update,external_reference_time_update")),
-        ])
+        #expect(
+            readings == [
+                Reading(name: "current_time", value: .text("2024-11-24T16:05:09")),
+                Reading(name: "day_of_week", value: .text("tuesday")),
+                Reading(name: "fraction_of_second", value: .number(0.5), unit: "s"),
+                Reading(name: "adjust_reason", value: .text("manual_time_update,external_reference_time_update")),
+            ])
         let reservedReason = Decode.sig(0x2A2B, [0xE8, 0x07, 11, 24, 16, 5, 9, 2, 0, 0x10])
         #expect(Decode.named(reservedReason, "adjust_reason")?.value == .text("none"))
         #expect(Decode.named(reservedReason, "adjust_reason")?.error?.code == .reservedFlag)
         let unknownDay = Decode.sig(0x2A2B, [0xE8, 0x07, 11, 24, 16, 5, 9, 0, 0, 0])
         #expect(Decode.named(unknownDay, "day_of_week")?.error?.code == .specialValue)
-        #expect(Decode.named(Decode.sig(0x2A2B, [0xE8, 0x07, 11, 24, 16, 5, 9, 8, 0, 0]), "day_of_week")?.error?.code == .reservedValue)
+        #expect(
+            Decode.named(Decode.sig(0x2A2B, [0xE8, 0x07, 11, 24, 16, 5, 9, 8, 0, 0]), "day_of_week")?.error?.code
+                == .reservedValue)
         let short = Decode.sig(0x2A2B, [0xE8, 0x07, 11, 24, 16, 5, 9, 2, 128])
         #expect(Decode.named(short, "adjust_reason")?.error == .payloadTooShort(needs: 1, at: 9, has: 9))
         #expect(Decode.sig(0x2A2B, [0xE8, 0x07, 11]).allSatisfy { $0.error?.code == .payloadTooShort })

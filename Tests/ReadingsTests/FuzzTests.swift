@@ -76,19 +76,20 @@ struct FuzzTests {
                 let far = random.next() % 32 == 0
                 let minimum = Double(Int64(random.next() % 2000) - 1000)
                 let maximum = Double(Int64(random.next() % 2000) - 1000)
-                fields.append(Field(
-                    name: names[Int(random.next() % UInt64(names.count))],
-                    at: far ? Int(bitPattern: UInt(truncatingIfNeeded: random.next())) : at,
-                    format: formats[Int(random.next() % UInt64(formats.count))],
-                    scale: Scale(
-                        multiplier: multipliers[Int(random.next() % UInt64(multipliers.count))],
-                        decimalExponent: Int(Int64(random.next() % 801) - 400),
-                        binaryExponent: random.next() % 4 == 0 ? Int(Int64(bitPattern: random.next())) : 0
-                    ),
-                    offset: random.next() % 3 == 0 ? Double(Int64(random.next() % 200) - 100) : 0,
-                    unit: random.next() % 2 == 0 ? "u" : nil,
-                    valid: random.next() % 2 == 0 ? ValidRange(minimum: minimum, maximum: maximum) : nil
-                ))
+                fields.append(
+                    Field(
+                        name: names[Int(random.next() % UInt64(names.count))],
+                        at: far ? Int(bitPattern: UInt(truncatingIfNeeded: random.next())) : at,
+                        format: formats[Int(random.next() % UInt64(formats.count))],
+                        scale: Scale(
+                            multiplier: multipliers[Int(random.next() % UInt64(multipliers.count))],
+                            decimalExponent: Int(Int64(random.next() % 801) - 400),
+                            binaryExponent: random.next() % 4 == 0 ? Int(Int64(bitPattern: random.next())) : 0
+                        ),
+                        offset: random.next() % 3 == 0 ? Double(Int64(random.next() % 200) - 100) : 0,
+                        unit: random.next() % 2 == 0 ? "u" : nil,
+                        valid: random.next() % 2 == 0 ? ValidRange(minimum: minimum, maximum: maximum) : nil
+                    ))
             }
             let size: Int? = random.next() % 2 == 0 ? Int(Int64(random.next() % 40) - 2) : nil
             let layout = Layout(fields: fields, size: size)
@@ -107,10 +108,16 @@ struct FuzzTests {
             }
             // Configuration text parsing never traps either.
             let alphabet = Array("0123456789.eE+-x ")
-            let text = String((0..<Int(random.next() % 8)).map { _ in alphabet[Int(random.next() % UInt64(alphabet.count))] })
+            let text = String(
+                (0..<Int(random.next() % 8)).map { _ in alphabet[Int(random.next() % UInt64(alphabet.count))] })
             if (try? Scale(parsing: text)) == nil { typedErrors += 1 }
             if (try? ValueFormat(parsing: text)) == nil { typedErrors += 1 }
         }
-        print("fuzz: readings \(iterations) layouts, 0 traps, \(typedErrors) typed errors, \(validationErrors) validation errors")
+        print(
+            """
+                fuzz: readings \(iterations) layouts, 0 traps, \(typedErrors) typed errors, \(validationErrors) \
+                validation errors
+                """
+        )
     }
 }

@@ -23,7 +23,10 @@ struct SIGCharacteristicsTests {
         (0x2A6E, [0x6A, 0x08], "temperature", "°C", .value(.number(21.54))),
         (0x2A6E, [0xFF, 0x7F], "temperature", "°C", .value(.number(327.67))),
         (0x2A6E, [0x4D, 0x95], "temperature", "°C", .value(.number(-273.15))),
-        (0x2A6E, [0x4C, 0x95], "temperature", "°C", .failure(.outOfRange, "-273.16 °C is outside the valid range -273.15…327.67 °C")),
+        (
+            0x2A6E, [0x4C, 0x95], "temperature", "°C",
+            .failure(.outOfRange, "-273.16 °C is outside the valid range -273.15…327.67 °C")
+        ),
         (0x2A6E, [0x00, 0x80], "temperature", "°C", .failure(.specialValue, "0x8000: value is not known")),
         (0x2A6E, [0x00, 0x00], "temperature", "°C", .value(.number(0))),
         (0x2A6E, [0x01], "temperature", "°C", .failure(.payloadTooShort, "needs 2 bytes at offset 0, payload has 1")),
@@ -38,12 +41,18 @@ struct SIGCharacteristicsTests {
         (0x2A6D, [0x02, 0x76, 0x0F, 0x00], "pressure", "Pa", .value(.number(101_325))),
         (0x2A6D, [0xFF, 0xFF, 0xFF, 0xFF], "pressure", "Pa", .value(.number(429_496_729.5))),
         (0x2A6D, [0x03, 0x00, 0x00, 0x00], "pressure", "Pa", .value(.number(0.3))),
-        (0x2A6D, [0x02, 0x76, 0x0F], "pressure", "Pa", .failure(.payloadTooShort, "needs 4 bytes at offset 0, payload has 3")),
+        (
+            0x2A6D, [0x02, 0x76, 0x0F], "pressure", "Pa",
+            .failure(.payloadTooShort, "needs 4 bytes at offset 0, payload has 3")
+        ),
         // Elevation
         (0x2A6C, [0xFF, 0xFF, 0xFF], "elevation", "m", .value(.number(-0.01))),
         (0x2A6C, [0x00, 0x00, 0x80], "elevation", "m", .value(.number(-83_886.08))),
         (0x2A6C, [0xFF, 0xFF, 0x7F], "elevation", "m", .value(.number(83_886.07))),
-        (0x2A6C, [0xFF, 0xFF], "elevation", "m", .failure(.payloadTooShort, "needs 3 bytes at offset 0, payload has 2")),
+        (
+            0x2A6C, [0xFF, 0xFF], "elevation", "m",
+            .failure(.payloadTooShort, "needs 3 bytes at offset 0, payload has 2")
+        ),
         // UV Index
         (0x2A76, [0x0B], "uv_index", nil, .value(.unsigned(11))),
         (0x2A76, [0xFF], "uv_index", nil, .value(.unsigned(255))),
@@ -56,7 +65,10 @@ struct SIGCharacteristicsTests {
         (0x2AFB, [0x10, 0x27, 0x00], "illuminance", "lx", .value(.number(100))),
         (0x2AFB, [0xFE, 0xFF, 0xFF], "illuminance", "lx", .value(.number(167_772.14))),
         (0x2AFB, [0xFF, 0xFF, 0xFF], "illuminance", "lx", .failure(.specialValue, "0xFFFFFF: value is not known")),
-        (0x2AFB, [0x10, 0x27], "illuminance", "lx", .failure(.payloadTooShort, "needs 3 bytes at offset 0, payload has 2")),
+        (
+            0x2AFB, [0x10, 0x27], "illuminance", "lx",
+            .failure(.payloadTooShort, "needs 3 bytes at offset 0, payload has 2")
+        ),
         // Dew Point
         (0x2A7B, [0xF6], "dew_point", "°C", .value(.integer(-10))),
         (0x2A7B, [0x7F], "dew_point", "°C", .value(.integer(127))),
@@ -68,12 +80,21 @@ struct SIGCharacteristicsTests {
         (0x2A71, [0x3F, 0x8C], "true_wind_direction", "°", .value(.number(359.03))),
         (0x2A73, [0x00, 0x00], "apparent_wind_direction", "°", .value(.number(0))),
         (0x2A73, [0x9F, 0x8C], "apparent_wind_direction", "°", .value(.number(359.99))),
-        (0x2A71, [0xA0, 0x8C], "true_wind_direction", "°", .failure(.outOfRange, "360.0 ° is outside the valid range 0.0…359.99 °")),
-        (0x2A71, [0x3F], "true_wind_direction", "°", .failure(.payloadTooShort, "needs 2 bytes at offset 0, payload has 1")),
+        (
+            0x2A71, [0xA0, 0x8C], "true_wind_direction", "°",
+            .failure(.outOfRange, "360.0 ° is outside the valid range 0.0…359.99 °")
+        ),
+        (
+            0x2A71, [0x3F], "true_wind_direction", "°",
+            .failure(.payloadTooShort, "needs 2 bytes at offset 0, payload has 1")
+        ),
         // CO2 and VOC
         (0x2B8C, [0xB0, 0x04], "co2", "ppm", .value(.unsigned(1200))),
         (0x2B8C, [0xFD, 0xFF], "co2", "ppm", .value(.unsigned(65533))),
-        (0x2B8C, [0xFE, 0xFF], "co2", "ppm", .valueWithRemark(.unsigned(65534), .specialValue, "0xFFFE: value is 65534 or greater")),
+        (
+            0x2B8C, [0xFE, 0xFF], "co2", "ppm",
+            .valueWithRemark(.unsigned(65534), .specialValue, "0xFFFE: value is 65534 or greater")
+        ),
         (0x2B8C, [0xFF, 0xFF], "co2", "ppm", .failure(.specialValue, "0xFFFF: value is not known")),
         (0x2B8C, [0xB0], "co2", "ppm", .failure(.payloadTooShort, "needs 2 bytes at offset 0, payload has 1")),
         (0x2BE7, [0x00, 0x00], "voc", "ppb", .value(.unsigned(0))),
@@ -92,7 +113,10 @@ struct SIGCharacteristicsTests {
         (0x2A25, Array("0042".utf8) + [0], "serial_number", nil, .value(.text("0042"))),
         (0x2A26, Array("1.2.3".utf8), "firmware_revision", nil, .value(.text("1.2.3"))),
         (0x2A27, [], "hardware_revision", nil, .value(.text(""))),
-        (0x2A28, [0xFF, 0xFE], "software_revision", nil, .failure(.invalidText, "2 bytes at offset 0 are not valid UTF-8")),
+        (
+            0x2A28, [0xFF, 0xFE], "software_revision", nil,
+            .failure(.invalidText, "2 bytes at offset 0 are not valid UTF-8")
+        ),
     ]
 
     @Test func everyCase() {
@@ -111,7 +135,8 @@ struct SIGCharacteristicsTests {
             case .failure(let code, let message):
                 #expect(reading.value == nil, "\(label)")
                 #expect(reading.error?.code == code, "\(label)")
-                #expect(reading.error?.message.contains(message) == true, "\(label): \(String(describing: reading.error))")
+                #expect(
+                    reading.error?.message.contains(message) == true, "\(label): \(String(describing: reading.error))")
             case .valueWithRemark(let value, let code, let message):
                 #expect(reading.value == value, "\(label)")
                 #expect(reading.error?.code == code, "\(label)")

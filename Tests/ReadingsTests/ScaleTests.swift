@@ -6,7 +6,8 @@ struct ScaleTests {
     @Test func parsingKeepsPowersOfTenExact() throws {
         let cases: [(String, Double, Int)] = [
             ("0.1", 1, -1), ("0.01", 1, -2), ("1e-2", 1, -2), ("1E-2", 1, -2), ("0.005", 5, -3), ("1000", 1, 3),
-            ("2.5", 25, -1), ("-0.5", -5, -1), ("+3", 3, 0), ("1", 1, 0), ("0.50", 5, -1), ("10e-3", 1, -2), (".25", 25, -2),
+            ("2.5", 25, -1), ("-0.5", -5, -1), ("+3", 3, 0), ("1", 1, 0), ("0.50", 5, -1), ("10e-3", 1, -2),
+            (".25", 25, -2),
             ("1.", 1, 0), ("1e+3", 1, 3),
         ]
         for (text, multiplier, exponent) in cases {
@@ -33,7 +34,9 @@ struct ScaleTests {
     }
 
     @Test func parsingRejectsWhatIsNotADecimalNumber() {
-        for text in ["", "abc", "1.2.3", "0", "0.000", "1e", "1e999", "e5", "-", "1,5", "0x10", "1234567890123456", "١"] {
+        for text in [
+            "", "abc", "1.2.3", "0", "0.000", "1e", "1e999", "e5", "-", "1,5", "0x10", "1234567890123456", "١",
+        ] {
             #expect {
                 _ = try Scale(parsing: text)
             } throws: { error in

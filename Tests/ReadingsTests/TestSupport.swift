@@ -2,9 +2,9 @@ import Basics
 @testable import Readings
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 extension SplitMix64 {
@@ -27,7 +27,8 @@ enum Decode {
     }
 
     static func field(_ format: ValueFormat, _ bytes: [UInt8], at offset: Int = 0) -> Reading {
-        ReadingsDecoder.decode(bytes, as: .layout(Layout(fields: [Field(name: "value", at: offset, format: format)])))[0]
+        ReadingsDecoder.decode(bytes, as: .layout(Layout(fields: [Field(name: "value", at: offset, format: format)])))[
+            0]
     }
 
     static func named(_ readings: [Reading], _ name: String) -> Reading? {

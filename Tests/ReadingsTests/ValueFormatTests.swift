@@ -6,29 +6,48 @@ struct ValueFormatTests {
     /// Boundaries (0, max, min, -1) of every integer width in both byte orders.
     static let integerCases: [(ValueFormat, [UInt8], Reading.Value)] = [
         (.uint8, [0x00], .unsigned(0)), (.uint8, [0xFF], .unsigned(255)), (.uint8, [0x7F], .unsigned(127)),
-        (.sint8, [0x00], .integer(0)), (.sint8, [0xFF], .integer(-1)), (.sint8, [0x7F], .integer(127)), (.sint8, [0x80], .integer(-128)),
-        (.uint16le, [0x00, 0x00], .unsigned(0)), (.uint16le, [0xFF, 0xFF], .unsigned(65535)), (.uint16le, [0x34, 0x12], .unsigned(0x1234)),
-        (.uint16be, [0x00, 0x00], .unsigned(0)), (.uint16be, [0xFF, 0xFF], .unsigned(65535)), (.uint16be, [0x12, 0x34], .unsigned(0x1234)),
-        (.sint16le, [0xFF, 0xFF], .integer(-1)), (.sint16le, [0x00, 0x80], .integer(-32768)), (.sint16le, [0xFF, 0x7F], .integer(32767)),
+        (.sint8, [0x00], .integer(0)), (.sint8, [0xFF], .integer(-1)), (.sint8, [0x7F], .integer(127)),
+        (.sint8, [0x80], .integer(-128)),
+        (.uint16le, [0x00, 0x00], .unsigned(0)), (.uint16le, [0xFF, 0xFF], .unsigned(65535)),
+        (.uint16le, [0x34, 0x12], .unsigned(0x1234)),
+        (.uint16be, [0x00, 0x00], .unsigned(0)), (.uint16be, [0xFF, 0xFF], .unsigned(65535)),
+        (.uint16be, [0x12, 0x34], .unsigned(0x1234)),
+        (.sint16le, [0xFF, 0xFF], .integer(-1)), (.sint16le, [0x00, 0x80], .integer(-32768)),
+        (.sint16le, [0xFF, 0x7F], .integer(32767)),
         (.sint16le, [0x00, 0x00], .integer(0)), (.sint16le, [0xCE, 0xFF], .integer(-50)),
-        (.sint16be, [0xFF, 0xFF], .integer(-1)), (.sint16be, [0x80, 0x00], .integer(-32768)), (.sint16be, [0x7F, 0xFF], .integer(32767)),
+        (.sint16be, [0xFF, 0xFF], .integer(-1)), (.sint16be, [0x80, 0x00], .integer(-32768)),
+        (.sint16be, [0x7F, 0xFF], .integer(32767)),
         (.sint16be, [0x00, 0x00], .integer(0)), (.sint16be, [0xFF, 0xCE], .integer(-50)),
-        (.uint24le, [0x00, 0x00, 0x00], .unsigned(0)), (.uint24le, [0xFF, 0xFF, 0xFF], .unsigned(0xFF_FFFF)), (.uint24le, [0x56, 0x34, 0x12], .unsigned(0x12_3456)),
-        (.uint24be, [0x00, 0x00, 0x00], .unsigned(0)), (.uint24be, [0xFF, 0xFF, 0xFF], .unsigned(0xFF_FFFF)), (.uint24be, [0x12, 0x34, 0x56], .unsigned(0x12_3456)),
-        (.sint24le, [0xFF, 0xFF, 0xFF], .integer(-1)), (.sint24le, [0x00, 0x00, 0x80], .integer(-8_388_608)), (.sint24le, [0xFF, 0xFF, 0x7F], .integer(8_388_607)), (.sint24le, [0, 0, 0], .integer(0)),
-        (.sint24be, [0xFF, 0xFF, 0xFF], .integer(-1)), (.sint24be, [0x80, 0x00, 0x00], .integer(-8_388_608)), (.sint24be, [0x7F, 0xFF, 0xFF], .integer(8_388_607)), (.sint24be, [0, 0, 0], .integer(0)),
-        (.uint32le, [0, 0, 0, 0], .unsigned(0)), (.uint32le, [0xFF, 0xFF, 0xFF, 0xFF], .unsigned(0xFFFF_FFFF)), (.uint32le, [0x78, 0x56, 0x34, 0x12], .unsigned(0x1234_5678)),
-        (.uint32be, [0, 0, 0, 0], .unsigned(0)), (.uint32be, [0xFF, 0xFF, 0xFF, 0xFF], .unsigned(0xFFFF_FFFF)), (.uint32be, [0x12, 0x34, 0x56, 0x78], .unsigned(0x1234_5678)),
-        (.sint32le, [0xFF, 0xFF, 0xFF, 0xFF], .integer(-1)), (.sint32le, [0, 0, 0, 0x80], .integer(Int64(Int32.min))), (.sint32le, [0xFF, 0xFF, 0xFF, 0x7F], .integer(Int64(Int32.max))), (.sint32le, [0, 0, 0, 0], .integer(0)),
-        (.sint32be, [0xFF, 0xFF, 0xFF, 0xFF], .integer(-1)), (.sint32be, [0x80, 0, 0, 0], .integer(Int64(Int32.min))), (.sint32be, [0x7F, 0xFF, 0xFF, 0xFF], .integer(Int64(Int32.max))), (.sint32be, [0, 0, 0, 0], .integer(0)),
-        (.uint64le, [0, 0, 0, 0, 0, 0, 0, 0], .unsigned(0)), (.uint64le, Array(repeating: 0xFF, count: 8), .unsigned(.max)),
+        (.uint24le, [0x00, 0x00, 0x00], .unsigned(0)), (.uint24le, [0xFF, 0xFF, 0xFF], .unsigned(0xFF_FFFF)),
+        (.uint24le, [0x56, 0x34, 0x12], .unsigned(0x12_3456)),
+        (.uint24be, [0x00, 0x00, 0x00], .unsigned(0)), (.uint24be, [0xFF, 0xFF, 0xFF], .unsigned(0xFF_FFFF)),
+        (.uint24be, [0x12, 0x34, 0x56], .unsigned(0x12_3456)),
+        (.sint24le, [0xFF, 0xFF, 0xFF], .integer(-1)), (.sint24le, [0x00, 0x00, 0x80], .integer(-8_388_608)),
+        (.sint24le, [0xFF, 0xFF, 0x7F], .integer(8_388_607)), (.sint24le, [0, 0, 0], .integer(0)),
+        (.sint24be, [0xFF, 0xFF, 0xFF], .integer(-1)), (.sint24be, [0x80, 0x00, 0x00], .integer(-8_388_608)),
+        (.sint24be, [0x7F, 0xFF, 0xFF], .integer(8_388_607)), (.sint24be, [0, 0, 0], .integer(0)),
+        (.uint32le, [0, 0, 0, 0], .unsigned(0)), (.uint32le, [0xFF, 0xFF, 0xFF, 0xFF], .unsigned(0xFFFF_FFFF)),
+        (.uint32le, [0x78, 0x56, 0x34, 0x12], .unsigned(0x1234_5678)),
+        (.uint32be, [0, 0, 0, 0], .unsigned(0)), (.uint32be, [0xFF, 0xFF, 0xFF, 0xFF], .unsigned(0xFFFF_FFFF)),
+        (.uint32be, [0x12, 0x34, 0x56, 0x78], .unsigned(0x1234_5678)),
+        (.sint32le, [0xFF, 0xFF, 0xFF, 0xFF], .integer(-1)), (.sint32le, [0, 0, 0, 0x80], .integer(Int64(Int32.min))),
+        (.sint32le, [0xFF, 0xFF, 0xFF, 0x7F], .integer(Int64(Int32.max))), (.sint32le, [0, 0, 0, 0], .integer(0)),
+        (.sint32be, [0xFF, 0xFF, 0xFF, 0xFF], .integer(-1)), (.sint32be, [0x80, 0, 0, 0], .integer(Int64(Int32.min))),
+        (.sint32be, [0x7F, 0xFF, 0xFF, 0xFF], .integer(Int64(Int32.max))), (.sint32be, [0, 0, 0, 0], .integer(0)),
+        (.uint64le, [0, 0, 0, 0, 0, 0, 0, 0], .unsigned(0)),
+        (.uint64le, Array(repeating: 0xFF, count: 8), .unsigned(.max)),
         (.uint64le, [8, 7, 6, 5, 4, 3, 2, 1], .unsigned(0x0102_0304_0506_0708)),
-        (.uint64be, [0, 0, 0, 0, 0, 0, 0, 0], .unsigned(0)), (.uint64be, Array(repeating: 0xFF, count: 8), .unsigned(.max)),
+        (.uint64be, [0, 0, 0, 0, 0, 0, 0, 0], .unsigned(0)),
+        (.uint64be, Array(repeating: 0xFF, count: 8), .unsigned(.max)),
         (.uint64be, [1, 2, 3, 4, 5, 6, 7, 8], .unsigned(0x0102_0304_0506_0708)),
-        (.sint64le, Array(repeating: 0xFF, count: 8), .integer(-1)), (.sint64le, [0, 0, 0, 0, 0, 0, 0, 0x80], .integer(.min)),
-        (.sint64le, [0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0x7F], .integer(.max)), (.sint64le, Array(repeating: 0, count: 8), .integer(0)),
-        (.sint64be, Array(repeating: 0xFF, count: 8), .integer(-1)), (.sint64be, [0x80, 0, 0, 0, 0, 0, 0, 0], .integer(.min)),
-        (.sint64be, [0x7F, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF], .integer(.max)), (.sint64be, Array(repeating: 0, count: 8), .integer(0)),
+        (.sint64le, Array(repeating: 0xFF, count: 8), .integer(-1)),
+        (.sint64le, [0, 0, 0, 0, 0, 0, 0, 0x80], .integer(.min)),
+        (.sint64le, [0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0x7F], .integer(.max)),
+        (.sint64le, Array(repeating: 0, count: 8), .integer(0)),
+        (.sint64be, Array(repeating: 0xFF, count: 8), .integer(-1)),
+        (.sint64be, [0x80, 0, 0, 0, 0, 0, 0, 0], .integer(.min)),
+        (.sint64be, [0x7F, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF], .integer(.max)),
+        (.sint64be, Array(repeating: 0, count: 8), .integer(0)),
     ]
 
     @Test func integerBoundariesInBothByteOrders() {
@@ -64,7 +83,8 @@ struct ValueFormatTests {
         let cases: [(ValueFormat, [UInt8], String)] = [
             (.float32le, [0x00, 0x00, 0xC0, 0x7F], "NaN"), (.float32be, [0x7F, 0x80, 0x00, 0x00], "+INFINITY"),
             (.float32le, [0x00, 0x00, 0x80, 0xFF], "−INFINITY"),
-            (.float64le, [0, 0, 0, 0, 0, 0, 0xF8, 0x7F], "NaN"), (.float64be, [0x7F, 0xF0, 0, 0, 0, 0, 0, 0], "+INFINITY"),
+            (.float64le, [0, 0, 0, 0, 0, 0, 0xF8, 0x7F], "NaN"),
+            (.float64be, [0x7F, 0xF0, 0, 0, 0, 0, 0, 0], "+INFINITY"),
         ]
         for (format, bytes, meaning) in cases {
             let reading = Decode.field(format, bytes)
@@ -81,10 +101,12 @@ struct ValueFormatTests {
             #expect(reading.value == nil, "\(format)")
             #expect(reading.error?.code == .payloadTooShort, "\(format)")
             let plural = count == 1 ? "byte" : "bytes"
-            #expect(reading.error?.message == "needs \(count) \(plural) at offset 0, payload has \(count - 1)", "\(format)")
+            #expect(
+                reading.error?.message == "needs \(count) \(plural) at offset 0, payload has \(count - 1)", "\(format)")
             // At an offset: the message names the offset.
             let shifted = Decode.field(format, Array(repeating: 0x01, count: count + 2), at: 3)
-            #expect(shifted.error?.message == "needs \(count) \(plural) at offset 3, payload has \(count + 2)", "\(format)")
+            #expect(
+                shifted.error?.message == "needs \(count) \(plural) at offset 3, payload has \(count + 2)", "\(format)")
         }
     }
 
@@ -134,6 +156,7 @@ struct ValueFormatTests {
         let encoded = try? ValueFormat.float.encode(.number(36.54))
         #expect(encoded.map { Decode.field(.float, $0).value } == .number(36.54))
         // SFLOAT keeps 4 digits at most: 36.54 becomes 36.5 (the nearest representable).
-        #expect((try? ValueFormat.sfloat.encode(.number(36.54))).map { Decode.field(.sfloat, $0).value } == .number(36.5))
+        #expect(
+            (try? ValueFormat.sfloat.encode(.number(36.54))).map { Decode.field(.sfloat, $0).value } == .number(36.5))
     }
 }

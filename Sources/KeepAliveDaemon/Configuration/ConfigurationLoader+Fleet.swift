@@ -8,7 +8,8 @@ extension ConfigurationLoader {
     static let fleetKeys = ["lease", "topic_prefix", "adapters", "scan", "capacity"]
 
     static func fleet(_ node: YAMLNode, in document: Document) throws(ConfigurationError) -> DaemonConfiguration.Fleet {
-        let fields = try Fields(node, path: "fleet", allowed: fleetKeys, in: document, expected: "a mapping like {lease: 30s}")
+        let fields = try Fields(
+            node, path: "fleet", allowed: fleetKeys, in: document, expected: "a mapping like {lease: 30s}")
         var fleet = DaemonConfiguration.Fleet(location: document.location(node))
         for pair in fields.pairs {
             let value = pair.value
@@ -17,13 +18,21 @@ extension ConfigurationLoader {
             case "lease":
                 fleet.lease = try document.duration(value, field)
                 guard fleet.lease >= .seconds(3), fleet.lease <= .seconds(3_600) else {
-                    throw document.error(.invalidValue, at: value, field, "a lease of \(fleet.lease.compact): it must be from 3s to 1h (30s suits most fleets)")
+                    throw document.error(
+                        .invalidValue, at: value, field,
+                        "a lease of \(fleet.lease.compact): it must be from 3s to 1h (30s suits most fleets)")
                 }
             case "topic_prefix":
                 let prefix = try document.nonEmptyText(value, field, expected: "topic levels like keepalive/fleet")
                 let levels = prefix.split(separator: "/", omittingEmptySubsequences: false)
                 guard prefix.utf8.count <= 128, levels.allSatisfy({ FleetTopics.isValidName(String($0)) }) else {
-                    throw document.error(.invalidValue, at: value, field, "`\(shown(prefix))` is not a topic prefix like keepalive/fleet: levels without +, #, spaces or empty ones")
+                    throw document.error(
+                        .invalidValue, at: value, field,
+                        """
+                            `\(shown(prefix))` is not a topic prefix like keepalive/fleet: levels without +, #, \
+                            spaces or empty ones
+                            """
+                    )
                 }
                 fleet.topicPrefix = prefix
             case "adapters":
@@ -32,17 +41,22 @@ extension ConfigurationLoader {
                 for (index, item) in items.enumerated() {
                     let adapter = try document.adapter(item, "\(field)[\(index)]")
                     guard !adapters.contains(adapter) else {
-                        throw document.error(.invalidValue, at: item, "\(field)[\(index)]", "\(adapter) is listed twice")
+                        throw document.error(
+                            .invalidValue, at: item, "\(field)[\(index)]", "\(adapter) is listed twice")
                     }
                     adapters.append(adapter)
                 }
                 guard !adapters.isEmpty else {
-                    throw document.error(.invalidValue, at: value, field, "the list is empty: leave `adapters` out to use every adapter the devices use")
+                    throw document.error(
+                        .invalidValue, at: value, field,
+                        "the list is empty: leave `adapters` out to use every adapter the devices use")
                 }
                 fleet.adapters = adapters
             case "capacity": fleet.capacity = try document.integer(value, field, in: 1...100_000)
             case "scan":
-                let scan = try Fields(value, path: field, allowed: ["every", "for"], in: document, expected: "a mapping like {every: 60s, for: 5s}")
+                let scan = try Fields(
+                    value, path: field, allowed: ["every", "for"], in: document,
+                    expected: "a mapping like {every: 60s, for: 5s}")
                 if let every = scan["every"] { fleet.scanEvery = try document.duration(every, scan.field("every")) }
                 if let duration = scan["for"] { fleet.scanFor = try document.duration(duration, scan.field("for")) }
             default: break
@@ -59,7 +73,8 @@ extension DaemonConfiguration {
             if let index = devices.firstIndex(where: \.shared) {
                 return (
                     "devices[\(index)].shared",
-                    "a shared device needs a `fleet:` section (and `mqtt:`): the gateways share it through the broker", index
+                    "a shared device needs a `fleet:` section (and `mqtt:`): the gateways share it through the broker",
+                    index
                 )
             }
             return nil
@@ -67,14 +82,21 @@ extension DaemonConfiguration {
         if let fleet, fleet.scanFor >= fleet.scanEvery {
             return (
                 "fleet.scan",
-                "scanning for \(fleet.scanFor.compact) every \(fleet.scanEvery.compact): `for` must be shorter than `every`", nil
+                """
+                    scanning for \(fleet.scanFor.compact) every \(fleet.scanEvery.compact): `for` must be shorter \
+                    than `every`
+                    """,
+                nil
             )
         }
         guard mqtt != nil else {
             return ("fleet", "the fleet works through the broker: add an `mqtt:` section", nil)
         }
         guard devices.contains(where: \.shared) else {
-            return ("fleet", "no device says `shared: true`: mark the devices other gateways also poll, or remove `fleet:`", nil)
+            return (
+                "fleet", "no device says `shared: true`: mark the devices other gateways also poll, or remove `fleet:`",
+                nil
+            )
         }
         var firstShared: [String: Int] = [:]
         for (index, device) in devices.enumerated() {
@@ -85,19 +107,27 @@ extension DaemonConfiguration {
             if let first = firstShared[device.address.uppercased()] {
                 return (
                     "devices[\(index)].shared",
-                    "\(device.address) is shared in devices[\(first)] already: list a shared device once, the fleet picks its adapter (fleet.adapters)",
+                    """
+                        \(device.address) is shared in devices[\(first)] already: list a shared device once, the \
+                        fleet picks its adapter (fleet.adapters)
+                        """,
                     index
                 )
             }
             firstShared[device.address.uppercased()] = index
         }
-        guard let configuration = fleetConfiguration(gateway: "gateway", incarnation: 0, version: "0") else { return nil }
+        guard let configuration = fleetConfiguration(gateway: "gateway", incarnation: 0, version: "0") else {
+            return nil
+        }
         if let problem = configuration.problems.first {
             let lease = fleet?.lease.compact ?? "?"
             let deadline = Duration.nanoseconds(configuration.pollDeadlineNanoseconds).compact
             return (
                 "fleet.lease",
-                "a lease of \(lease) does not fit a poll of up to \(deadline) (the longest shared device's budget and the ledger's grace): \(problem); lengthen the lease or shorten the budgets",
+                """
+                    a lease of \(lease) does not fit a poll of up to \(deadline) (the longest shared device's budget \
+                    and the ledger's grace): \(problem); lengthen the lease or shorten the budgets
+                    """,
                 nil
             )
         }

@@ -20,7 +20,10 @@ extension ConfigurationLoader {
         default:
             throw document.error(
                 .invalidValue, at: node, "adapter_power",
-                "expected `on` (power the adapter on whenever it is found off) or `unmanaged` (leave its power alone), found \(document.describe(node))"
+                """
+                    expected `on` (power the adapter on whenever it is found off) or `unmanaged` (leave its power \
+                    alone), found \(document.describe(node))
+                    """
             )
         }
     }

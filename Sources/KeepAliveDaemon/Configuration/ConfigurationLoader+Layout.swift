@@ -14,7 +14,8 @@ extension ConfigurationLoader {
     static func layout(
         _ node: YAMLNode, size: Int?, path: String, in document: Document
     ) throws(ConfigurationError) -> (Layout, [String: SourceLocation]) {
-        let items = try document.sequence(node, path, expected: "a sequence of fields like [{name: temperature, at: 0, format: sint16le}]")
+        let items = try document.sequence(
+            node, path, expected: "a sequence of fields like [{name: temperature, at: 0, format: sint16le}]")
         guard !items.isEmpty else {
             throw document.error(.invalidValue, at: node, path, "the list is empty: a layout needs at least one field")
         }
@@ -22,19 +23,25 @@ extension ConfigurationLoader {
         var locations: [String: SourceLocation] = [:]
         for (index, item) in items.enumerated() {
             let itemPath = "\(path)[\(index)]"
-            let keys = try Fields(item, path: itemPath, allowed: fieldKeys, in: document, expected: "a field like {name: temperature, at: 0, format: sint16le}")
+            let keys = try Fields(
+                item, path: itemPath, allowed: fieldKeys, in: document,
+                expected: "a field like {name: temperature, at: 0, format: sint16le}")
             let nameNode = try keys.required("name")
             let name = try document.readingName(nameNode, keys.field("name"))
             if let first = fields.firstIndex(where: { $0.name == name }) {
                 throw document.error(
                     .invalidValue, at: nameNode, keys.field("name"),
-                    "the reading name `\(name)` is already \(path)[\(first)] (line \(locations[name]?.line ?? 0)): names must be unique on a device"
+                    """
+                        the reading name `\(name)` is already \(path)[\(first)] (line \(locations[name]?.line ?? 0)): \
+                        names must be unique on a device
+                        """
                 )
             }
             let atNode = try keys.required("at")
             let at = try document.integer(atNode, keys.field("at"), in: 0...511)
             let formatNode = try keys.required("format")
-            let formatText = try document.text(formatNode, keys.field("format"), expected: "a format like uint8, sint16le, float32be, sfloat, utf8")
+            let formatText = try document.text(
+                formatNode, keys.field("format"), expected: "a format like uint8, sint16le, float32be, sfloat, utf8")
             let format: ValueFormat
             do {
                 format = try ValueFormat(parsing: formatText)
@@ -49,7 +56,9 @@ extension ConfigurationLoader {
                     "`\(name)` needs \(needed) bytes at offset \(at), past the payload's declared size of \(size) bytes"
                 )
             } else if let size, at >= size {
-                throw document.error(.invalidValue, at: atNode, keys.field("at"), "offset \(at) is past the payload's declared size of \(size) bytes")
+                throw document.error(
+                    .invalidValue, at: atNode, keys.field("at"),
+                    "offset \(at) is past the payload's declared size of \(size) bytes")
             }
             // The decoder's own checks: anything the ones above let through is still reported here, in place.
             if let problem = field.validate().first {
@@ -63,14 +72,19 @@ extension ConfigurationLoader {
 
     /// `scale`, `offset`, `unit` and `valid` of a field or an override; each refused on a text or hex field,
     /// where it would be silently meaningless.
-    static func applyNumberSettings(_ keys: Fields, to field: inout Field, in document: Document) throws(ConfigurationError) {
+    static func applyNumberSettings(_ keys: Fields, to field: inout Field, in document: Document)
+        throws(ConfigurationError)
+    {
         for key in overrideKeys {
             guard let node = keys[key] else { continue }
             let fieldPath = keys.field(key)
             guard field.format.isNumeric else {
                 throw document.error(
                     .invalidValue, at: node, fieldPath,
-                    "`\(key)` makes no sense on a \(field.format.rawValue) field (`\(field.name)` is text): numbers only"
+                    """
+                        `\(key)` makes no sense on a \(field.format.rawValue) field (`\(field.name)` is text): \
+                        numbers only
+                        """
                 )
             }
             switch key {
@@ -90,12 +104,15 @@ extension ConfigurationLoader {
             case "valid":
                 let bounds = try document.sequence(node, fieldPath, expected: "[minimum, maximum]")
                 guard bounds.count == 2 else {
-                    throw document.error(.invalidValue, at: node, fieldPath, "expected two numbers [minimum, maximum], found \(bounds.count)")
+                    throw document.error(
+                        .invalidValue, at: node, fieldPath,
+                        "expected two numbers [minimum, maximum], found \(bounds.count)")
                 }
                 let minimum = try document.number(bounds[0], "\(fieldPath)[0]", in: -1e15...1e15)
                 let maximum = try document.number(bounds[1], "\(fieldPath)[1]", in: -1e15...1e15)
                 guard minimum <= maximum else {
-                    throw document.error(.invalidValue, at: node, fieldPath, "the minimum \(minimum) is above the maximum \(maximum)")
+                    throw document.error(
+                        .invalidValue, at: node, fieldPath, "the minimum \(minimum) is above the maximum \(maximum)")
                 }
                 field.valid = ValidRange(minimum: minimum, maximum: maximum)
             default:
@@ -110,7 +127,8 @@ extension ConfigurationLoader {
         _ node: YAMLNode, path: String, to operations: inout Operations, in document: Document
     ) throws(ConfigurationError) {
         guard case .mapping(let mapping) = node else {
-            throw document.wrongType(node, path, expected: "a mapping of reading names to settings, like {temperature: {offset: -0.5}}")
+            throw document.wrongType(
+                node, path, expected: "a mapping of reading names to settings, like {temperature: {offset: -0.5}}")
         }
         for (keyNode, value) in mapping {
             let name = try document.readingName(keyNode, path)
@@ -124,7 +142,9 @@ extension ConfigurationLoader {
                     "no field `\(name)` to override (fields: \(known.isEmpty ? "none" : known.joined(separator: ", ")))"
                 )
             }
-            let keys = try Fields(value, path: fieldPath, allowed: overrideKeys, in: document, expected: "a mapping like {offset: -0.5, unit: °C}")
+            let keys = try Fields(
+                value, path: fieldPath, allowed: overrideKeys, in: document,
+                expected: "a mapping like {offset: -0.5, unit: °C}")
             try applyNumberSettings(keys, to: &layout.fields[index], in: document)
             operations.decoding[uuid]?.layout = layout
         }

@@ -40,7 +40,9 @@ extension ConfigurationLoader {
             result.writes += other.writes
             for uuid in other.reads where !result.reads.contains(uuid) { result.reads.append(uuid) }
             for subscription in other.notifications {
-                if let index = result.notifications.firstIndex(where: { $0.characteristic == subscription.characteristic }) {
+                if let index = result.notifications.firstIndex(where: {
+                    $0.characteristic == subscription.characteristic
+                }) {
                     result.notifications[index] = subscription
                     result.listenings.removeAll { $0.characteristic == subscription.characteristic }
                 } else {
@@ -60,15 +62,18 @@ extension ConfigurationLoader {
     ) throws(ConfigurationError) {
         switch key {
         case "write":
-            let items = try document.sequence(value, field, expected: "a sequence of writes like [{uuid: 2a06, value: \"01\"}]")
+            let items = try document.sequence(
+                value, field, expected: "a sequence of writes like [{uuid: 2a06, value: \"01\"}]")
             for (index, item) in items.enumerated() {
                 operations.writes.append(try write(item, path: "\(field)[\(index)]", in: document))
             }
         case "read":
-            let items = try document.sequence(value, field, expected: "a sequence of UUIDs like [2a19], or of {uuid:, fields:}")
+            let items = try document.sequence(
+                value, field, expected: "a sequence of UUIDs like [2a19], or of {uuid:, fields:}")
             for (index, item) in items.enumerated() {
                 let itemPath = "\(field)[\(index)]"
-                let (uuid, uuidNode, decoding, origin, _) = try characteristic(item, path: itemPath, extraKeys: [], in: document)
+                let (uuid, uuidNode, decoding, origin, _) = try characteristic(
+                    item, path: itemPath, extraKeys: [], in: document)
                 // Compared in canonical form: 2a19 and 00002a19-0000-1000-8000-00805f9b34fb are one.
                 if let first = operations.reads.firstIndex(of: uuid) {
                     throw document.error(
@@ -90,11 +95,16 @@ extension ConfigurationLoader {
                     // BlueZ refuses a second StartNotify on one characteristic (InProgress).
                     throw document.error(
                         .invalidValue, at: uuidNode, "\(itemPath).uuid",
-                        "\(uuid.shortDescription) is already listened to at \(field)[\(first)]: each characteristic once"
+                        """
+                            \(uuid.shortDescription) is already listened to at \(field)[\(first)]: each \
+                            characteristic once
+                            """
                     )
                 }
                 guard let durationNode = extras["for"] else {
-                    throw document.error(.missingKey, at: item, "\(itemPath).for", "`\(itemPath)` needs `for:`, how long to listen (e.g. 2s)")
+                    throw document.error(
+                        .missingKey, at: item, "\(itemPath).for",
+                        "`\(itemPath)` needs `for:`, how long to listen (e.g. 2s)")
                 }
                 let duration = try document.duration(durationNode, "\(itemPath).for")
                 let silence = try extras["expect_every"].map { node throws(ConfigurationError) in
@@ -103,7 +113,8 @@ extension ConfigurationLoader {
                 operations.notifications.append(.init(characteristic: uuid, duration: duration, silence: silence))
                 operations.listenings.append(
                     .init(
-                        characteristic: uuid, duration: duration, location: document.location(durationNode), field: "\(itemPath).for",
+                        characteristic: uuid, duration: duration, location: document.location(durationNode),
+                        field: "\(itemPath).for",
                         silenceLocation: extras["expect_every"].map(document.location)))
                 operations.decoding[uuid] = decoding
                 operations.origins[uuid] = origin
@@ -116,7 +127,9 @@ extension ConfigurationLoader {
     /// A read or notify entry: a bare UUID, or `{uuid, name?, size?, fields?}` (+ `extraKeys`).
     private static func characteristic(
         _ item: YAMLNode, path: String, extraKeys: [String], in document: Document
-    ) throws(ConfigurationError) -> (BluetoothUUID, YAMLNode, PeripheralSpec.Decoding?, Operations.Origin, extras: [String: YAMLNode]) {
+    ) throws(ConfigurationError) -> (
+        BluetoothUUID, YAMLNode, PeripheralSpec.Decoding?, Operations.Origin, extras: [String: YAMLNode]
+    ) {
         guard case .mapping = item else {
             guard extraKeys.isEmpty else {
                 throw document.wrongType(item, path, expected: "a mapping like {uuid: 2a6e, for: 1s}")
@@ -143,14 +156,20 @@ extension ConfigurationLoader {
             if fields["name"] != nil {
                 throw document.error(
                     .invalidValue, at: fields["name"] ?? item, fields.field("name"),
-                    "`name` names the single reading of a characteristic without `fields`; with fields, each field has its own name"
+                    """
+                        `name` names the single reading of a characteristic without `fields`; with fields, each field \
+                        has its own name
+                        """
                 )
             }
-            let (layout, locations) = try self.layout(fieldsNode, size: size, path: fields.field("fields"), in: document)
+            let (layout, locations) = try self.layout(
+                fieldsNode, size: size, path: fields.field("fields"), in: document)
             decoding.layout = layout
             origin.fieldLocations = locations
         } else if let sizeNode = fields["size"] {
-            throw document.error(.invalidValue, at: sizeNode, fields.field("size"), "`size` describes a payload with `fields:`; there are none")
+            throw document.error(
+                .invalidValue, at: sizeNode, fields.field("size"),
+                "`size` describes a payload with `fields:`; there are none")
         }
         var extras: [String: YAMLNode] = [:]
         for key in extraKeys { extras[key] = fields[key] }
@@ -162,12 +181,19 @@ extension ConfigurationLoader.Document {
     /// A reading name as records and Home Assistant use it: lower-case snake_case, from a letter.
     func readingName(_ node: YAMLNode, _ field: String) throws(ConfigurationError) -> String {
         let written = try text(node, field, expected: "a name like soil_moisture")
-        guard let first = written.utf8.first, first >= UInt8(ascii: "a"), first <= UInt8(ascii: "z"), written.utf8.count <= 64,
-            written.utf8.allSatisfy({ ($0 >= UInt8(ascii: "a") && $0 <= UInt8(ascii: "z")) || ($0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9")) || $0 == UInt8(ascii: "_") })
+        guard let first = written.utf8.first, first >= UInt8(ascii: "a"), first <= UInt8(ascii: "z"),
+            written.utf8.count <= 64,
+            written.utf8.allSatisfy({
+                ($0 >= UInt8(ascii: "a") && $0 <= UInt8(ascii: "z"))
+                    || ($0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9")) || $0 == UInt8(ascii: "_")
+            })
         else {
             throw error(
                 .invalidValue, at: node, field,
-                "`\(ConfigurationLoader.shown(written))` is not a reading name: lower-case letters, digits and _, from a letter (e.g. soil_moisture)"
+                """
+                    `\(ConfigurationLoader.shown(written))` is not a reading name: lower-case letters, digits and _, \
+                    from a letter (e.g. soil_moisture)
+                    """
             )
         }
         return written

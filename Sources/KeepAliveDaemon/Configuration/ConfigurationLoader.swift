@@ -3,9 +3,9 @@ internal import Polling
 internal import YAML
 
 #if canImport(Glibc)
-internal import Glibc
+    internal import Glibc
 #elseif canImport(Darwin)
-internal import Darwin
+    internal import Darwin
 #endif
 
 /// Reads the YAML file of `keepalive run --config PATH` into a ``DaemonConfiguration``.
@@ -30,7 +30,8 @@ public enum ConfigurationLoader {
     static let largestFile = 1 << 20
 
     static let topLevelKeys = [
-        "interval", "jitter", "window_budget", "low_power", "adapter", "max_connections", "output", "mqtt", "fleet", "devices",
+        "interval", "jitter", "window_budget", "low_power", "adapter", "max_connections", "output", "mqtt", "fleet",
+        "devices",
         "adapter_power", "healing",
     ]
     static let deviceKeys = [
@@ -83,7 +84,8 @@ public enum ConfigurationLoader {
             case "max_connections":
                 configuration.maxConnections = try document.integer(value, "max_connections", in: 1...16)
             case "output":
-                let output = try document.nonEmptyText(value, "output", expected: "`-` (standard output), `none` or a path")
+                let output = try document.nonEmptyText(
+                    value, "output", expected: "`-` (standard output), `none` or a path")
                 configuration.output = output == "-" ? .standardOutput : output == "none" ? .none : .file(output)
             case "mqtt": configuration.mqtt = try mqtt(value, in: document)
             case "fleet": configuration.fleet = try fleet(value, in: document)
@@ -95,13 +97,15 @@ public enum ConfigurationLoader {
         }
         _ = try fields.required("devices")
         for pair in fields.pairs {
-            configuration.origins[pair.key] = DaemonConfiguration.Origin(location: document.location(pair.value), field: pair.key)
+            configuration.origins[pair.key] = DaemonConfiguration.Origin(
+                location: document.location(pair.value), field: pair.key)
             // And one level down (`fleet.scan`, `low_power.multiplier`): where a section's own rules point.
             guard case .mapping(let section) = pair.value else { continue }
             for (keyNode, value) in section {
                 guard case .scalar(let key) = keyNode else { continue }
                 let field = "\(pair.key).\(key.string)"
-                configuration.origins[field] = DaemonConfiguration.Origin(location: document.location(value), field: field)
+                configuration.origins[field] = DaemonConfiguration.Origin(
+                    location: document.location(value), field: field)
             }
         }
         for entry in entries { configuration.origins.merge(entry.origins) { first, _ in first } }
@@ -131,7 +135,10 @@ public enum ConfigurationLoader {
                 guard let parsed = DaemonConfiguration.PowerMode(rawValue: word) else {
                     throw document.error(
                         .invalidValue, at: pair.value, "low_power.mode",
-                        "expected `auto` (follow UPower, power-profiles-daemon or sysfs), `on` (always low power) or `off` (never), found \(document.describe(pair.value))"
+                        """
+                            expected `auto` (follow UPower, power-profiles-daemon or sysfs), `on` (always low power) \
+                            or `off` (never), found \(document.describe(pair.value))
+                            """
                     )
                 }
                 mode = parsed
@@ -235,7 +242,8 @@ public enum ConfigurationLoader {
                 guard listening.location.file != here.file else { return listening }
                 var moved = listening
                 moved.location = here
-                moved.field = "\(fields.field("profile")) (\(profile.name): \(listening.field) at \(listening.location))"
+                moved.field =
+                    "\(fields.field("profile")) (\(profile.name): \(listening.field) at \(listening.location))"
                 return moved
             }
         }
@@ -248,12 +256,15 @@ public enum ConfigurationLoader {
         device.decoding = operations.decoding
         _ = try fields.required("name")
         _ = try fields.required("address")
-        return DeviceEntry(device: device, origins: origins(of: device, path: path, fields: fields, operations: operations, in: document))
+        return DeviceEntry(
+            device: device,
+            origins: origins(of: device, path: path, fields: fields, operations: operations, in: document))
     }
 
     /// Where the file (or a profile it names) wrote each of a device's values, for `validate()`'s errors.
     private static func origins(
-        of device: DaemonConfiguration.Device, path: String, fields: Fields, operations: Operations, in document: Document
+        of device: DaemonConfiguration.Device, path: String, fields: Fields, operations: Operations,
+        in document: Document
     ) -> [String: DaemonConfiguration.Origin] {
         var origins: [String: DaemonConfiguration.Origin] = [:]
         origins[path] = DaemonConfiguration.Origin(location: device.location ?? document.start, field: path)
@@ -262,16 +273,21 @@ public enum ConfigurationLoader {
             origins[field] = DaemonConfiguration.Origin(location: document.location(pair.value), field: field)
         }
         for (position, subscription) in device.notifications.enumerated() {
-            guard let listening = operations.listenings.first(where: { $0.characteristic == subscription.characteristic })
+            guard
+                let listening = operations.listenings.first(where: { $0.characteristic == subscription.characteristic })
             else { continue }
-            origins["\(path).notify[\(position)].for"] = DaemonConfiguration.Origin(location: listening.location, field: listening.field)
+            origins["\(path).notify[\(position)].for"] = DaemonConfiguration.Origin(
+                location: listening.location, field: listening.field)
             if let location = listening.silenceLocation {
                 // Named like `for`'s field (a profile's listening is named at the device's `profile:`).
-                let field = listening.field.hasSuffix(".for") ? listening.field.dropLast(4) + ".expect_every" : listening.field
-                origins["\(path).notify[\(position)].expect_every"] = DaemonConfiguration.Origin(location: location, field: field)
+                let field =
+                    listening.field.hasSuffix(".for") ? listening.field.dropLast(4) + ".expect_every" : listening.field
+                origins["\(path).notify[\(position)].expect_every"] = DaemonConfiguration.Origin(
+                    location: location, field: field)
             }
         }
-        origins.merge(readingOrigins(of: device, path: path, operations: operations, in: document)) { first, _ in first }
+        origins.merge(readingOrigins(of: device, path: path, operations: operations, in: document)) { first, _ in first
+        }
         return origins
     }
 
@@ -281,65 +297,95 @@ public enum ConfigurationLoader {
     ) -> [String: DaemonConfiguration.Origin] {
         var origins: [String: DaemonConfiguration.Origin] = [:]
         var characteristics = Set<BluetoothUUID>()
-        for uuid in device.reads + device.notifications.map(\.characteristic) where characteristics.insert(uuid).inserted {
+        for uuid in device.reads + device.notifications.map(\.characteristic)
+        where characteristics.insert(uuid).inserted {
             let origin = operations.origins[uuid]
             for (name, _) in DeviceProfile.expectedReadings(of: uuid, decoding: device.decoding[uuid]) {
                 origins[DaemonConfiguration.readingKey(path, name, uuid)] = DaemonConfiguration.Origin(
-                    location: origin?.fieldLocations[name] ?? origin?.location ?? document.start, field: origin?.field ?? path)
+                    location: origin?.fieldLocations[name] ?? origin?.location ?? document.start,
+                    field: origin?.field ?? path)
             }
         }
         return origins
     }
 
     /// The shipped profile named by `node`, or an error listing the ones there are.
-    private static func profile(named node: YAMLNode, field: String, in document: Document) throws(ConfigurationError) -> (name: String, manufacturer: String?, model: String?, operations: Operations) {
-        let name = try document.nonEmptyText(node, field, expected: "a profile name like mi-flora (see `keepalive profiles`)")
+    private static func profile(named node: YAMLNode, field: String, in document: Document) throws(ConfigurationError)
+        -> (name: String, manufacturer: String?, model: String?, operations: Operations)
+    {
+        let name = try document.nonEmptyText(
+            node, field, expected: "a profile name like mi-flora (see `keepalive profiles`)")
         for (_, result) in embeddedProfiles {
             let parsed = try result.get()
-            if parsed.profile.name == name { return (name, parsed.profile.manufacturer, parsed.profile.model, parsed.operations) }
+            if parsed.profile.name == name {
+                return (name, parsed.profile.manufacturer, parsed.profile.model, parsed.operations)
+            }
         }
         let known = EmbeddedProfiles.files.map { String($0.name.dropFirst("Profiles/".count).dropLast(".yaml".count)) }
         let closest = known.map { ($0, editDistance(name, $0)) }.min { $0.1 < $1.1 }
         let hint = closest.flatMap { $0.1 <= 3 ? "did you mean `\($0.0)`? " : nil } ?? ""
-        throw document.error(.invalidValue, at: node, field, "unknown profile `\(shown(name))`: \(hint)known profiles: \(known.joined(separator: ", ")) (`keepalive profiles`)")
+        throw document.error(
+            .invalidValue, at: node, field,
+            """
+                unknown profile `\(shown(name))`: \(hint)known profiles: \(known.joined(separator: ", ")) (`keepalive \
+                profiles`)
+                """
+        )
     }
 
     /// The profiles in the binary, parsed once per process: a file of 10,000 devices naming profiles parsed
     /// every profile file for each of them.
-    private static let embeddedProfiles: [(file: String, Result<(profile: DeviceProfile, operations: Operations), ConfigurationError>)] =
-        EmbeddedProfiles.files.map { file, bytes in
-            (file, Result { () throws(ConfigurationError) in try parseProfile(String(decoding: bytes, as: UTF8.self), file: file) })
-        }
+    private static let embeddedProfiles:
+        [(file: String, Result<(profile: DeviceProfile, operations: Operations), ConfigurationError>)] =
+            EmbeddedProfiles.files.map { file, bytes in
+                (
+                    file,
+                    Result { () throws(ConfigurationError) in
+                        try parseProfile(String(decoding: bytes, as: UTF8.self), file: file)
+                    }
+                )
+            }
 
     /// Parses one profile file.
     public static func profile(_ text: String, file: String) throws(ConfigurationError) -> DeviceProfile {
         try parseProfile(text, file: file).profile
     }
 
-    private static func parseProfile(_ text: String, file: String) throws(ConfigurationError) -> (profile: DeviceProfile, operations: Operations) {
+    private static func parseProfile(_ text: String, file: String) throws(ConfigurationError) -> (
+        profile: DeviceProfile, operations: Operations
+    ) {
         let document = Document(file: file, text: text)
         guard let root = try document.root(text) else {
             throw ConfigurationError(.missingKey, at: document.start, field: "profile", "the profile is empty")
         }
-        let fields = try Fields(root, path: "", allowed: profileKeys, in: document, expected: "a profile mapping (profile:, read:, …)")
+        let fields = try Fields(
+            root, path: "", allowed: profileKeys, in: document, expected: "a profile mapping (profile:, read:, …)")
         var operations = Operations()
         var profile = DeviceProfile(name: "", writes: [], reads: [], notifications: [], decoding: [:], file: file)
         for pair in fields.pairs {
             switch pair.key {
-            case "profile": profile.name = try document.nonEmptyText(pair.value, "profile", expected: "the profile's name")
-            case "manufacturer": profile.manufacturer = try document.nonEmptyText(pair.value, "manufacturer", expected: "a manufacturer's name")
+            case "profile":
+                profile.name = try document.nonEmptyText(pair.value, "profile", expected: "the profile's name")
+            case "manufacturer":
+                profile.manufacturer = try document.nonEmptyText(
+                    pair.value, "manufacturer", expected: "a manufacturer's name")
             case "model": profile.model = try document.nonEmptyText(pair.value, "model", expected: "a model name")
-            case "description": profile.summary = try document.nonEmptyText(pair.value, "description", expected: "a line of text")
+            case "description":
+                profile.summary = try document.nonEmptyText(pair.value, "description", expected: "a line of text")
             default: try operation(pair.key, pair.value, field: pair.key, into: &operations, in: document)
             }
         }
         _ = try fields.required("profile")
         // The configuration's own rule, on the profile as a device: a profile must be usable as it is.
         var asDevice = DaemonConfiguration.Device(name: profile.name, address: "", location: document.start)
-        (asDevice.reads, asDevice.notifications, asDevice.decoding) = (operations.reads, operations.notifications, operations.decoding)
+        (asDevice.reads, asDevice.notifications, asDevice.decoding) = (
+            operations.reads, operations.notifications, operations.decoding
+        )
         let field = "profile \(profile.name)"
         let origins = readingOrigins(of: asDevice, path: field, operations: operations, in: document)
-        if let clash = DaemonConfiguration.readingNameProblem(of: asDevice, field: field, at: document.start, origins: origins) {
+        if let clash = DaemonConfiguration.readingNameProblem(
+            of: asDevice, field: field, at: document.start, origins: origins)
+        {
             throw clash
         }
         profile.writes = operations.writes
@@ -379,7 +425,8 @@ public enum ConfigurationLoader {
         let start = SourceLocation(file: path, line: 1, column: 1)
         func unreadable(_ code: Int32) -> ConfigurationError {
             let reason = String(cString: strerror(code))
-            return ConfigurationError(.unreadable, at: start, field: "", "cannot read the file: \(reason) (errno \(code))")
+            return ConfigurationError(
+                .unreadable, at: start, field: "", "cannot read the file: \(reason) (errno \(code))")
         }
         let descriptor = open(path, O_RDONLY | O_CLOEXEC)
         guard descriptor >= 0 else { throw unreadable(errno) }

@@ -62,9 +62,10 @@ extension DaemonConfiguration {
         configuration.fenceMarginNanoseconds = min(2_000_000_000, lease / 10)
         configuration.echoTimeoutNanoseconds = min(10_000_000_000, lease / 3)
         let scheduler = keepAliveConfiguration
-        let longest = sharedDevices.map { device in
-            device.budget ?? scheduler.budget(forInterval: device.interval ?? interval)
-        }.max() ?? .zero
+        let longest =
+            sharedDevices.map { device in
+                device.budget ?? scheduler.budget(forInterval: device.interval ?? interval)
+            }.max() ?? .zero
         configuration.pollDeadlineNanoseconds = (longest + scheduler.ledger.gracePeriod).nanoseconds
         // A poll may start only while it can end before the fence, which a renewal pushes to (its send time + the
         // fence time); so renew often enough that, between renewals, a whole poll always fits. With the defaults
@@ -81,12 +82,24 @@ extension DaemonConfiguration {
 extension DaemonConfiguration {
     /// One line for `run --check`: the fleet's settings and what they make of the protocol, or nil without one.
     public var fleetSummary: String? {
-        guard let fleet, let protocolConfiguration = fleetConfiguration(gateway: "gateway", incarnation: 0, version: "0") else { return nil }
+        guard let fleet,
+            let protocolConfiguration = fleetConfiguration(gateway: "gateway", incarnation: 0, version: "0")
+        else { return nil }
         let renew = Duration.nanoseconds(protocolConfiguration.renewPeriodNanoseconds).compact
         let deadline = Duration.nanoseconds(protocolConfiguration.pollDeadlineNanoseconds).compact
         let adapters = protocolConfiguration.adapters.map(\.name).joined(separator: ", ")
-        return "fleet: \(sharedDevices.count) shared device\(sharedDevices.count == 1 ? "" : "s") on \(adapters), lease \(fleet.lease.compact) "
-            + "(renewed every \(renew); a poll of up to \(deadline) must fit before the fence), topics \(fleet.topicPrefix)/…, "
-            + "listening every \(fleet.scanEvery.compact) for \(fleet.scanFor.compact), at most \(fleet.capacity) held per adapter"
+        return
+            """
+                fleet: \(sharedDevices.count) shared device\(sharedDevices.count == 1 ? "" : "s") on \(adapters), \
+                lease \(fleet.lease.compact) 
+                """
+            + """
+                (renewed every \(renew); a poll of up to \(deadline) must fit before the fence), topics \
+                \(fleet.topicPrefix)/…, 
+                """
+            + """
+                listening every \(fleet.scanEvery.compact) for \(fleet.scanFor.compact), at most \(fleet.capacity) \
+                held per adapter
+                """
     }
 }

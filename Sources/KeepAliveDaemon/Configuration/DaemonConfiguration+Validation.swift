@@ -31,16 +31,21 @@ extension DaemonConfiguration {
             _ message: String
         ) -> ConfigurationError {
             let origin = origins[field]
-            return ConfigurationError(kind, at: origin?.location ?? fallback ?? top, field: origin?.field ?? field, message)
+            return ConfigurationError(
+                kind, at: origin?.location ?? fallback ?? top, field: origin?.field ?? field, message)
         }
         let intervalNote = origins["interval"].map { " (line \($0.location.line))" } ?? " (the default)"
         if jitter >= interval, interval > .zero, origins["jitter"] != nil {
-            throw refuse("jitter", "jitter \(jitter.compact) must be shorter than interval \(interval.compact)\(intervalNote)")
+            throw refuse(
+                "jitter", "jitter \(jitter.compact) must be shorter than interval \(interval.compact)\(intervalNote)")
         }
         if let windowBudget, windowBudget >= interval, interval > .zero, origins["window_budget"] != nil {
             throw refuse(
                 "window_budget",
-                "window_budget \(windowBudget.compact) must be shorter than interval \(interval.compact)\(intervalNote), "
+                """
+                    window_budget \(windowBudget.compact) must be shorter than interval \
+                    \(interval.compact)\(intervalNote), 
+                    """
                     + "so that each tick's windows close before the next tick"
             )
         }
@@ -74,7 +79,9 @@ extension DaemonConfiguration {
                         + "one of read, write or notify"
                 )
             }
-            if let clash = Self.readingNameProblem(of: device, field: field, at: location, origins: origins) { throw clash }
+            if let clash = Self.readingNameProblem(of: device, field: field, at: location, origins: origins) {
+                throw clash
+            }
             if let first = names[device.name] {
                 let line = origins["devices[\(first)].name"].map { " (line \($0.location.line))" } ?? ""
                 throw refuse(
@@ -111,7 +118,8 @@ extension DaemonConfiguration {
                 )
             }
             do {
-                try KeepAlive.RegistrationOptions(interval: device.interval, budget: device.budget).validate(against: scheduler)
+                try KeepAlive.RegistrationOptions(interval: device.interval, budget: device.budget).validate(
+                    against: scheduler)
             } catch {
                 let name = error.field.hasSuffix(".interval") ? "interval" : "budget"
                 throw refuse("\(field).\(name)", at: location, error.reason)
@@ -133,7 +141,10 @@ extension DaemonConfiguration {
                 if let silence = subscription.silence, silence >= subscription.duration {
                     throw refuse(
                         "\(field).notify[\(position)].expect_every", at: location,
-                        "expect_every \(silence.compact) must be shorter than `for` (\(subscription.duration.compact)): "
+                        """
+                            expect_every \(silence.compact) must be shorter than `for` \
+                            (\(subscription.duration.compact)): 
+                            """
                             + "a silence that long could never be noticed within the listening"
                     )
                 }
@@ -149,7 +160,8 @@ extension DaemonConfiguration {
         }
         if let problem = fleetProblem() {
             // At the device's `shared:` (or the `fleet:` section), whichever field the rule names.
-            let origin = problem.device.map { origins["devices[\($0)].shared"] } ?? origins[problem.field] ?? origins["fleet"]
+            let origin =
+                problem.device.map { origins["devices[\($0)].shared"] } ?? origins[problem.field] ?? origins["fleet"]
             let location = origin?.location ?? problem.device.flatMap { devices[$0].location } ?? fleet?.location ?? top
             let kind: ConfigurationError.Kind = fleet == nil ? .missingKey : .invalidValue
             throw ConfigurationError(kind, at: location, field: problem.field, problem.message)
@@ -164,11 +176,13 @@ extension DaemonConfiguration {
     ) -> ConfigurationError? {
         var seen: [String: Origin] = [:]
         var characteristics = Set<BluetoothUUID>()
-        for uuid in device.reads + device.notifications.map(\.characteristic) where characteristics.insert(uuid).inserted {
+        for uuid in device.reads + device.notifications.map(\.characteristic)
+        where characteristics.insert(uuid).inserted {
             if let problem = device.decoding[uuid]?.layout?.validate().first {
                 let origin = origins["\(field).decoding[\(uuid.shortDescription)]"]
                 return ConfigurationError(
-                    .invalidValue, at: origin?.location ?? location, field: "\(field).decoding[\(uuid.shortDescription)]",
+                    .invalidValue, at: origin?.location ?? location,
+                    field: "\(field).decoding[\(uuid.shortDescription)]",
                     problem.message)
             }
             for (name, _) in DeviceProfile.expectedReadings(of: uuid, decoding: device.decoding[uuid]) {

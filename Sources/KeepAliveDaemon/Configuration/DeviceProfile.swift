@@ -30,7 +30,9 @@ public struct DeviceProfile: Sendable, Hashable {
     }
 
     /// The readings one characteristic gives: a layout's fields, a SIG entry's readings, or one named reading.
-    static func expectedReadings(of uuid: BluetoothUUID, decoding: PeripheralSpec.Decoding?) -> [(name: String, unit: String?)] {
+    static func expectedReadings(of uuid: BluetoothUUID, decoding: PeripheralSpec.Decoding?) -> [(
+        name: String, unit: String?
+    )] {
         if let layout = decoding?.layout { return layout.fields.map { ($0.name, $0.unit) } }
         if let entry = uuid.assignedNumber.flatMap(SIGCharacteristics.entry) {
             // A compound characteristic's units can depend on its flags (°C or °F): known at the first value.

@@ -2,7 +2,7 @@ import BlueZ
 public import DBus
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// One finding of `keepalive doctor`: what was looked at, how it went, and — when it went wrong — one line an
@@ -282,7 +282,8 @@ public struct Doctor: Sendable {
         guard !adapters.isEmpty else {
             return DoctorCheck(
                 Name.adapters, .failed, "no Bluetooth adapter: org.bluez has no org.bluez.Adapter1 object",
-                fix: "plug an adapter in; check `rfkill list` and that the kernel sees it (`dmesg | grep -i bluetooth`)")
+                fix: "plug an adapter in; check `rfkill list` and that the kernel sees it (`dmesg | grep -i bluetooth`)"
+            )
         }
         let listing = adapters.map(Self.describe).joined(separator: ", ")
         let wanted = wantedAdapters()
@@ -309,7 +310,8 @@ public struct Doctor: Sendable {
         } else {
             // bluetoothctl acts on its "default" adapter, a coin toss with two of them: name the object.
             let others = off.dropFirst().map(\.name)
-            fix = "`busctl set-property org.bluez \(first.path) org.bluez.Adapter1 Powered b true`"
+            fix =
+                "`busctl set-property org.bluez \(first.path) org.bluez.Adapter1 Powered b true`"
                 + (others.isEmpty ? "" : " (likewise for \(others.joined(separator: ", ")))")
         }
         return DoctorCheck(Name.adapters, status, listing, fix: fix)

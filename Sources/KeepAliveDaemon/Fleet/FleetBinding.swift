@@ -34,7 +34,8 @@ final class FleetBinding: PollAdmission, Sendable {
     /// - Parameter shared: the shared devices, by name and address.
     init(
         configuration: FleetConfiguration, mqtt: MQTTConfiguration, shared: [(name: String, address: String)],
-        scan: (every: Duration, for: Duration), logger: Logger, onHoldChange: @escaping @Sendable (String, Bool) -> Void = { _, _ in }
+        scan: (every: Duration, for: Duration), logger: Logger,
+        onHoldChange: @escaping @Sendable (String, Bool) -> Void = { _, _ in }
     ) throws {
         self.configuration = configuration
         var keys: [String: String] = [:]
@@ -47,7 +48,8 @@ final class FleetBinding: PollAdmission, Sendable {
         self.keys = keys
         self.names = names
         let now = FleetInstant(nanoseconds: clock.now.sinceBoot.nanoseconds)
-        let gateway = FleetGateway(configuration: configuration, sharedDevices: shared.map { $0.address.uppercased() }, at: now)
+        let gateway = FleetGateway(
+            configuration: configuration, sharedDevices: shared.map { $0.address.uppercased() }, at: now)
         self.gateway = Locked(gateway)
         var connection = mqtt
         connection.clientID = mqtt.clientID + "-fleet"
@@ -55,7 +57,8 @@ final class FleetBinding: PollAdmission, Sendable {
         connection.sessionExpiryInterval = 0
         connection.threadName = "fleet"
         let will = gateway.will
-        connection.will = MQTTConfiguration.Will(topic: will.topic, payload: will.payload, qos: .atLeastOnce, retain: will.retained)
+        connection.will = MQTTConfiguration.Will(
+            topic: will.topic, payload: will.payload, qos: .atLeastOnce, retain: will.retained)
         client = try MQTTClient(configuration: connection)
         (outbox, outboxContinuation) = AsyncStream<FleetEffect>.makeStream()
         self.scan = scan
@@ -132,15 +135,23 @@ final class FleetBinding: PollAdmission, Sendable {
         case .holdExtended:
             break
         case .adapterChanged(let key, let adapter):
-            logger.notice("fleet: a shared device moves to a better adapter", metadata: ["device": "\(names[key] ?? key)", "adapter": "\(adapter)"])
+            logger.notice(
+                "fleet: a shared device moves to a better adapter",
+                metadata: ["device": "\(names[key] ?? key)", "adapter": "\(adapter)"])
         case .holdEnded(let key, let reason):
             let why: String =
                 switch reason {
-                case .fenced: "no renewal came back in time (cut off from the broker?): stopped before the lease could run out for the others"
+                case .fenced:
+                    """
+                        no renewal came back in time (cut off from the broker?): stopped before the lease could run \
+                        out for the others
+                        """
                 case .claimedBy(let other): "\(other) took it"
                 case .released(let successor): "handed over\(successor.map { " to \($0)" } ?? "")"
                 }
-            logger.notice("fleet: no longer holding a shared device", metadata: ["device": "\(names[key] ?? key)", "why": "\(why)"])
+            logger.notice(
+                "fleet: no longer holding a shared device",
+                metadata: ["device": "\(names[key] ?? key)", "why": "\(why)"])
             if let name = names[key] { onHoldChange(name, false) }
         case .diagnostic(let diagnostic):
             logger.warning("fleet: \(diagnostic)")
@@ -214,7 +225,9 @@ final class FleetBinding: PollAdmission, Sendable {
                 attempt += 1
                 logger.warning(
                     "fleet: cannot connect to the MQTT broker; retrying",
-                    metadata: ["broker": "\(client.configuration.broker)", "error": "\(error)", "retry": "\(delay.compact)"]
+                    metadata: [
+                        "broker": "\(client.configuration.broker)", "error": "\(error)", "retry": "\(delay.compact)",
+                    ]
                 )
                 do { try await clock.sleep(for: delay) } catch { return }
             }
@@ -228,7 +241,8 @@ final class FleetBinding: PollAdmission, Sendable {
                 logger.info("fleet: connected", metadata: ["broker": "\(client.configuration.broker)"])
                 send(.connected)
             case .disconnected(let error):
-                logger.warning("fleet: lost the MQTT broker; holds end at their fences", metadata: ["error": "\(error)"])
+                logger.warning(
+                    "fleet: lost the MQTT broker; holds end at their fences", metadata: ["error": "\(error)"])
                 send(.disconnected)
             case .connectFailed:
                 break
@@ -270,12 +284,17 @@ final class FleetBinding: PollAdmission, Sendable {
                     group.addTask {
                         do {
                             for try await advertisement in transport.discover(on: adapter, filter: DiscoveryFilter()) {
-                                guard let rssi = advertisement.rssi, self.names[advertisement.peripheral.address] != nil else { continue }
-                                self.send(.observed(device: advertisement.peripheral.address, adapter: adapter, rssi: Int(rssi)))
+                                guard let rssi = advertisement.rssi, self.names[advertisement.peripheral.address] != nil
+                                else { continue }
+                                self.send(
+                                    .observed(
+                                        device: advertisement.peripheral.address, adapter: adapter, rssi: Int(rssi)))
                             }
                         } catch is CancellationError {
                         } catch {
-                            self.logger.info("fleet: listening for advertisements failed", metadata: ["adapter": "\(adapter)", "error": "\(error)"])
+                            self.logger.info(
+                                "fleet: listening for advertisements failed",
+                                metadata: ["adapter": "\(adapter)", "error": "\(error)"])
                         }
                     }
                     group.addTask { [clock, scan] in try? await clock.sleep(for: scan.for) }

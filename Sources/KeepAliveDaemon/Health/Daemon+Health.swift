@@ -14,7 +14,8 @@ extension Daemon {
         // holder placement score instead, and moves).
         let shared = Set(configuration.sharedDevices.map(\.name))
         return AdapterHealer(
-            specs: specs.filter { !shared.contains($0.name) }, policy: configuration.healing, transport: transport, status: statusBoard,
+            specs: specs.filter { !shared.contains($0.name) }, policy: configuration.healing, transport: transport,
+            status: statusBoard,
             notifier: options.notifier, logger: logger)
     }
 }

@@ -129,7 +129,9 @@ public struct HealingLadder: Sendable, Hashable {
     public mutating func observe(device: String, _ signal: AdapterSignal, at now: KeepAliveInstant) -> [HealingStep] {
         // Taken out of the dictionary, not copied: a copy shared the round's storage, so the round's update
         // copied its 10,000 entries on every record.
-        guard let adapter = adapterOfDevice[device], var state = adapters.removeValue(forKey: adapter) else { return [] }
+        guard let adapter = adapterOfDevice[device], var state = adapters.removeValue(forKey: adapter) else {
+            return []
+        }
         defer { adapters[adapter] = state }
         var steps: [HealingStep] = []
         // Found off and allowed to power it on: at once, not after a round (polling resumes by the next tick).

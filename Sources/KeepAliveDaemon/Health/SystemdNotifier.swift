@@ -1,5 +1,5 @@
 #if canImport(Glibc)
-internal import Glibc
+    internal import Glibc
 #endif
 
 /// `sd_notify(3)` without libsystemd: one datagram per message to `$NOTIFY_SOCKET` (a path, or `@name` for
@@ -22,7 +22,8 @@ public struct SystemdNotifier: Sendable {
     }
 
     /// The notifier systemd asked for, or `nil` when not started by systemd with `Type=notify`.
-    public static func fromEnvironment(_ environment: [String: String] = ProcessEnvironment.current) -> SystemdNotifier? {
+    public static func fromEnvironment(_ environment: [String: String] = ProcessEnvironment.current) -> SystemdNotifier?
+    {
         guard let path = environment["NOTIFY_SOCKET"], !path.isEmpty else { return nil }
         var watchdog: Duration?
         if let text = environment["WATCHDOG_USEC"], let microseconds = Int64(text), microseconds > 0 {
@@ -48,7 +49,9 @@ public struct SystemdNotifier: Sendable {
         let capacity = MemoryLayout.size(ofValue: address.sun_path)
         // A path needs room for its terminating NUL; an abstract name (leading NUL) has none and may fill it all.
         let abstract = pathBytes.first == 0
-        guard !pathBytes.isEmpty, abstract ? pathBytes.count <= capacity : pathBytes.count < capacity else { return false }
+        guard !pathBytes.isEmpty, abstract ? pathBytes.count <= capacity : pathBytes.count < capacity else {
+            return false
+        }
         withUnsafeMutableBytes(of: &address.sun_path) { raw in
             raw.copyBytes(from: pathBytes)
         }

@@ -2,7 +2,7 @@ public import Logging
 import Basics
 
 #if canImport(Glibc)
-internal import Glibc
+    internal import Glibc
 #endif
 
 /// swift-log to standard error, the way journald and people like it: one line per message, the level on every
@@ -29,7 +29,9 @@ public struct DaemonLogHandler: LogHandler {
         public static var current: Style {
             let environment = ProcessEnvironment.current
             if environment["JOURNAL_STREAM"] != nil { return .journal }
-            if isatty(STDERR_FILENO) == 1, environment["NO_COLOR"] == nil, environment["TERM"] != "dumb" { return .terminal }
+            if isatty(STDERR_FILENO) == 1, environment["NO_COLOR"] == nil, environment["TERM"] != "dumb" {
+                return .terminal
+            }
             return .plain
         }
     }
@@ -53,7 +55,10 @@ public struct DaemonLogHandler: LogHandler {
         var merged = metadata
         if let provided = metadataProvider?.get() { merged.merge(provided) { _, new in new } }
         if let extra = event.metadata { merged.merge(extra) { _, new in new } }
-        if let repeats, !repeats.admit(level: event.level, label: label, message: "\(event.message)", metadata: merged, style: style) {
+        if let repeats,
+            !repeats.admit(
+                level: event.level, label: label, message: "\(event.message)", metadata: merged, style: style)
+        {
             return
         }
         write(level: event.level, message: "\(event.message)", metadata: merged)
@@ -80,7 +85,9 @@ public struct DaemonLogHandler: LogHandler {
     }
 
     private static func quoted(_ value: String) -> String {
-        guard value.isEmpty || value.contains(where: { $0 == " " || $0 == "\"" || $0 == "=" || $0.isNewline }) else { return value }
+        guard value.isEmpty || value.contains(where: { $0 == " " || $0 == "\"" || $0 == "=" || $0.isNewline }) else {
+            return value
+        }
         var text = ""
         JSONString.append(value, to: &text)
         return text

@@ -6,7 +6,8 @@
 ///
 /// ```swift
 /// var repeats = RepeatSuppressor(window: .seconds(3_600))
-/// switch repeats.admit(key, at: now, stamp: wallClockText) { case .log: …; case .suppress: break; case .summarize(let s): … }
+/// switch repeats.admit(key, at: now, stamp: wallClockText) { case .log: …; case .suppress: break; case .summarize(let
+/// s): … }
 /// ```
 public struct RepeatSuppressor: Sendable {
     /// What makes two warnings "the same".

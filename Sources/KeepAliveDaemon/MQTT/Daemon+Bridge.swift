@@ -7,7 +7,7 @@ import MQTTBridge
 import Readings
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 extension DaemonConfiguration.MQTT {
@@ -43,10 +43,12 @@ extension DaemonConfiguration.MQTT {
         if scheme == .tls {
             tls = MQTTConfiguration.TLS(caFile: caFile, certificateFile: certificateFile, keyFile: keyFile)
         }
-        let mqtt = MQTTConfiguration(host: host, port: port, clientID: clientID ?? "", credentials: credentials, tls: tls)
+        let mqtt = MQTTConfiguration(
+            host: host, port: port, clientID: clientID ?? "", credentials: credentials, tls: tls)
         return BridgeConfiguration(
             mqtt: mqtt, topicPrefix: topicPrefix, gateway: gateway, qos: MQTTQoS(rawValue: UInt8(qos)) ?? .atLeastOnce,
-            discovery: discovery, discoveryPrefix: discoveryPrefix, spoolDirectory: spoolPath ?? Self.defaultSpoolDirectory(),
+            discovery: discovery, discoveryPrefix: discoveryPrefix,
+            spoolDirectory: spoolPath ?? Self.defaultSpoolDirectory(),
             spoolLimitBytes: spoolSize, availabilityThreshold: offlineAfter
         )
     }
@@ -58,10 +60,14 @@ extension DaemonConfiguration {
     var bridgeDevices: [BridgeDevice] {
         devices.map { device in
             var seen = Set<BluetoothUUID>()
-            let expected = (device.reads + device.notifications.map(\.characteristic)).filter { seen.insert($0).inserted }.flatMap { uuid in
-                let textFields = Set(device.decoding[uuid]?.layout?.fields.filter { !$0.format.isNumeric }.map(\.name) ?? [])
+            let expected = (device.reads + device.notifications.map(\.characteristic)).filter {
+                seen.insert($0).inserted
+            }.flatMap { uuid in
+                let textFields = Set(
+                    device.decoding[uuid]?.layout?.fields.filter { !$0.format.isNumeric }.map(\.name) ?? [])
                 return DeviceProfile.expectedReadings(of: uuid, decoding: device.decoding[uuid]).map { reading in
-                    BridgeDevice.ExpectedReading(name: reading.name, unit: reading.unit, isText: textFields.contains(reading.name))
+                    BridgeDevice.ExpectedReading(
+                        name: reading.name, unit: reading.unit, isText: textFields.contains(reading.name))
                 }
             }
             return BridgeDevice(
@@ -94,16 +100,20 @@ extension Daemon {
                         do {
                             _ = try await engine.pollNow(device)
                         } catch {
-                            logger.warning("a poll on command was refused", metadata: ["device": "\(device)", "error": "\(error)"])
+                            logger.warning(
+                                "a poll on command was refused", metadata: ["device": "\(device)", "error": "\(error)"])
                         }
                     }
                 case .setInterval(let device, let interval):
                     do {
                         let effective = try engine.setInterval(interval, forDevice: device)
-                        logger.notice("interval changed on command", metadata: ["device": "\(device)", "interval": "\(interval.compact)"])
+                        logger.notice(
+                            "interval changed on command",
+                            metadata: ["device": "\(device)", "interval": "\(interval.compact)"])
                         bridge.intervalChanged(device: device, to: effective ?? interval)
                     } catch {
-                        logger.warning("an interval command was refused", metadata: ["device": "\(device)", "error": "\(error)"])
+                        logger.warning(
+                            "an interval command was refused", metadata: ["device": "\(device)", "error": "\(error)"])
                     }
                 }
             }

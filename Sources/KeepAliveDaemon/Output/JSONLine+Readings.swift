@@ -29,7 +29,8 @@ extension JSONLine {
         case .unsigned(let unsigned): integer("value", unsigned)
         case .number(let double): number("value", double)
         case .numbers(let numbers):
-            rawValue("value", "[" + numbers.map { $0.isFinite ? Self.numberText($0) : "null" }.joined(separator: ",") + "]")
+            rawValue(
+                "value", "[" + numbers.map { $0.isFinite ? Self.numberText($0) : "null" }.joined(separator: ",") + "]")
         case .text(let text): string("value", text)
         }
     }

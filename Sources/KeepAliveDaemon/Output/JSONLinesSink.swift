@@ -1,7 +1,7 @@
 internal import Basics
 
 #if canImport(Glibc)
-internal import Glibc
+    internal import Glibc
 #endif
 
 /// Why an output could not be opened or written.
@@ -18,7 +18,10 @@ public struct OutputError: Error, Sendable, Hashable, CustomStringConvertible {
     }
 
     public var description: String {
-        "cannot \(operation) \(path == "-" ? "standard output" : path): \(String(cString: strerror(errno))) (errno \(errno))"
+        """
+            cannot \(operation) \(path == "-" ? "standard output" : path): \(String(cString: strerror(errno))) (errno \
+            \(errno))
+            """
     }
 }
 

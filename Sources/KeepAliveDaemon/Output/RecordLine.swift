@@ -2,7 +2,7 @@ import KeepAlive
 public import Polling
 
 #if canImport(Glibc)
-internal import Glibc
+    internal import Glibc
 #endif
 
 /// A record as the daemon writes it: one JSON object, in the README's key order ("Output"). The JSON Lines
@@ -14,7 +14,9 @@ public enum RecordLine {
     }
 
     /// One record as a JSON object (no newline), in the README's key order.
-    static func encode(_ record: PollRecord, sequence: UInt64, at now: WallClock.Time, healing: HealingStep? = nil) -> String {
+    static func encode(_ record: PollRecord, sequence: UInt64, at now: WallClock.Time, healing: HealingStep? = nil)
+        -> String
+    {
         // The record's monotonic instants are placed on the wall clock relative to now: the poll finished
         // about `fired + used`, which is this moment. Robust to a wall-clock step during the poll.
         let finished = record.fired + (record.window?.used ?? .zero)
@@ -89,8 +91,10 @@ enum WallClock {
         var nanoseconds: Int
 
         func advanced(by duration: Duration) -> Time {
-            let total = Int128(seconds) * 1_000_000_000 + Int128(nanoseconds)
-                + Int128(duration.components.seconds) * 1_000_000_000 + Int128(duration.components.attoseconds / 1_000_000_000)
+            let total =
+                Int128(seconds) * 1_000_000_000 + Int128(nanoseconds)
+                + Int128(duration.components.seconds) * 1_000_000_000
+                + Int128(duration.components.attoseconds / 1_000_000_000)
             let (quotient, remainder) = total.quotientAndRemainder(dividingBy: 1_000_000_000)
             return remainder < 0
                 ? Time(seconds: Int(quotient) - 1, nanoseconds: Int(remainder) + 1_000_000_000)
@@ -98,7 +102,7 @@ enum WallClock {
         }
 
         /// `2026-11-27T21:40:05.123Z`, in UTC, milliseconds truncated. Every record has one: its 24 bytes are
-        /// written in place (padding and joining eight `String`s cost 9,500 instructions, 1.3 % of a poll).
+        /// written in place (padding and joining eight `String`s cost several times more).
         var rfc3339: String {
             var time = time_t(seconds)
             var parts = tm()
@@ -106,8 +110,10 @@ enum WallClock {
             let year = parts.tm_year + 1900
             guard (0...9999).contains(year) else { return Self.rfc3339(parts, milliseconds: nanoseconds / 1_000_000) }
             let fields: [(value: Int32, width: Int, after: UInt8)] = [
-                (year, 4, UInt8(ascii: "-")), (parts.tm_mon + 1, 2, UInt8(ascii: "-")), (parts.tm_mday, 2, UInt8(ascii: "T")),
-                (parts.tm_hour, 2, UInt8(ascii: ":")), (parts.tm_min, 2, UInt8(ascii: ":")), (parts.tm_sec, 2, UInt8(ascii: ".")),
+                (year, 4, UInt8(ascii: "-")), (parts.tm_mon + 1, 2, UInt8(ascii: "-")),
+                (parts.tm_mday, 2, UInt8(ascii: "T")),
+                (parts.tm_hour, 2, UInt8(ascii: ":")), (parts.tm_min, 2, UInt8(ascii: ":")),
+                (parts.tm_sec, 2, UInt8(ascii: ".")),
                 (Int32(nanoseconds / 1_000_000), 3, UInt8(ascii: "Z")),
             ]
             return String(unsafeUninitializedCapacity: 24) { buffer in

@@ -4,7 +4,7 @@ import TestHarness
 import Testing
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Plain-POSIX helpers for the file-descriptor tests: pipes, reads and writes that never block, and a count of
@@ -20,7 +20,9 @@ enum Descriptors {
         }
         // O_NONBLOCK belongs to the open pipe, so every duplicate (also those sent over the bus) shares it.
         for end in ends {
-            guard fcntl(end, F_SETFL, fcntl(end, F_GETFL) | O_NONBLOCK) == 0 else { throw Failure("fcntl: errno \(errno)") }
+            guard fcntl(end, F_SETFL, fcntl(end, F_GETFL) | O_NONBLOCK) == 0 else {
+                throw Failure("fcntl: errno \(errno)")
+            }
         }
         return (try UnixFileDescriptor(duplicating: ends[0]), try UnixFileDescriptor(duplicating: ends[1]))
     }
@@ -107,7 +109,9 @@ enum Descriptors {
         defer { closedir(directory) }
         let own = dirfd(directory)
         while let entry = readdir(directory) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+            let name = withUnsafeBytes(of: entry.pointee.d_name) {
+                String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self)
+            }
             if let number = Int32(name), number != own { body(number) }
         }
     }
@@ -127,15 +131,18 @@ struct FileService: Sendable {
 
     /// `Get` returns `descriptor` (a duplicate of it travels; the service keeps its own); `TakeTwo` decodes
     /// its arguments strictly as `(h, u)` and fails otherwise.
-    static func start(on connection: DBusConnection, handing descriptor: UnixFileDescriptor) async throws -> FileService {
+    static func start(on connection: DBusConnection, handing descriptor: UnixFileDescriptor) async throws -> FileService
+    {
         let object = DBusObject(interfaces: [
-            DBusInterface(interface, methods: [
-                DBusMethod("Get", out: "h") { _ in [.unixFileDescriptor(descriptor)] },
-                DBusMethod("TakeTwo", in: nil, out: "") { call in
-                    _ = try call.arguments.decode(UnixFileDescriptor.self, UInt32.self)
-                    return []
-                },
-            ])
+            DBusInterface(
+                interface,
+                methods: [
+                    DBusMethod("Get", out: "h") { _ in [.unixFileDescriptor(descriptor)] },
+                    DBusMethod("TakeTwo", in: nil, out: "") { call in
+                        _ = try call.arguments.decode(UnixFileDescriptor.self, UInt32.self)
+                        return []
+                    },
+                ])
         ])
         try await connection.export(object, at: path)
         return FileService(connection: connection)

@@ -4,7 +4,7 @@ import TestHarness
 import Basics
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 // Helpers for the tests of the connection's thread (`ConnectionThreadTests.swift`): this process's threads as
@@ -83,11 +83,14 @@ extension Descriptors {
         defer { closedir(directory) }
         let own = dirfd(directory)
         while let entry = readdir(directory) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+            let name = withUnsafeBytes(of: entry.pointee.d_name) {
+                String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self)
+            }
             guard let number = Int32(name), number != own else { continue }
             var buffer = [CChar](repeating: 0, count: 256)
             let count = readlink("/proc/self/fd/\(number)", &buffer, buffer.count - 1)
-            let target = count > 0 ? String(decoding: buffer[0..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self) : "?"
+            let target =
+                count > 0 ? String(decoding: buffer[0..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self) : "?"
             kinds[target.hasPrefix("anon_inode:") ? target : String(target.prefix { $0 != ":" }), default: 0] += 1
         }
         return kinds

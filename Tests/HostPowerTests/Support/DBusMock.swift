@@ -5,13 +5,14 @@ import Foundation
 import Basics
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// A python3-dbusmock process on a private bus's "system bus", killed by pid at the end.
 ///
 /// ```swift
-/// try await DBusMock.with(on: bus, driver: driver, ["--template", "upower"], owning: "org.freedesktop.UPower") { mock in
+/// try await DBusMock.with(on: bus, driver: driver, ["--template", "upower"], owning: "org.freedesktop.UPower") { mock
+/// in
 ///     try await mock.setProperty("OnBattery", .boolean(true), …)
 /// }
 /// ```
@@ -19,7 +20,8 @@ final class DBusMock: Sendable {
     static let mockInterface = "org.freedesktop.DBus.Mock"
 
     /// Debian's python3-dbusmock is installed for the system python, not necessarily the first python3 on PATH.
-    static let python = FileManager.default.isExecutableFile(atPath: "/usr/bin/python3") ? "/usr/bin/python3" : "python3"
+    static let python =
+        FileManager.default.isExecutableFile(atPath: "/usr/bin/python3") ? "/usr/bin/python3" : "python3"
 
     let pid: pid_t
     let name: String
@@ -36,10 +38,14 @@ final class DBusMock: Sendable {
 
     /// Starts `python3 -m dbusmock --system <arguments>` with the private bus as the system bus and waits until
     /// it owns `name`.
-    static func start(on bus: PrivateBus, driver: DBusConnection, _ arguments: [String], owning name: String) async throws -> DBusMock {
+    static func start(on bus: PrivateBus, driver: DBusConnection, _ arguments: [String], owning name: String)
+        async throws -> DBusMock
+    {
         let (pid, stdout, stderr) = try Subprocess.spawn(
-            ["env", "DBUS_SYSTEM_BUS_ADDRESS=\(bus.address)", python, "-m", "dbusmock", "--system",
-             "--logfile", "/dev/null"] + arguments)
+            [
+                "env", "DBUS_SYSTEM_BUS_ADDRESS=\(bus.address)", python, "-m", "dbusmock", "--system",
+                "--logfile", "/dev/null",
+            ] + arguments)
         let mock = DBusMock(pid: pid, name: name, driver: driver)
         // Drain both pipes so the mock never blocks on a full one; keep stderr for failure messages.
         Thread { _ = Subprocess.readAll(stdout) }.start()
@@ -49,7 +55,9 @@ final class DBusMock: Sendable {
         }.start()
         do {
             try await waitUntil("dbusmock owns \(name)", timeout: .seconds(20)) {
-                if mock.hasExited { throw MockError(description: "dbusmock \(arguments) exited: \(mock.errors.withLock { $0 })") }
+                if mock.hasExited {
+                    throw MockError(description: "dbusmock \(arguments) exited: \(mock.errors.withLock { $0 })")
+                }
                 return try await driver.nameOwner(of: name) != nil
             }
         } catch {
@@ -105,7 +113,8 @@ final class DBusMock: Sendable {
 
     /// `org.freedesktop.DBus.Properties.Set` on the mock: it stores the value and emits PropertiesChanged.
     func setProperty(_ property: String, _ value: DBusValue, path: ObjectPath, interface: String) async throws {
-        try await driver.setProperty(property, interface: interface, value: value, destination: name, path: path, timeout: .seconds(10))
+        try await driver.setProperty(
+            property, interface: interface, value: value, destination: name, path: path, timeout: .seconds(10))
     }
 
     /// A method of the mock's control interface (`org.freedesktop.DBus.Mock`) or a template's.
@@ -126,6 +135,8 @@ extension DBusValue {
     static func properties(_ values: [String: DBusValue]) -> DBusValue {
         .dictionary(
             key: "s", value: "v",
-            values.sorted { $0.key < $1.key }.map { DBusDictionaryEntry(key: .string($0.key), value: .variant($0.value)) })
+            values.sorted { $0.key < $1.key }.map {
+                DBusDictionaryEntry(key: .string($0.key), value: .variant($0.value))
+            })
     }
 }
