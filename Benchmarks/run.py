@@ -1355,123 +1355,16 @@ def goals(ctx):
 
 
 def report(ctx, started):
-    """The table (stdout) and the Markdown file."""
-    r = ctx.results
-    lines = []
-    add = lines.append
-
-    add(f"keepalive benchmarks ({'quick' if ctx.quick else 'full'}) — {ctx.machine['date']}, "
-        f"{ctx.machine['cpu']} × {ctx.machine['cores']}, {ctx.machine['swift']}, took {time.time() - started:.0f} s")
-    if "cpu" in r:
-        c = r["cpu"]
-        add("")
-        add(f"1. Client CPU per poll (connect + read + disconnect), bluez-sim {c['sim_devices']} devices, time scale "
-            f"0.01, 3 connections at a time; medians of {c['rows'][0]['reps']} runs")
-        add(f"{'N':>6} {'keepalive':>11} {'(busy)':>9} {'bleak':>9} {'C floor':>9} {'C paced':>9} {'ka/bleak':>9} {'ka/C':>7}"
-            f" {'ka/Cpaced':>9} {'ka wall/tick':>13} {'bleak wall':>11} {'C wall':>9}")
-        for row in c["rows"]:
-            add(f"{row['n']:>6} {fmt(row['keepalive'], 0):>8} µs {fmt(row['busy'], 0):>6} µs {fmt(row['bleak'], 0):>6} µs"
-                f" {fmt(row['c'], 0):>6} µs {fmt(row.get('c_paced'), 0):>6} µs {fmt(row['vs_bleak'], 2):>8}×"
-                f" {fmt(row['vs_c'], 2):>6}× {fmt(row.get('vs_c_paced'), 2):>8}×"
-                f" {fmt(row['keepalive_wall'], 0):>10} ms {fmt(row['bleak_wall'], 0):>8} ms {fmt(row['c_wall'], 0):>6} ms")
-        fixed = [row["startup_fixed_us"] for row in c["rows"] if row["startup_fixed_us"] is not None]
-        add(f"   daemon start-up CPU on the {c['sim_devices']:,}-device tree, not in the above: "
-            f"{fmt(median(fixed) / 1000 if fixed else None, 1)} ms (tick 0 minus N × per-poll, median over N)")
-    if "idle" in r:
-        i = r["idle"]
-        add("")
-        add(f"2. Between ticks: {i['devices']} devices, interval {i['interval']:.0f} s, {i['seconds']:.0f} s")
-        for n, p in enumerate(i["periods"]):
-            threads = ", ".join(f"{k} {v}" for k, v in sorted(p["per_thread"].items(), key=lambda kv: -kv[1]) if v)
-            add(f"   quiet period {n} (tick+{p['from']:.1f} s → +{p['to']:.1f} s): {p['voluntary']} wakeups = "
-                f"{p['per_second']:.2f}/s ({p['switches']} voluntary switches + {p['deaths']} thread exits), CPU {p['cpu_us']:.0f} µs;"
-                f" threads born {p['births']}; by thread: {threads or 'none'}")
-            add(f"      wakeups by second since the tick: " + ", ".join(f"+{s}s:{v}" for s, v in sorted(p["bins"].items())))
-        s = i["strace"]
-        if s:
-            top = ", ".join(f"{k} {v}" for k, v in sorted(s["calls"].items(), key=lambda kv: -kv[1])[:8])
-            add(f"   strace -f (tick+{s['from']:.1f} s → +{s['to']:.1f} s): {s['syscalls']} syscalls = {s['per_second']:.1f}/s"
-                f" ({top}); blocking calls returned: {s['wakeups']} = {s['wakeups_per_second']:.2f}/s")
-    if "lateness" in r:
-        late = r["lateness"]
-        add("")
-        add(f"3. Tick lateness, {int(late['interval_ms'])} ms × {int(late['ticks'])} ticks, real clock: scheduler woke "
-            f"p50 {late['fired_p50_us']:.0f} µs, p99 {late['fired_p99_us']:.0f} µs, max {late['fired_max_us']:.0f} µs; "
-            f"callback started p50 {late['began_p50_us']:.0f} µs, p99 {late['began_p99_us']:.0f} µs, max {late['began_max_us']:.0f} µs")
-        if late.get("fifo"):
-            f = late["fifo"]
-            add(f"   beside it under SCHED_FIFO ({int(f['ticks'])} ticks): callback started p50 {f['began_p50_us']:.0f} µs, "
-                f"p99 {f['began_p99_us']:.0f} µs, max {f['began_max_us']:.0f} µs")
-    m = r.get("memory", {})
-    if m:
-        add("")
-        if m.get("rss100"):
-            add(f"4. Peak RSS, {m['rss100']['devices']} devices (section 2's daemon): VmHWM {m['rss100'].get('VmHWM', 0) / 1024:.1f} MiB,"
-                f" VmRSS {m['rss100'].get('VmRSS', 0) / 1024:.1f} MiB = {m['rss100'].get('RssAnon', 0) / 1024:.1f} MiB anonymous"
-                f" + {m['rss100'].get('RssFile', 0) / 1024:.1f} MiB file-backed (shared libraries, the binary)")
-        if m.get("large"):
-            big = m["large"]
-            add(f"   {big['devices']} devices (one tick on a 10,000-device tree): peak {big['maxrss_kb'] / 1024:.1f} MiB,"
-                f" {big['rss_at_ready_kb'] / 1024:.1f} MiB at 'adapter ready' ({fmt(big['ready_s'], 2)} s after spawn),"
-                f" tick done {fmt(big['tick_s'], 1)} s, CPU {big['cpu_s']:.1f} s")
-        if m.get("sync"):
-            sync = m["sync"]
-            add(f"   10,000-device tree sync: object cache {sync['sync_ms']:.0f} ms ({sync['sync_cpu_us'] / 1000:.0f} ms CPU;"
-                f" of which GetManagedObjects decoded {sync['gmo_ms']:.0f} ms, {sync['gmo_cpu_us'] / 1000:.0f} ms CPU);"
-                f" C libdbus GetManagedObjects + walk {fmt(m.get('c_sync_ms'), 0)} ms ({fmt((m.get('c_sync_cpu_us') or 0) / 1000, 0)} ms CPU)")
-    if "startup" in r:
-        st = r["startup"]
-        add("")
-        add(f"5. Start-up, process start → first completed poll (connect, read, disconnect), 1 device, median of {st['repeats']}:"
-            f" keepalive {fmt(st['keepalive']['poll'] * 1000, 0)} ms ({fmt(st['keepalive']['cpu_ms'], 0)} ms CPU to exit),"
-            f" bleak {fmt(st['bleak']['poll'] * 1000, 0)} ms (first read {fmt(st['bleak']['read'] * 1000, 0)} ms;"
-            f" {fmt(st['bleak']['cpu_ms'], 0)} ms CPU), C floor {fmt(st['c']['poll'] * 1000, 0)} ms"
-            f" ({fmt(st['c']['cpu_ms'], 0)} ms CPU); keepalive/bleak {fmt(ratio(st['keepalive']['poll'], st['bleak']['poll']), 2)}×")
-    if "core" in r:
-        core = r["core"]
-        add("")
-        add(f"6. Core: ledger {core['ledger_open'][0]:.2f} M begin/end pairs/s ({core['ledger_open'][1]:.0f} ns CPU per pair),"
-            f" {core['ledger_empty'][0]:.2f} M/s from empty; scheduler {core['scheduler'][1]:.2f} µs per callback per tick;"
-            f" scheduler + poll engine {core['engine'][1]:.2f} µs per device per tick ({int(core['engine'][0])} mock devices)")
-    if "dbus" in r:
-        add("")
-        add(f"7. One D-Bus method call ({r['dbus']['calls']} Pings): " + "; ".join(
-            f"{k} {v[0]:.0f} µs round trip, {v[1]:.1f} µs CPU ({v[2]:.2f}× C)" for k, v in r["dbus"]["rows"].items()))
-    if "mqtt" in r and r["mqtt"].get("runs"):
-        mq = r["mqtt"]
-        add("")
-        add(f"8. MQTT: {mq['devices']:,} devices, records spread over {mq['tick_ms'] / 1000:.0f} s ticks × {mq['ticks']}, "
-            f"bursts of {mq['devices']:,} × {mq['bursts']}; CPU per record net of the generator; poll end → mosquitto_sub")
-        for run, data in mq["runs"].items():
-            for phase in ("spread", "burst"):
-                fields = data["phases"].get(phase)
-                latency = data["latency"].get(phase, {})
-                if fields:
-                    add(f"   {run:<10} {phase:<6} {fields.get('net_cpu_us_per_record', 0):>7.1f} µs/record "
-                        f"(user {fields.get('user_us_per_record', 0):.1f} + sys {fields.get('sys_us_per_record', 0):.1f}, "
-                        f"generator {fields['cpu_us_per_record'] - fields.get('net_cpu_us_per_record', 0):.1f}), latency p50 "
-                        f"{fmt(latency.get('p50'), 2)} ms p99 {fmt(latency.get('p99'), 2)} ms max {fmt(latency.get('max'), 1)} ms; "
-                        f"submit p50 {fields.get('submit_p50_us', 0):.0f} µs p99 {fields.get('submit_p99_us', 0):.0f} µs")
-        rss = mq.get("rss")
-        if rss and rss.get("VmRSS"):
-            add(f"   keepalive run, {rss['devices']} devices: " + ", ".join(
-                f"{k} {fmt(v[0] / 1024 if v[0] is not None else None, 1)} → {fmt(v[1] / 1024 if v[1] is not None else None, 1)} MiB"
-                for k, v in ((k, rss.get(k)) for k in ("VmRSS", "Pss", "RssAnon", "RssFile", "MQTTLibraries")) if v))
-    add("")
-    add("Goals:")
-    for goal, measured, met in goals(ctx):
-        add(f"   [{'met ' if met else 'MISS'}] {goal}: {measured}")
-    for name, message in ctx.failures:
-        add(f"   FAILED section {name}: {message}")
-    table = "\n".join(lines)
-    print(table)
+    """The one renderer's Markdown: printed (the analysis in Benchmarks/NOTES.md left out) and written to --output
+    (with it)."""
+    print(markdown(ctx, started, notes=False))
     if ctx.args.output:
         with open(ctx.args.output, "w") as f:
             f.write(markdown(ctx, started))
         log(f"wrote {ctx.args.output}")
 
 
-def markdown(ctx, started):
+def markdown(ctx, started, notes=True):
     r, mc = ctx.results, ctx.machine
     md = []
     add = md.append
@@ -1731,7 +1624,7 @@ def markdown(ctx, started):
                     add(f"| {label} | {v[0] / 1024:.2f} MiB | {v[1] / 1024:.2f} MiB | {'+' if v[2] >= 0 else ''}{v[2] / 1024:.2f} MiB |")
             threads = [median([x.get("threads") for x in rss[k]]) for k in ("plain", "mqtt")]
             add(f"| threads | {fmt(threads[0])} | {fmt(threads[1])} | |")
-    if ctx.args.notes and os.path.exists(ctx.args.notes):
+    if notes and ctx.args.notes and os.path.exists(ctx.args.notes):
         add("")
         with open(ctx.args.notes) as f:
             add(f.read().rstrip())
