@@ -245,11 +245,11 @@ public final class Daemon: Service {
                 : nil,
             DaemonService("watchdog") { await self.runWatchdog(after: ready) },
         ]
-        let scheduler = DaemonService("scheduler") {
+        let scheduler = DaemonService("scheduler", endsGroup: true) {
             await self.runScheduler(engine: engine, firstSession: firstSession, devices: specs.count, ready: ready)
         }
-        // A part that has nothing (more) to do ends quietly; the scheduler's end (`--ticks` done, the output broken, a
-        // shutdown) shuts the rest down.
+        // The scheduler's end (`--ticks` done, the output broken, a shutdown) shuts the rest down; the other parts
+        // stay until the shutdown reaches them (DaemonService).
         let services =
             parts.compactMap { $0 }.map {
                 ServiceGroupConfiguration.ServiceConfiguration(service: $0, successTerminationBehavior: .ignore)
