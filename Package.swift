@@ -1,4 +1,4 @@
-// swift-tools-version:6.2
+// swift-tools-version:6.3
 import PackageDescription
 
 // The arrows point one way: everything depends on KeepAlive, and KeepAlive imports nothing Bluetooth or
@@ -272,7 +272,11 @@ let package = Package(
         // The executors of Swift concurrency the daemon runs on (threads that wait without a timeout, so nothing
         // wakes between ticks; libdispatch's own wake every second), installed before `main` by an ELF
         // constructor in KeepAliveCLI. docs/EXECUTORS.md.
-        .target(name: "QuietExecutor", dependencies: ["CLinux"]),
+        // Its delayed jobs are deadlines on Basics' timerfd thread. Without Swift 6.3's executor SPI, or built with
+        // -Xswiftc -DKEEPALIVE_STOCK_EXECUTORS, it compiles to its status API alone: `keepalive --version` says
+        // "executors: stock" and why (.ci/stock-executors.sh builds and tests that way).
+        .target(name: "QuietExecutor", dependencies: ["CLinux", "Basics"]),
+        .testTarget(name: "QuietExecutorTests", dependencies: ["QuietExecutor", "Basics"]),
         .executableTarget(
             name: "KeepAliveCLI",
             dependencies: [

@@ -1,242 +1,308 @@
-@_spi(ExperimentalCustomExecutors) @_spi(ExperimentalScheduling) import _Concurrency
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Musl)
-    import Musl
-#endif
+// The fence (see QuietExecutors.swift): without the SPI this file is empty.
+#if compiler(>=6.3) && os(Linux) && !KEEPALIVE_STOCK_EXECUTORS
 
-// MARK: - the global (default) executor
+    @_spi(ExperimentalCustomExecutors) @_spi(ExperimentalScheduling) import _Concurrency
+    import Basics
+    import Synchronization
 
-/// The default executor: a pool of worker threads and one timer thread (docs/EXECUTORS.md).
-// @unchecked Sendable: every mutable field is read and written under `mu`.
-final class QuietGlobalExecutor: TaskExecutor, SchedulingExecutor, @unchecked Sendable {
-    public let baseThreads: Int
-    public let maxThreads: Int
-    let starvationCheckNs: Int64 = 20_000_000  // 20 ms
-    let surplusLingerNs: Int64 = 2_000_000_000  // 2 s
-    static let bootWaitLimit: Int64 = 60_000_000_000  // 60 s
+    #if canImport(Glibc)
+        import Glibc
+    #elseif canImport(Musl)
+        import Musl
+    #endif
 
-    private let mu = ExecutorMutex()
-    private let workCond = ExecutorCondition()  // workers wait here
-    private let timerCond = ExecutorCondition()  // timer/supervisor waits here
-    private var queue = JobFIFO()
-    private var monoHeap = TimerHeap()  // CLOCK_MONOTONIC deadlines
-    private var bootHeap = TimerHeap()  // CLOCK_BOOTTIME deadlines
-    private var seq: UInt64 = 0
-    private var threads = 0
-    private var idle = 0
-    private var dequeued: UInt64 = 0
-    private var supervisorWatching = false
-    private var timerThreadStarted = false
-    private var timerWaitDeadline: Int64 = .max  // what the timer thread currently sleeps until
-    // statistics
-    public private(set) var spawnedForStarvation = 0
+    // MARK: - the global (default) executor
 
-    public init(threads: Int? = nil, maxThreads: Int = 64) {
-        let cores = Int(sysconf(Int32(_SC_NPROCESSORS_ONLN)))
-        self.baseThreads = max(2, threads ?? cores)
-        self.maxThreads = max(self.baseThreads, maxThreads)
-    }
+    /// The default executor: a pool of worker threads that wait without a timeout; its delayed jobs and its watch
+    /// for blocked workers are deadlines on the process's timerfd thread (docs/EXECUTORS.md).
+    // @unchecked Sendable: every mutable field is read and written under `mu` (`pendingTimers` is atomic).
+    final class QuietGlobalExecutor: TaskExecutor, SchedulingExecutor, @unchecked Sendable {
+        let baseThreads: Int
+        let maxThreads: Int
+        /// How long work may wait, with no idle worker and no job started, before a worker is added.
+        static let starvationCheck: Duration = .milliseconds(20)
+        let surplusLingerNs: Int64 = 2_000_000_000  // 2 s
+        /// Longer delays wait this long, about 146 years (a deadline must fit the timerfd's nanoseconds).
+        static let longestDelay: Duration = .nanoseconds(Int64.max / 2)
+        /// With more delayed jobs than this pending, deadlines are rounded up to a multiple of ``slackNanoseconds``
+        /// so that those close together share one wake-up and one re-arm of the timerfd (which, unlike a thread's
+        /// timed wait, gets no timer slack from the kernel); with fewer, each fires on time. Many tasks sleeping at
+        /// once then cost about as much CPU a sleep as on the timer thread these replaced (docs/EXECUTORS.md,
+        /// "Measured"), and the daemon's few sleeps are not delayed.
+        static let crowdedTimers = 16
+        static let slackNanoseconds: Int64 = 100_000
 
-    private func startIfNeededLocked() {
-        if timerThreadStarted { return }
-        timerThreadStarted = true
-        for _ in 0..<baseThreads { spawnWorkerLocked() }
-        spawnExecutorThread(name: "ka-timer") { [self] in timerLoop() }
-    }
+        private let mu = ExecutorMutex()
+        private let workCond = ExecutorCondition()  // workers wait here
+        private var queue = JobFIFO()
+        private var threads = 0
+        private var idle = 0
+        private var starting = 0  // workers made that have not yet taken the lock: about to take work, as idle ones
+        private var dequeued: UInt64 = 0
+        private var started = false
+        private var stopping = false
+        /// A look for starved work is armed on the timer thread; `dequeuedAtLastLook` is the progress it compares.
+        private var supervisorWatching = false
+        private var dequeuedAtLastLook: UInt64 = 0
+        private var spawnedTotal = 0
+        private var spawnedForStarvation = 0
+        private var starvationLooks = 0
+        private var busyTIDs: [Int32: Bool] = [:]  // worker tid -> currently running a job
+        private let pendingTimers = Atomic<Int>(0)
+        private let ownTimers: TimerThread?
 
-    private var spawnedTotal = 0
-    private var busyTIDs: [Int32: Bool] = [:]  // worker tid -> currently running a job
+        /// The process's timerfd thread, made (if nothing made it before) with the executors' signal mask.
+        private static let sharedTimers: TimerThread = withExecutorSignalMask { TimerThread.shared }
 
-    /// A thread that could not be made is not counted (else base workers would take themselves for surplus ones
-    /// and leave); the supervisor tries again at its next look while work waits.
-    private func spawnWorkerLocked() {
-        spawnedTotal += 1
-        if spawnExecutorThread(name: "ka-worker-\(spawnedTotal)", { [self] in workerLoop() }) { threads += 1 }
-    }
+        /// Delayed jobs' deadlines: the process's timerfd thread, or `timers` (tests count their own wake-ups).
+        private var timers: TimerThread { ownTimers ?? Self.sharedTimers }
 
-    /// Number of workers that are running a job AND are runnable (state R in /proc), i.e. not
-    /// blocked in a syscall, futex, sleep... Only called while starved (at most every 20 ms).
-    private func runnableBusyWorkersLocked() -> Int {
-        var n = 0
-        for (tid, busy) in busyTIDs where busy {
-            if threadState(tid) == UInt8(ascii: "R") { n += 1 }
+        /// - Parameters:
+        ///   - threads: the workers that wait for work (default: as many as cores, at least 2).
+        ///   - maxThreads: at most this many with the ones added while the others were blocked.
+        ///   - timers: where deadlines wait (default: `TimerThread.shared`).
+        init(threads: Int? = nil, maxThreads: Int = 64, timers: TimerThread? = nil) {
+            let cores = Int(sysconf(Int32(_SC_NPROCESSORS_ONLN)))
+            self.baseThreads = max(2, threads ?? cores)
+            self.maxThreads = max(self.baseThreads, maxThreads)
+            self.ownTimers = timers
         }
-        return n
-    }
 
-    // MARK: Executor
-
-    public func enqueue(_ job: consuming ExecutorJob) {
-        let j = UnownedJob(job)
-        mu.lock()
-        startIfNeededLocked()
-        queue.push(j)
-        let wakeWorker = idle > 0
-        // More jobs than idle workers (an idle worker that was signalled still counts until it runs, so `idle > 0`
-        // alone would leave a second job unwatched behind a first that blocks): the supervisor watches.
-        var wakeSupervisor = false
-        if queue.count > idle && !supervisorWatching && threads < maxThreads {
-            supervisorWatching = true
-            wakeSupervisor = true
+        private func startIfNeededLocked() {
+            if started { return }
+            started = true
+            for _ in 0..<baseThreads { spawnWorkerLocked() }
         }
-        mu.unlock()
-        // Signalled after the unlock: a worker woken while the lock was still held blocked on it at once (a second
-        // futex wait and wake per job, measured with strace -f -k). Nothing is lost: a worker counted in `idle`
-        // under the lock is already inside its wait, which released the lock, so this signal reaches it.
-        if wakeWorker { workCond.signal() }
-        if wakeSupervisor { timerCond.signal() }
-    }
 
-    public func enqueue<C: Clock>(
-        _ job: consuming ExecutorJob, at instant: C.Instant,
-        tolerance: C.Duration?, clock: C
-    ) {
-        let j = UnownedJob(job)
-        if let c = clock as? ContinuousClock {
-            let inst = instant as! ContinuousClock.Instant
-            let delay = saturatingNanoseconds(c.now.duration(to: inst))
-            addTimer(j, delayNs: delay, boot: true)
-        } else if let c = clock as? SuspendingClock {
-            let inst = instant as! SuspendingClock.Instant
-            addTimer(j, delayNs: saturatingNanoseconds(c.now.duration(to: inst)), boot: false)
-        } else if let d = clock.now.duration(to: instant) as? Duration {
-            addTimer(j, delayNs: saturatingNanoseconds(d), boot: false)
-        } else {
-            fatalError("QuietGlobalExecutor: unsupported clock \(C.self)")
-        }
-    }
-
-    public func enqueue<C: Clock>(
-        _ job: consuming ExecutorJob, after delay: C.Duration,
-        tolerance: C.Duration?, clock: C
-    ) {
-        let j = UnownedJob(job)
-        if clock is ContinuousClock {
-            addTimer(j, delayNs: saturatingNanoseconds(delay as! Duration), boot: true)
-        } else if let d = delay as? Duration {
-            addTimer(j, delayNs: saturatingNanoseconds(d), boot: false)
-        } else {
-            fatalError("QuietGlobalExecutor: unsupported clock \(C.self)")
-        }
-    }
-
-    private func addTimer(_ j: UnownedJob, delayNs: Int64, boot: Bool) {
-        if delayNs <= 0 {
-            enqueue(ExecutorJob(j))
-            return
-        }
-        let now = nowNanoseconds(boot ? CLOCK_BOOTTIME : CLOCK_MONOTONIC)
-        let deadline = delayNs > Int64.max / 2 - now ? Int64.max / 2 : now + delayNs
-        mu.lock()
-        startIfNeededLocked()
-        seq &+= 1
-        let e = TimerHeap.Entry(deadline: deadline, seq: seq, job: j)
-        if boot { bootHeap.push(e) } else { monoHeap.push(e) }
-        // Wake the timer thread only if this deadline is earlier than what it sleeps until.
-        let monoTarget = boot ? nowNanoseconds(CLOCK_MONOTONIC) + (deadline - now) : deadline
-        let wakeTimer = monoTarget < timerWaitDeadline
-        mu.unlock()
-        if wakeTimer { timerCond.signal() }  // after the unlock, as in enqueue(_:)
-    }
-
-    // MARK: threads
-
-    private func workerLoop() {
-        let tid = currentThreadID()
-        mu.lock()
-        var idleSince: Int64 = 0
-        while true {
-            if let j = queue.pop() {
-                dequeued &+= 1
-                busyTIDs[tid] = true
-                mu.unlock()
-                unsafe j.runSynchronously(on: genericExecutor)
-                mu.lock()
-                busyTIDs[tid] = false
-                idleSince = 0
-                continue
+        /// A thread that could not be made is not counted (else base workers would take themselves for surplus
+        /// ones and leave); the next look for starved work tries again while work waits.
+        private func spawnWorkerLocked() {
+            spawnedTotal += 1
+            if spawnExecutorThread(name: "ka-worker-\(spawnedTotal)", { [self] in workerLoop() }) {
+                threads += 1
+                starting += 1
             }
-            if threads > baseThreads {
-                // Surplus thread (started because others were blocked): linger briefly, then exit.
-                let now = nowNanoseconds(CLOCK_MONOTONIC)
-                if idleSince == 0 { idleSince = now }
-                if now - idleSince >= surplusLingerNs {
+        }
+
+        /// Number of workers that are running a job AND are runnable (state R in /proc), i.e. not blocked in a
+        /// syscall, futex, sleep... Only called while work waits with no idle worker (at most every 20 ms).
+        private func runnableBusyWorkersLocked() -> Int {
+            var n = 0
+            for (tid, busy) in busyTIDs where busy {
+                if threadState(tid) == UInt8(ascii: "R") { n += 1 }
+            }
+            return n
+        }
+
+        // MARK: Executor
+
+        func enqueue(_ job: consuming ExecutorJob) {
+            push(UnownedJob(job))
+        }
+
+        private func push(_ j: UnownedJob) {
+            mu.lock()
+            startIfNeededLocked()
+            queue.push(j)
+            let wakeWorker = idle > 0
+            // More jobs than idle workers (an idle worker that was signalled still counts until it runs, so
+            // `idle > 0` alone would leave a second job unwatched behind a first that blocks): watch for starvation.
+            var watch = false
+            if queue.count > idle + starting && !supervisorWatching && threads < maxThreads && !stopping {
+                supervisorWatching = true
+                dequeuedAtLastLook = dequeued
+                watch = true
+            }
+            mu.unlock()
+            // Signalled after the unlock: a worker woken while the lock was still held blocked on it at once (a
+            // second futex wait and wake per job, measured with strace -f -k). Nothing is lost: a worker counted in
+            // `idle` under the lock is already inside its wait, which released the lock, so this signal reaches it.
+            if wakeWorker { workCond.signal() }
+            if watch { scheduleStarvationLook() }
+        }
+
+        // MARK: SchedulingExecutor
+
+        func enqueue<C: Clock>(
+            _ job: consuming ExecutorJob, at instant: C.Instant,
+            tolerance: C.Duration?, clock: C
+        ) {
+            let j = UnownedJob(job)
+            // The clock's own `now` gives the delay, whatever epoch its instants count from.
+            guard let delay = clock.now.duration(to: instant) as? Duration else {
+                return runAtOnce(j, unknownClock: C.self)
+            }
+            schedule(j, after: delay, suspending: clock is SuspendingClock)
+        }
+
+        func enqueue<C: Clock>(
+            _ job: consuming ExecutorJob, after delay: C.Duration,
+            tolerance: C.Duration?, clock: C
+        ) {
+            let j = UnownedJob(job)
+            guard let delay = delay as? Duration else { return runAtOnce(j, unknownClock: C.self) }
+            schedule(j, after: delay, suspending: clock is SuspendingClock)
+        }
+
+        /// `job` after `delay`: on `ContinuousClock` (and any other clock measured in `Duration`, timed as elapsed
+        /// time) a deadline on the timerfd's CLOCK_BOOTTIME, which counts a suspend, so a sleep that ended while
+        /// the system was suspended runs at the resume; on `SuspendingClock`, see ``wake(_:whenMonotonicReaches:)``.
+        private func schedule(_ job: UnownedJob, after delay: Duration, suspending: Bool) {
+            guard delay > .zero else { return push(job) }
+            let delay = min(delay, Self.longestDelay)
+            let crowded = pendingTimers.add(1, ordering: .relaxed).newValue > Self.crowdedTimers
+            if suspending {
+                wake(job, whenMonotonicReaches: monotonicNow() + delay, crowded: crowded)
+            } else {
+                _ = timers.schedule(at: Self.slackened(TimerThread.now() + delay, crowded)) { [self] in
+                    pendingTimers.subtract(1, ordering: .relaxed)
+                    push(job)
+                }
+            }
+        }
+
+        /// A `SuspendingClock` deadline is on CLOCK_MONOTONIC, which stops while the system is suspended; the
+        /// timerfd counts on CLOCK_BOOTTIME, which does not. Armed for the monotonic time left it never fires late;
+        /// if a suspend made it fire early, it is armed again for what is left.
+        private func wake(_ job: UnownedJob, whenMonotonicReaches deadline: Duration, crowded: Bool) {
+            let left = deadline - monotonicNow()
+            guard left > .zero else {
+                pendingTimers.subtract(1, ordering: .relaxed)
+                return push(job)
+            }
+            _ = timers.schedule(at: Self.slackened(TimerThread.now() + left, crowded)) { [self] in
+                wake(job, whenMonotonicReaches: deadline, crowded: crowded)
+            }
+        }
+
+        /// `deadline`, rounded up to a multiple of ``slackNanoseconds`` when `crowded`.
+        static func slackened(_ deadline: Duration, _ crowded: Bool) -> Duration {
+            guard crowded else { return deadline }
+            let (seconds, attoseconds) = deadline.components
+            let nanoseconds = attoseconds / 1_000_000_000
+            let rounded = (nanoseconds + slackNanoseconds - 1) / slackNanoseconds * slackNanoseconds
+            return .seconds(seconds) + .nanoseconds(rounded)
+        }
+
+        /// A clock whose durations are not `Duration` cannot be put on the timerfd: its job runs now (once noted
+        /// on standard error) rather than never. The standard library schedules only `ContinuousClock` and
+        /// `SuspendingClock` jobs; this takes a custom clock that asks the executor itself.
+        private func runAtOnce<C: Clock>(_ job: UnownedJob, unknownClock: C.Type) {
+            if !Self.notedUnknownClock.exchange(true, ordering: .relaxed) {
+                let note = "QuietExecutor: \(C.self) does not measure in Duration; its delayed jobs run at once\n"
+                _ = note.withCString { write(2, $0, strlen($0)) }
+            }
+            push(job)
+        }
+
+        private static let notedUnknownClock = Atomic<Bool>(false)
+
+        // MARK: starvation
+
+        private func scheduleStarvationLook() {
+            _ = timers.schedule(at: TimerThread.now() + Self.starvationCheck) { [self] in lookForStarvation() }
+        }
+
+        /// On the timer thread, 20 ms after work began to wait with no idle worker, and every 20 ms while it still
+        /// does: when no job started in that time and fewer than the pool's size of busy workers are on a CPU (the
+        /// others are blocked), adds a worker. CPU-bound jobs never grow the pool.
+        private func lookForStarvation() {
+            mu.lock()
+            starvationLooks += 1
+            guard queue.count > idle + starting && threads < maxThreads && !stopping else {
+                supervisorWatching = false
+                mu.unlock()
+                return
+            }
+            if dequeued == dequeuedAtLastLook && runnableBusyWorkersLocked() < baseThreads {
+                spawnedForStarvation += 1
+                spawnWorkerLocked()
+            }
+            dequeuedAtLastLook = dequeued
+            mu.unlock()
+            scheduleStarvationLook()
+        }
+
+        // MARK: threads
+
+        private func workerLoop() {
+            let tid = currentThreadID()
+            mu.lock()
+            starting -= 1
+            var idleSince: Int64 = 0
+            while true {
+                if let j = queue.pop() {
+                    dequeued &+= 1
+                    busyTIDs[tid] = true
+                    mu.unlock()
+                    runOnGenericExecutor(j)
+                    mu.lock()
+                    busyTIDs[tid] = false
+                    idleSince = 0
+                    continue
+                }
+                if stopping {
                     threads -= 1
                     busyTIDs[tid] = nil
                     break
                 }
-                idle += 1
-                workCond.wait(mu, untilMono: idleSince + surplusLingerNs)
-                idle -= 1
-            } else {
-                idle += 1
-                workCond.wait(mu)  // no timeout: 0 wake-ups when idle
-                idle -= 1
-            }
-        }
-        mu.unlock()
-    }
-
-    private func timerLoop() {
-        mu.lock()
-        var lastDequeued: UInt64 = 0
-        var checkAt: Int64 = .max
-        while true {
-            let nowMono = nowNanoseconds(CLOCK_MONOTONIC)
-            let nowBoot = nowNanoseconds(CLOCK_BOOTTIME)
-            var fired = 0
-            while let d = monoHeap.minDeadline, d <= nowMono {
-                queue.push(monoHeap.popMin().job)
-                fired += 1
-            }
-            while let d = bootHeap.minDeadline, d <= nowBoot {
-                queue.push(bootHeap.popMin().job)
-                fired += 1
-            }
-            if fired > 0 {
-                if fired == 1 { workCond.signal() } else { workCond.broadcast() }
-            }
-
-            var target: Int64 = .max
-            if let d = monoHeap.minDeadline { target = d }
-            // A CLOCK_BOOTTIME deadline is waited for on CLOCK_MONOTONIC, which stops while the system is suspended:
-            // at most 60 s at a time, so a sleep that ended during a suspend fires within a minute of the resume.
-            if let d = bootHeap.minDeadline { target = min(target, nowMono + min(d - nowBoot, Self.bootWaitLimit)) }
-
-            // Starvation supervision: only while more jobs wait than idle workers can take.
-            if queue.count > idle && threads < maxThreads {
-                supervisorWatching = true
-                if checkAt == .max || dequeued != lastDequeued {
-                    lastDequeued = dequeued
-                    checkAt = nowMono + starvationCheckNs
-                } else if nowMono >= checkAt {
-                    // No job started for starvationCheckNs although work is queued and nobody is idle.
-                    // Add a thread only if fewer than baseThreads busy workers are actually on a CPU
-                    // (the others are blocked), so CPU-bound jobs do not cause oversubscription.
-                    if runnableBusyWorkersLocked() < baseThreads {
-                        spawnedForStarvation += 1
-                        spawnWorkerLocked()
+                if threads > baseThreads {
+                    // Surplus thread (started because others were blocked): linger briefly, then exit.
+                    let now = nowNanoseconds(CLOCK_MONOTONIC)
+                    if idleSince == 0 { idleSince = now }
+                    if now - idleSince >= surplusLingerNs {
+                        threads -= 1
+                        busyTIDs[tid] = nil
+                        break
                     }
-                    lastDequeued = dequeued
-                    checkAt = nowMono + starvationCheckNs
+                    idle += 1
+                    workCond.wait(mu, untilMono: idleSince + surplusLingerNs)
+                    idle -= 1
+                } else {
+                    idle += 1
+                    workCond.wait(mu)  // no timeout: 0 wake-ups when idle
+                    idle -= 1
                 }
-                target = min(target, checkAt)
-            } else {
-                supervisorWatching = false
-                checkAt = .max
             }
+            mu.unlock()
+        }
 
-            timerWaitDeadline = target
-            if target == .max { timerCond.wait(mu) } else { timerCond.wait(mu, untilMono: target) }
-            timerWaitDeadline = .max
+        /// Lets every worker end once the queue is empty (an instance made for a test; the process's own pool
+        /// lives as long as the process). Delayed jobs still pending then are pushed and run by no one.
+        func shutdown() {
+            mu.lock()
+            stopping = true
+            mu.unlock()
+            workCond.broadcast()
+        }
+
+        /// How many jobs the workers have taken.
+        var jobsRun: UInt64 {
+            mu.lock()
+            defer { mu.unlock() }
+            return dequeued
+        }
+
+        /// How many times the pool has looked for starved work (tests wait for looks, not for time).
+        var looksForStarvation: Int {
+            mu.lock()
+            defer { mu.unlock() }
+            return starvationLooks
+        }
+
+        /// The pool's figures now.
+        func stats() -> (threads: Int, idle: Int, queued: Int, timers: Int, starvationSpawns: Int) {
+            mu.lock()
+            defer { mu.unlock() }
+            return (threads, idle, queue.count, pendingTimers.load(ordering: .relaxed), spawnedForStarvation)
         }
     }
 
-    /// Debug statistics.
-    public func stats() -> (threads: Int, idle: Int, queued: Int, timers: Int, starvationSpawns: Int) {
-        mu.lock()
-        defer { mu.unlock() }
-        return (threads, idle, queue.count, monoHeap.count + bootHeap.count, spawnedForStarvation)
+    /// CLOCK_MONOTONIC now (what `SuspendingClock` reads on Linux).
+    func monotonicNow() -> Duration {
+        var time = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &time)
+        return .seconds(time.tv_sec) + .nanoseconds(time.tv_nsec)
     }
-}
+
+#endif
