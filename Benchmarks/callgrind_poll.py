@@ -43,9 +43,9 @@ int sigsuspend(const sigset_t *mask) {
 
 HOT_SPOTS = {
     "BluetoothUUID.shortDescription": "BluetoothUUIDV16shortDescription",
-    "JSONLine.appendString (record escaping)": "JSONLineV12appendString",
+    "JSONString.append (record escaping)": "JSONStringO6append",
     "BlueZ.deviceOwning (path split)": "deviceOwning",
-    "RecordWriter.encode (whole record)": "RecordWriterC6encode_",
+    "RecordLine.encode (whole record)": "RecordLineO6encode_",
     "BlueZ.devicePath": "BlueZAAO10devicePath",
     "BlueZObjectCache.apply (signals)": "ZObjectCacheC5apply_2to7effects",
     "DBusConnection.handleIncoming": "ConnectionC14handleIncoming",

@@ -1,3 +1,4 @@
+import Basics
 /// Home Assistant MQTT discovery configs for the gateway and each device: pure, from plain values.
 ///
 /// Topics are `<discovery prefix>/<component>/<node id>/<object id>/config` with the gateway as node id and
@@ -97,7 +98,7 @@ struct DiscoveryPayloads: Sendable {
         ]
     }
 
-    private func gatewayDevice(_ json: inout JSONText.Object) {
+    private func gatewayDevice(_ json: inout JSONObject) {
         json.object("device") { device in
             device.array("identifiers") { $0.string(gatewayIdentifier) }
             device.string("name", "keepalive \(gateway)")
@@ -203,8 +204,8 @@ struct DiscoveryPayloads: Sendable {
     }
 
     /// The keys every entity starts with; `availability` = [gateway status, device availability], mode all.
-    private func entity(name: String, uniqueID: String, availability: Bool, device: Device? = nil) -> JSONText.Object {
-        var json = JSONText.Object()
+    private func entity(name: String, uniqueID: String, availability: Bool, device: Device? = nil) -> JSONObject {
+        var json = JSONObject()
         json.string("name", name)
         json.string("unique_id", uniqueID)
         if availability, let device {
@@ -218,7 +219,7 @@ struct DiscoveryPayloads: Sendable {
         return json
     }
 
-    private func deviceObject(_ json: inout JSONText.Object, _ device: Device, id: String) {
+    private func deviceObject(_ json: inout JSONObject, _ device: Device, id: String) {
         json.object("device") { object in
             object.array("identifiers") { $0.string("keepalive_\(id)") }
             object.array("connections") { list in

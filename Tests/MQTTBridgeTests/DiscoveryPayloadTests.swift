@@ -1,3 +1,4 @@
+import Basics
 import Testing
 @testable import MQTTBridge
 
@@ -112,7 +113,7 @@ import Testing
     }
 
     @Test func jsonStringsAreEscaped() {
-        var json = JSONText.Object()
+        var json = JSONObject()
         json.string("name", "a \"quoted\" \\ name\nwith\u{1} control")
         #expect(json.finished == #"{"name":"a \"quoted\" \\ name\nwith\u0001 control"}"#)
         #expect(jsonObject(json.bytes)?["name"] as? String == "a \"quoted\" \\ name\nwith\u{1} control")

@@ -1,3 +1,4 @@
+import Basics
 import Testing
 @testable import MQTTBridge
 
@@ -5,7 +6,7 @@ import Testing
 /// line, discovery payload and JSON log line is written with.
 @Suite struct JSONWriterTests {
     @Test func nestedObjectsAndArraysComeOutInTheOrderWritten() {
-        var json = JSONText.Object()
+        var json = JSONObject()
         json.string("device", "greenhouse-north")
         json.object("empty") { _ in }
         json.object("window") { window in
@@ -29,14 +30,14 @@ import Testing
         #expect(json.finished == expected)
         #expect(json.bytes == Array(expected.utf8))
         #expect(jsonObject(json.bytes)?["device"] as? String == "greenhouse-north")
-        var array = JSONText.Array()
+        var array = JSONArray()
         array.string("x")
         #expect(array.finished == #"["x"]"#)
-        #expect(JSONText.Array().finished == "[]" && JSONText.Object().finished == "{}")
+        #expect(JSONArray().finished == "[]" && JSONObject().finished == "{}")
     }
 
     @Test func integersAreWrittenExactlyAtEveryWidth() {
-        var json = JSONText.Object()
+        var json = JSONObject()
         json.integer("zero", 0)
         json.integer("negative", -42)
         json.integer("min", Int64.min)
@@ -50,7 +51,7 @@ import Testing
 
     @Test func everyControlCharacterIsEscapedAndOtherTextPassesThrough() {
         let controls = String(String.UnicodeScalarView((0..<0x20).map { Unicode.Scalar(UInt8($0)) }))
-        var json = JSONText.Object()
+        var json = JSONObject()
         json.string("c", controls)
         json.string("text", "grüße 温度 🌱 \u{7F}")
         json.string("key \"q\"", "\\")

@@ -1,3 +1,4 @@
+import Basics
 import KeepAlive
 public import Polling
 
@@ -20,7 +21,7 @@ public enum RecordLine {
         // The record's monotonic instants are placed on the wall clock relative to now: the poll finished
         // about `fired + used`, which is this moment. Robust to a wall-clock step during the poll.
         let finished = record.fired + (record.window?.used ?? .zero)
-        var line = JSONLine()
+        var line = JSONObject()
         line.string("ts", now.rfc3339)
         line.integer("seq", sequence)
         line.string("device", record.device)

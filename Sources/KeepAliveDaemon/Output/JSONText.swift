@@ -1,9 +1,6 @@
 public import Readings
 import Basics
 
-/// A record's JSON line, written by the package's one JSON writer (Basics/JSONWriter.swift).
-typealias JSONLine = JSONObject
-
 /// JSON string literals for the command's other JSON outputs (`scan`, `read`, `doctor`).
 public enum JSONText {
     /// `value` as a JSON string literal, quotes included; control characters escaped (names come off the air).
@@ -15,7 +12,7 @@ public enum JSONText {
 
     /// `readings` as the records write them: `{"battery":{"value":51,"unit":"%"}}`.
     public static func readings(_ readings: [Reading]) -> String {
-        var line = JSONLine()
+        var line = JSONObject()
         line.readings("readings", readings)
         let object = line.finished
         // `{"readings":{…}}` → `{…}`.

@@ -1,7 +1,7 @@
 import Basics
 import Readings
 
-extension JSONLine {
+extension JSONObject {
     /// A number as JSON writes it: Swift's shortest round-trip form (`21.54`, `1e-05`); JSON has no NaN or
     /// infinity, so those (which the decoder reports as specials, never as values) would be `null`.
     mutating func number(_ name: String, _ value: Double) {
