@@ -1,16 +1,17 @@
 /// A binary min-heap, the package's one priority queue: the timer thread's deadlines, the ledger's, the connection
 /// limiter's waiters, a D-Bus connection's outstanding calls.
 ///
-/// Elements that must leave before their turn (a call answered before its deadline) are tracked through
+/// Inlinable, so that a heap of one module's elements is specialized there: the D-Bus connection's outstanding
+/// calls go through it several times a poll. Elements that must leave before their turn (a call answered before its deadline) are tracked through
 /// `positions`, told each element's index whenever it moves, and leave with ``remove(at:)``.
 package struct Heap<Element: Comparable> {
-    package private(set) var storage: [Element] = []
+    @usableFromInline package internal(set) var storage: [Element] = []
     /// Told where an element now sits after it moved (`nil`: nobody needs to know).
-    private let positions: (@Sendable (Element, Int) -> Void)?
+    @usableFromInline let positions: (@Sendable (Element, Int) -> Void)?
 
-    package var count: Int { storage.count }
-    package var isEmpty: Bool { storage.isEmpty }
-    package var min: Element? { storage.first }
+    @inlinable package var count: Int { storage.count }
+    @inlinable package var isEmpty: Bool { storage.isEmpty }
+    @inlinable package var min: Element? { storage.first }
 
     package init() {
         positions = nil
@@ -31,21 +32,21 @@ package struct Heap<Element: Comparable> {
         }
     }
 
-    package mutating func insert(_ element: Element) {
+    @inlinable package mutating func insert(_ element: Element) {
         storage.append(element)
         positions?(element, storage.count - 1)
         siftUp(from: storage.count - 1)
     }
 
     @discardableResult
-    package mutating func popMin() -> Element? {
+    @inlinable package mutating func popMin() -> Element? {
         guard !storage.isEmpty else { return nil }
         return remove(at: 0)
     }
 
     /// Takes out the element at `index` (one that ``init(positions:)`` said is there).
     @discardableResult
-    package mutating func remove(at index: Int) -> Element {
+    @inlinable package mutating func remove(at index: Int) -> Element {
         precondition(storage.indices.contains(index), "heap index out of range")
         let removed = storage[index]
         let last = storage.removeLast()
@@ -58,7 +59,7 @@ package struct Heap<Element: Comparable> {
         return removed
     }
 
-    private mutating func swapAt(_ first: Int, _ second: Int) {
+    @inlinable mutating func swapAt(_ first: Int, _ second: Int) {
         storage.swapAt(first, second)
         if let positions {
             positions(storage[first], first)
@@ -66,7 +67,7 @@ package struct Heap<Element: Comparable> {
         }
     }
 
-    private mutating func siftUp(from start: Int) {
+    @inlinable mutating func siftUp(from start: Int) {
         var child = start
         while child > 0 {
             let parent = (child - 1) / 2
@@ -76,7 +77,7 @@ package struct Heap<Element: Comparable> {
         }
     }
 
-    private mutating func siftDown(from start: Int) {
+    @inlinable mutating func siftDown(from start: Int) {
         var parent = start
         let count = storage.count
         while true {
