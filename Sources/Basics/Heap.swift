@@ -2,8 +2,9 @@
 /// limiter's waiters, a D-Bus connection's outstanding calls.
 ///
 /// Inlinable, so that a heap of one module's elements is specialized there: the D-Bus connection's outstanding
-/// calls go through it several times a poll. Elements that must leave before their turn (a call answered before its deadline) are tracked through
-/// `positions`, told each element's index whenever it moves, and leave with ``remove(at:)``.
+/// calls go through it several times a poll. Elements that must leave before their turn (a call answered before
+/// its deadline) are tracked through `positions`, told each element's index whenever it moves, and leave with
+/// ``remove(at:)``.
 package struct Heap<Element: Comparable> {
     @usableFromInline package internal(set) var storage: [Element] = []
     /// Told where an element now sits after it moved (`nil`: nobody needs to know).
