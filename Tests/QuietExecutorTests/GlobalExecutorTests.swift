@@ -14,6 +14,11 @@
     /// The default executor's pool, an instance of its own in each test (this test process runs on the stock
     /// executors): tasks reach it through `Task(executorPreference:)`, delayed jobs through its scheduling API.
     @Suite struct GlobalExecutorTests {
+        /// The bound between "did not wait for its deadline" and "did", or "lost": generous, because on a loaded
+        /// 2-core machine running the whole suite a task that was due waited 4.5 s for a thread (a CI run). How
+        /// accurate the sleeps are is measured by SleepBenchmark, not asserted here.
+        static let promptly = Duration.seconds(20)
+
         /// Deadlines of these tests: a timerfd thread of their own, so that nothing else's deadlines mix in.
         static let timers = TimerThread()
 
@@ -95,7 +100,7 @@
             }
             let slept = scheduled.duration(to: ran.at)
             #expect(slept >= .milliseconds(50), "woke after \(slept)")
-            #expect(slept < .seconds(2), "woke after \(slept)")
+            #expect(slept < Self.promptly, "woke after \(slept)")
             #expect(ran.thread.hasPrefix("ka-worker-"), "ran on \(ran.thread)")
         }
 
@@ -184,7 +189,7 @@
             let outcome = try await value(of: sleeper, "the sleep ends")
             let (slept, thread) = try #require(outcome, "the sleep threw")
             #expect(slept >= .milliseconds(50), "woke after \(slept)")
-            #expect(slept < .seconds(2), "woke after \(slept)")
+            #expect(slept < Self.promptly, "woke after \(slept)")
             #expect(thread.hasPrefix("ka-worker-"), "resumed on \(thread)")
             #expect(timers.wakeups >= 1, "the sleep did not wait on the pool's timerfd")
         }
@@ -206,9 +211,9 @@
             try await waitUntil("the task sleeps on the pool's timerfd") { pool.stats().timers == 1 }
             let cancelledAt = ContinuousClock.now
             sleeper.cancel()
-            let outcome = try await value(of: sleeper, "the cancelled sleep returns", timeout: .seconds(10))
+            let outcome = try await value(of: sleeper, "the cancelled sleep returns", timeout: .seconds(30))
             #expect(outcome.cancelled)
-            #expect(cancelledAt.duration(to: .now) < .seconds(2))
+            #expect(cancelledAt.duration(to: .now) < Self.promptly, "a 60-s sleep, cancelled")
             #expect(outcome.thread.hasPrefix("ka-worker-"), "resumed on \(outcome.thread)")
         }
 
@@ -237,7 +242,7 @@
                 pool.enqueue(ExecutorJob(job), after: Ticks(count: 1_000_000), tolerance: nil, clock: TickClock())
                 return now
             }
-            #expect(scheduled.duration(to: ran.at) < .seconds(2))
+            #expect(scheduled.duration(to: ran.at) < Self.promptly)
             let (scheduledAt, ranAt) = try await runFirstJob("the job of an unknown clock's instant runs") { job in
                 let now = ContinuousClock.now
                 let clock = TickClock()
@@ -245,7 +250,7 @@
                 pool.enqueue(ExecutorJob(job), at: instant, tolerance: nil, clock: clock)
                 return now
             }
-            #expect(scheduledAt.duration(to: ranAt.at) < .seconds(2))
+            #expect(scheduledAt.duration(to: ranAt.at) < Self.promptly)
         }
 
         /// Catches: a pool that runs queued jobs in another order than they came (first in, first out is the
