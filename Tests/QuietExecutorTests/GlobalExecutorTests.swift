@@ -55,8 +55,11 @@
         }
 
         /// Catches: a pool that adds threads for work that is merely waiting for busy CPUs (oversubscription):
-        /// workers that spin are runnable, so none is added however long the queue waits.
-        @Test func busyWorkersOnACPUDoNotGrowThePool() async throws {
+        /// workers that spin are runnable, so none is added however long the queue waits. Not under
+        /// ThreadSanitizer: its runtime parks a spinning worker in its own locks (the spin reads a `Locked` flag),
+        /// and a parked worker is what the pool's starvation check is for (CI's whole-suite run saw one added).
+        @Test(.disabled(if: Sanitizers.thread, "ThreadSanitizer parks spinning workers in its own locks"))
+        func busyWorkersOnACPUDoNotGrowThePool() async throws {
             let pool = QuietGlobalExecutor(threads: 2, maxThreads: 8, timers: Self.timers)
             defer { pool.shutdown() }
             let stop = Flag()
