@@ -116,9 +116,7 @@ package final class TimerThread: Sendable {
 
     /// `CLOCK_BOOTTIME` now: time since boot, suspend included (what `ContinuousClock` reads on Linux).
     package static func now() -> Duration {
-        var time = timespec()
-        clock_gettime(CLOCK_BOOTTIME, &time)
-        return .seconds(time.tv_sec) + .nanoseconds(time.tv_nsec)
+        .nanoseconds(clockNanoseconds(CLOCK_BOOTTIME))
     }
 
     /// How many times the thread has woken: one per distinct deadline reached (those due together share one).

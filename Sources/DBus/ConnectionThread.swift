@@ -300,12 +300,9 @@ final class ConnectionThread: SerialExecutor, @unchecked Sendable {
         }
     }
 
-    /// `CLOCK_BOOTTIME` in nanoseconds: integers, because this is read around every D-Bus call and `Duration`
-    /// arithmetic costs 128-bit multiplications.
+    /// `CLOCK_BOOTTIME` in nanoseconds (``clockNanoseconds(_:)``).
     static func now() -> Int64 {
-        var time = timespec()
-        clock_gettime(CLOCK_BOOTTIME, &time)
-        return Int64(time.tv_sec) * 1_000_000_000 + Int64(time.tv_nsec)
+        clockNanoseconds(CLOCK_BOOTTIME)
     }
 
     // MARK: The loop

@@ -1,5 +1,6 @@
 import CLinux
 import CMosquitto
+import Basics
 
 #if canImport(Glibc)
     import Glibc
@@ -651,9 +652,7 @@ final class ClientCore: @unchecked Sendable {
     }
 
     private static func monotonicNanoseconds() -> Int64 {
-        var time = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &time)
-        return Int64(time.tv_sec) * 1_000_000_000 + Int64(time.tv_nsec)
+        clockNanoseconds(CLOCK_MONOTONIC)
     }
 
     /// As `mosquitto_time()`: whole seconds of CLOCK_MONOTONIC.

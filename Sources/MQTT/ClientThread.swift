@@ -2,7 +2,7 @@ import CLinux
 import Basics
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// The thread of one `MQTTClient`: it waits in `epoll_wait` on the broker socket and an `eventfd`, and runs, in
@@ -158,9 +158,7 @@ final class ClientThread: @unchecked Sendable {
     var currentDeadline: Int64? { deadline }
 
     static func now() -> Int64 {
-        var time = timespec()
-        clock_gettime(CLOCK_BOOTTIME, &time)
-        return Int64(time.tv_sec) * 1_000_000_000 + Int64(time.tv_nsec)
+        clockNanoseconds(CLOCK_BOOTTIME)
     }
 
     // MARK: The loop

@@ -1,7 +1,7 @@
 // The fence (see QuietExecutors.swift): without the SPI this file is empty.
 #if compiler(>=6.3) && os(Linux) && !KEEPALIVE_STOCK_EXECUTORS
 
-    // The one guess at a runtime layout in this module, kept here alone.
+    // The one value this module takes from the runtime's ABI rather than from a Swift declaration, kept here alone.
     //
     // A default executor must run each job the way the runtime's own does (libdispatch's global executor calls
     // `swift_job_run(job, SerialExecutorRef::generic())`): on the *generic* serial executor, where the runtime may
@@ -13,8 +13,11 @@
     // actor then costs two jobs instead of one, and a yield followed by an actor call three enqueues instead of two
     // (measured; docs/EXECUTORS.md, "Two things outside the public API").
     //
-    // So the reference is built from what the runtime's `SerialExecutorRef::generic()` is: two null words
-    // (identity and implementation). `unsafeBitCast` traps should `UnownedSerialExecutor` ever not be two words;
+    // So the reference is built from the runtime's ABI, not guessed: the ABI header `include/swift/ABI/Executor.h`
+    // defines `SerialExecutorRef::generic()` as `SerialExecutorRef(nullptr, 0)` (identity and implementation), and
+    // `UnownedSerialExecutor` is `@frozen` around that two-word reference: both are part of the concurrency ABI that
+    // Apple's platforms have frozen since Swift 5.5. `unsafeBitCast` traps should `UnownedSerialExecutor` ever not be
+    // two words;
     // QuietExecutorTests' `tasksEnterAnIdleActorWithoutASecondJob` fails should the runtime stop taking this value
     // for its generic executor (it counts the pool's jobs for tasks that call an idle actor: one each on the generic
     // executor, two on any other).

@@ -32,8 +32,8 @@
         static let crowdedTimers = 16
         static let slackNanoseconds: Int64 = 100_000
 
-        private let mu = ExecutorMutex()
-        private let workCond = ExecutorCondition()  // workers wait here
+        private let mu = PthreadMutex()
+        private let workCond = PthreadCondition()  // workers wait here
         private var queue = JobFIFO()
         private var threads = 0
         private var idle = 0
@@ -66,6 +66,12 @@
             self.baseThreads = max(2, threads ?? cores)
             self.maxThreads = max(self.baseThreads, maxThreads)
             self.ownTimers = timers
+        }
+
+        /// Runs once no worker and no armed deadline holds the executor any more (each holds it strongly).
+        deinit {
+            workCond.destroy()
+            mu.destroy()
         }
 
         private func startIfNeededLocked() {
@@ -248,7 +254,7 @@
                 }
                 if threads > baseThreads {
                     // Surplus thread (started because others were blocked): linger briefly, then exit.
-                    let now = nowNanoseconds(CLOCK_MONOTONIC)
+                    let now = clockNanoseconds(CLOCK_MONOTONIC)
                     if idleSince == 0 { idleSince = now }
                     if now - idleSince >= surplusLingerNs {
                         threads -= 1
@@ -256,7 +262,7 @@
                         break
                     }
                     idle += 1
-                    workCond.wait(mu, untilMono: idleSince + surplusLingerNs)
+                    workCond.wait(mu, untilMonotonic: idleSince + surplusLingerNs)
                     idle -= 1
                 } else {
                     idle += 1
@@ -300,9 +306,7 @@
 
     /// CLOCK_MONOTONIC now (what `SuspendingClock` reads on Linux).
     func monotonicNow() -> Duration {
-        var time = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &time)
-        return .seconds(time.tv_sec) + .nanoseconds(time.tv_nsec)
+        .nanoseconds(clockNanoseconds(CLOCK_MONOTONIC))
     }
 
 #endif

@@ -2,6 +2,7 @@
 #if compiler(>=6.3) && os(Linux) && !KEEPALIVE_STOCK_EXECUTORS
 
     @_spi(ExperimentalCustomExecutors) @_spi(ExperimentalScheduling) import _Concurrency
+    import Basics
 
     #if canImport(Glibc)
         import Glibc
@@ -15,7 +16,7 @@
     /// which waits in `poll` without a timeout on a pipe of its own and on libdispatch's main queue.
     // @unchecked Sendable: every mutable field is read and written under `mu`; the descriptors are set once in init.
     final class QuietMainExecutor: MainExecutor, @unchecked Sendable {
-        private let mu = ExecutorMutex()
+        private let mu = PthreadMutex()
         private var queue = JobFIFO()
         private var stopped = false
         private var running = false
@@ -48,6 +49,11 @@
             wakeFD = p[0]
             wakeWriteFD = p[1]
             drainDispatchMain = drainDispatchMainQueue
+        }
+
+        deinit {
+            for fd in [wakeFD, wakeWriteFD] where fd >= 0 { close(fd) }
+            mu.destroy()
         }
 
         func enqueue(_ job: consuming ExecutorJob) {

@@ -7,50 +7,9 @@
         import Musl
     #endif
 
-    // MARK: - small pthread helpers
+    import Basics
 
-    // @unchecked Sendable: a pthread mutex, allocated once and never moved, is made to be shared between threads.
-    final class ExecutorMutex: @unchecked Sendable {
-        let m: UnsafeMutablePointer<pthread_mutex_t>
-        init() {
-            m = .allocate(capacity: 1)
-            m.initialize(to: pthread_mutex_t())
-            pthread_mutex_init(m, nil)
-        }
-        @inline(__always) func lock() { pthread_mutex_lock(m) }
-        @inline(__always) func unlock() { pthread_mutex_unlock(m) }
-    }
-
-    // @unchecked Sendable: a pthread condition variable, allocated once and never moved, is made to be shared.
-    final class ExecutorCondition: @unchecked Sendable {
-        let c: UnsafeMutablePointer<pthread_cond_t>
-        init() {
-            c = .allocate(capacity: 1)
-            c.initialize(to: pthread_cond_t())
-            var attr = pthread_condattr_t()
-            pthread_condattr_init(&attr)
-            pthread_condattr_setclock(&attr, CLOCK_MONOTONIC)
-            pthread_cond_init(c, &attr)
-            pthread_condattr_destroy(&attr)
-        }
-        @inline(__always) func wait(_ mu: ExecutorMutex) { pthread_cond_wait(c, mu.m) }
-        /// Waits until `deadlineMono` (CLOCK_MONOTONIC ns).
-        func wait(_ mu: ExecutorMutex, untilMono deadlineMono: Int64) {
-            var ts = timespec(
-                tv_sec: Int(deadlineMono / 1_000_000_000),
-                tv_nsec: Int(deadlineMono % 1_000_000_000))
-            _ = pthread_cond_timedwait(c, mu.m, &ts)
-        }
-        @inline(__always) func signal() { pthread_cond_signal(c) }
-        @inline(__always) func broadcast() { pthread_cond_broadcast(c) }
-    }
-
-    @inline(__always)
-    func nowNanoseconds(_ clk: clockid_t) -> Int64 {
-        var ts = timespec()
-        clock_gettime(clk, &ts)
-        return Int64(ts.tv_sec) * 1_000_000_000 + Int64(ts.tv_nsec)
-    }
+    // MARK: - the executors' threads
 
     /// Runs `body` with the signal mask every thread of these executors starts with: the process's signals
     /// blocked, as libdispatch's workers have them, so that process-directed signals (SIGTERM, SIGINT, …) go to
@@ -69,47 +28,13 @@
         return body()
     }
 
-    /// Starts a detached thread running `body`; false when `pthread_create` failed.
+    /// Starts a detached worker thread running `body`, with the executors' signal mask and a 1 MiB stack
+    /// (libdispatch's workers have 512 KiB, the main thread more); false when `pthread_create` failed.
     @discardableResult
-    func spawnExecutorThread(name: String, _ body: @escaping () -> Void) -> Bool {
-        final class Box {
-            let body: () -> Void
-            let name: String
-            init(_ b: @escaping () -> Void, _ n: String) {
-                body = b
-                name = n
-            }
-        }
-        let box = Unmanaged.passRetained(Box(body, name)).toOpaque()
-        var attr = pthread_attr_t()
-        pthread_attr_init(&attr)
-        pthread_attr_setdetachstate(&attr, Int32(PTHREAD_CREATE_DETACHED))
-        pthread_attr_setstacksize(&attr, 1 << 20)  // 1 MiB: libdispatch's workers have 512 KiB, the main thread more
-        var tid = pthread_t()
-        let rc = withExecutorSignalMask {
-            pthread_create(
-                &tid, &attr,
-                { arg in
-                    let b = Unmanaged<Box>.fromOpaque(arg!).takeRetainedValue()
-                    setThreadName(b.name)
-                    b.body()
-                    return nil
-                }, box)
-        }
-        pthread_attr_destroy(&attr)
-        if rc != 0 {
-            Unmanaged<Box>.fromOpaque(box).release()
-            return false
-        }
-        return true
-    }
-
-    /// pthread_setname_np is not imported without _GNU_SOURCE; write /proc/thread-self/comm.
-    private func setThreadName(_ name: String) {
-        let fd = open("/proc/thread-self/comm", O_WRONLY)
-        if fd < 0 { return }
-        _ = name.withCString { write(fd, $0, min(strlen($0), 15)) }
-        close(fd)
+    func spawnExecutorThread(name: String, _ body: @escaping @Sendable () -> Void) -> Bool {
+        let started = withExecutorSignalMask { PlatformThread.start(name: name, stackSize: 1 << 20, body) }
+        if case .success = started { return true }
+        return false
     }
 
     /// Kernel thread id of the calling thread, from the /proc/thread-self symlink ("PID/task/TID").
