@@ -13,7 +13,8 @@
 #   make hil       the hardware-in-the-loop suite against the simulator (README: Hardware in the loop)
 #   make lab       the same suite against a real bluetoothd 5.66 in a qemu guest (Tests/Lab; root; builds a
 #                  Debian image into ~/.cache/keepalive-lab the first time, about 2 minutes)
-#   make soak      an hour of the daemon against 50 simulated sensors with random faults (SOAK_MINUTES)
+#   make soak      every bit of a spool segment flipped, then an hour of the daemon against 50 simulated
+#                  sensors with random faults (SOAK_MINUTES)
 #   make install   the release binary, the example configuration and udev/ in place (PREFIX, DESTDIR; root)
 #   make docs      the DocC catalogs of KeepAlive, Polling and BlueZ, warnings as errors, into .build/docs/
 #   make doc-samples  compiles every Swift sample of the catalogs and of the README's library example
@@ -155,6 +156,7 @@ lab: deps
 
 # An hour of `keepalive run` (release) against 50 simulated sensors with 5 % random faults: RSS, seq, windows.
 soak: deps
+	KEEPALIVE_SPOOL_DAMAGE=every-bit $(SWIFT) test --filter SpoolDamageTests
 	$(SWIFT) build -c release --product keepalive
 	$(SWIFT) build -c release --product keepalive-soak
 	"$$($(SWIFT) build -c release --show-bin-path)/keepalive-soak" --minutes $${SOAK_MINUTES:-60}

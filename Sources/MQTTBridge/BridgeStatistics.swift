@@ -4,14 +4,15 @@ public struct BridgeStatistics: Sendable, Hashable {
     public var spooled: UInt64
     /// Records the broker acknowledged (PUBACK at QoS 1).
     public var delivered: UInt64
-    /// Records dropped because the spool was full (since the spool directory was created: the count is kept
-    /// on disk, and published retained on `<prefix>/<gateway>/dropped`).
+    /// Records dropped because the spool was full or damaged (since the spool directory was created: the count
+    /// is kept on disk, and published retained on `<prefix>/<gateway>/dropped`).
     public var dropped: UInt64
     /// Records in the spool not yet acknowledged.
     public var pending: Int
     /// Bytes the spool's segments take on disk.
     public var spoolBytes: Int
-    /// Records skipped at start because they failed their checksum (a torn tail after a crash).
+    /// Records lost to damage in the spool (a torn tail after a crash, a flipped bit, a zeroed page), found at
+    /// start or at delivery; also counted in ``dropped``.
     public var corrupt: UInt64
     /// Connected to the broker now.
     public var connected: Bool

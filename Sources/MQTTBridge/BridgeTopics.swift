@@ -3,7 +3,7 @@
 /// | topic | payload | retained |
 /// |---|---|---|
 /// | `<prefix>/<gateway>/status` | `online` / `offline` (also the will) | yes |
-/// | `<prefix>/<gateway>/dropped` | records the spool dropped when full, a decimal count | yes |
+/// | `<prefix>/<gateway>/dropped` | records the spool dropped, full or damaged, a decimal count | yes |
 /// | `<prefix>/<gateway>/health` | the daemon's status line (problems first), when the daemon reports one | yes |
 /// | `<prefix>/<gateway>/error` | a command for an unknown device, as text | no |
 /// | `<prefix>/<gateway>/<device>/state` | the poll record (JSON Lines object) | no |

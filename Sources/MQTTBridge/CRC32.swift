@@ -8,9 +8,18 @@ enum CRC32 {
         return value
     }
 
-    static func checksum(_ bytes: some Sequence<UInt8>) -> UInt32 {
-        var crc: UInt32 = 0xFFFF_FFFF
-        for byte in bytes { crc = table[Int((crc ^ UInt32(byte)) & 0xFF)] ^ (crc >> 8) }
-        return crc ^ 0xFFFF_FFFF
+    static func checksum(_ bytes: ArraySlice<UInt8>) -> UInt32 {
+        // Over the buffer, not through the generic `Sequence` iterator: recovery checks every byte of the spool.
+        bytes.withUnsafeBufferPointer { buffer in
+            table.withUnsafeBufferPointer { table in
+                var crc: UInt32 = 0xFFFF_FFFF
+                for byte in buffer { crc = table[Int((crc ^ UInt32(byte)) & 0xFF)] ^ (crc >> 8) }
+                return crc ^ 0xFFFF_FFFF
+            }
+        }
+    }
+
+    static func checksum(_ bytes: [UInt8]) -> UInt32 {
+        checksum(bytes[...])
     }
 }

@@ -164,11 +164,18 @@ extension MQTTBridge {
             var outcomes = await client.publish(batch: messages)[...]
             // The records done with, in order: acknowledged, refused for good, or unreadable.
             var done = 0
+            var lost = 0
             var interrupted = false
             for (entry, record) in batch {
                 guard let record else {
+                    spool.withLock { $0.lose(entry) }
+                    lost += 1
                     logger.error(
-                        "a spooled record no longer reads back whole; skipping it", metadata: ["entry": "\(entry.id)"])
+                        "a spooled record no longer reads back whole; counted as dropped",
+                        metadata: [
+                            "segment": "\(Spool.segmentName(entry.segment))", "offset": "\(entry.offset)",
+                            "bytes": "\(entry.size)",
+                        ])
                     done += 1
                     continue
                 }
@@ -192,6 +199,11 @@ extension MQTTBridge {
             }
             if case .failure(let error) = acknowledged {
                 logger.error("cannot record an acknowledgement in the spool", metadata: ["error": "\(error)"])
+            }
+            if lost > 0 {
+                let total = spool.withLock { $0.dropped }
+                state.withLock { $0.enqueue(.message(retained(topics.dropped, "\(total)"))) }
+                wakeupContinuation.yield()
             }
             if interrupted { return }
         }

@@ -73,9 +73,9 @@ public final class MQTTBridge: Service, Sendable {
                     code: .invalidConfiguration,
                     message:
                         """
-                            devices \"\(other)\" and \"\(device.name)\" share the topic level \
-                            \"\(BridgeTopics.level(device.name))\"
-                            """
+                        devices \"\(other)\" and \"\(device.name)\" share the topic level \
+                        \"\(BridgeTopics.level(device.name))\"
+                        """
                 )
             }
             let identity = DiscoveryPayloads.addressIdentifier(device.address)
@@ -101,6 +101,20 @@ public final class MQTTBridge: Service, Sendable {
         self.state = Locked(state)
         (commands, commandContinuation) = AsyncStream<BridgeCommand>.makeStream()
         (wakeups, wakeupContinuation) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
+        if spool.acknowledgedMarkLost {
+            logger.error(
+                "the spool's acknowledged mark was damaged in both copies; every record on disk is sent again",
+                metadata: ["directory": "\(configuration.spoolDirectory)"])
+        }
+        for run in spool.damage {
+            logger.error(
+                "damaged spool records skipped",
+                metadata: [
+                    "segment": "\(run.segment)", "offset": "\(run.offset)", "bytes": "\(run.size)",
+                    "lost": run.exact ? "\(run.lost)" : "at least \(run.lost)",
+                    "directory": "\(configuration.spoolDirectory)",
+                ])
+        }
         if spool.pendingCount > 0 || spool.corrupt > 0 {
             logger.notice(
                 "spool opened with records to deliver",

@@ -6,24 +6,32 @@
 ///
 /// ## Files (in the spool directory)
 /// - `segment-<16 hex digits>.spool`: records, appended in submit order, each framed as ``SpoolRecord``
-/// describes (length, CRC-32, body). Segment numbers only grow. A new segment is begun when the current one would pass
-/// an
-///   eighth of the limit (``segmentLimit``), so that dropping the oldest one loses at most that much.
-/// - `acknowledged`: 32 bytes, rewritten in place after each acknowledgement (not synced: losing it only
-///   replays records again): magic `KAA1`, the segment and offset of the first record not yet acknowledged,
-///   the number of records ever dropped, and a CRC-32 of the 28 bytes before it. A torn or missing file means
-///   "nothing acknowledged": everything on disk is replayed.
+///   describes (marker, length, checksums, body). Segment numbers only grow. A new segment is begun when the
+///   current one would pass an eighth of the limit (``segmentLimit``), so that dropping the oldest one loses at
+///   most that much.
+/// - `acknowledged`: the acknowledged mark, rewritten in place after each acknowledgement (not synced: losing it
+///   only replays records again). Two identical 40-byte copies, so that damage to one leaves the other: magic
+///   `KAA2`, a generation that grows with each write, the segment and offset of the first record not yet
+///   acknowledged, the number of records ever dropped, and a CRC-32 of the 36 bytes before it. The copy with the
+///   highest generation whose checksum holds is the mark; with neither (nor the 32-byte `KAA1` mark of the first
+///   format), nothing is acknowledged: everything on disk is replayed.
 ///
 /// ## Durability
 /// ``append(_:)`` returns after `write(2)` (and `fdatasync` per ``BridgeConfiguration/SyncPolicy``), so a record
 /// the caller was told is spooled survives the process being killed. ``appendDeferringSync(_:)`` leaves that
 /// `fdatasync` to its caller (``PendingSync``), to be made outside the lock that guards the spool: the record can
 /// be read and published meanwhile, so the broker may acknowledge a record before it is durable here (after a
-/// power loss it is then missing from the spool, which is fine: the broker has it). On open, every segment is scanned:
-/// the
-/// first record that fails its checks ends that segment (in the newest segment the file is truncated there, so
-/// new records follow whole ones); records before the acknowledged position are skipped, the rest are pending,
-/// in order. Delivery is at least once: a record in flight when the process dies is sent again.
+/// power loss it is then missing from the spool, which is fine: the broker has it). On open, every segment is scanned
+/// (``SegmentScan``): whole records before the acknowledged position are skipped, the rest are pending, in order.
+/// Delivery is at least once: a record in flight when the process dies is sent again.
+///
+/// ## Damage
+/// A flipped bit, a torn write or a zeroed flash page costs the records it touched and no other: the scan goes on at
+/// the next whole frame. Recovery overwrites each damaged run between whole frames with a padding frame of the same
+/// size (offsets, and so the acknowledged mark, stay valid; the file is replaced by a rename, so a crash leaves the
+/// old or the new) and cuts damage that runs to the end of a file. Each run is reported once (``damage``), and the
+/// records it cost (``DamageCounter``) are added to ``dropped`` and ``corrupt``. A record that no longer reads back
+/// whole at delivery is counted the same way (``lose(_:)``).
 ///
 /// ## Bound
 /// When the segments exceed ``limit`` bytes, whole oldest segments are deleted; their unacknowledged records
@@ -54,12 +62,26 @@ final class Spool {
     let syncPolicy: BridgeConfiguration.SyncPolicy
     private(set) var pending: [Entry] = []
     private var pendingStart = 0
-    private var segments: [(number: UInt64, descriptor: Int32, size: Int)] = []
+    private struct Segment {
+        var number: UInt64
+        var descriptor: Int32
+        var size: Int
+        /// Written in the first format: read, never appended to.
+        var legacy: Bool = false
+    }
+
+    private var segments: [Segment] = []
     private var nextEntryID: UInt64 = 0
     private var unsynced = 0
     private var acknowledgedDescriptor: Int32 = -1
     private(set) var dropped: UInt64 = 0
+    /// Records lost to damage (also counted in ``dropped``).
     private(set) var corrupt: UInt64 = 0
+    /// The damaged runs the last recovery found, one each.
+    private(set) var damage: [DamageCounter.Report] = []
+    /// Whether recovery found the acknowledged mark damaged in both copies (everything was then replayed).
+    private(set) var acknowledgedMarkLost = false
+    private var acknowledgedGeneration: UInt64 = 0
     /// Which pending records are out with the MQTT client now. The bridge sends by one route at a time, so that
     /// records reach the broker in order and the acknowledged mark moves over a prefix.
     var outForDelivery = Delivery.none
@@ -164,7 +186,9 @@ final class Spool {
                 message: "a record of \(bytes.count) bytes does not fit the spool's segments of \(segmentLimit) bytes "
                     + "(an eighth of its limit of \(limit) bytes)")
         }
-        if segments.isEmpty || segments[segments.count - 1].size + bytes.count > segmentLimit {
+        if segments.isEmpty || segments[segments.count - 1].legacy
+            || segments[segments.count - 1].size + bytes.count > segmentLimit
+        {
             try openSegment(number: (segments.last?.number ?? 0) + 1)
         }
         let index = segments.count - 1
@@ -192,7 +216,7 @@ final class Spool {
         }
         let path = segmentPath(number)
         let descriptor = try SpoolFiles.open(path, O_RDWR | O_CREAT | O_APPEND)
-        segments.append((number, descriptor, 0))
+        segments.append(Segment(number: number, descriptor: descriptor, size: 0))
         // The new name must survive a power loss too, or its synced records would be lost with it.
         if syncPolicy != .never { try SpoolFiles.syncDirectory(directory) }
     }
@@ -251,7 +275,14 @@ final class Spool {
         guard let segment = segments.first(where: { $0.number == entry.segment }) else { return nil }
         let path = segmentPath(entry.segment)
         let bytes = try SpoolFiles.read(segment.descriptor, count: entry.size, at: entry.offset, path: path)
-        return Self.record(bytes[...])
+        return Self.record(bytes[...], legacy: segment.legacy)
+    }
+
+    /// A pending record that no longer reads back whole (damaged since the spool was opened) is lost: counted in
+    /// ``dropped`` and ``corrupt``, written down with the next acknowledgement.
+    func lose(_ entry: Entry) {
+        dropped += 1
+        corrupt += 1
     }
 
     /// The records of `entries` (pending ones, in order), nil for one that no longer reads back whole: one `pread`
@@ -276,7 +307,7 @@ final class Spool {
                 var offset = 0
                 for entry in entries[start..<end] {
                     let stop = min(offset + entry.size, bytes.count)
-                    records.append(Self.record(bytes[min(offset, stop)..<stop]))
+                    records.append(Self.record(bytes[min(offset, stop)..<stop], legacy: segment.legacy))
                     offset += entry.size
                 }
             } else {
@@ -287,11 +318,11 @@ final class Spool {
         return records
     }
 
-    /// The record framed by exactly `bytes` (header and body), nil when it does not read back whole.
-    private static func record(_ bytes: ArraySlice<UInt8>) -> SpoolRecord? {
-        guard let (length, checksum) = SpoolRecord.header(bytes), length + SpoolRecord.headerSize == bytes.count
-        else { return nil }
-        return SpoolRecord.decode(body: bytes[(bytes.startIndex + SpoolRecord.headerSize)...], checksum: checksum)
+    /// The record framed by exactly `bytes`, nil when it does not read back whole.
+    private static func record(_ bytes: ArraySlice<UInt8>, legacy: Bool) -> SpoolRecord? {
+        guard legacy else { return SpoolRecord.decode(frame: bytes) }
+        guard let (size, record) = SpoolRecord.Legacy.frame(at: bytes), size == bytes.count else { return nil }
+        return record
     }
 
     /// Forgets the consumed front of `pending` now and then, so the array does not grow without end.
@@ -307,91 +338,139 @@ final class Spool {
     private var acknowledgedPath: String { directory + "/acknowledged" }
 
     private func segmentPath(_ number: UInt64) -> String {
-        let hex = String(number, radix: 16)
-        return directory + "/segment-" + String(repeating: "0", count: max(16 - hex.count, 0)) + hex + ".spool"
+        directory + "/" + Self.segmentName(number)
     }
+
+    static func segmentName(_ number: UInt64) -> String {
+        let hex = String(number, radix: 16)
+        return "segment-" + String(repeating: "0", count: max(16 - hex.count, 0)) + hex + ".spool"
+    }
+
+    private struct Mark {
+        var generation: UInt64
+        var segment: UInt64
+        var offset: Int
+        var dropped: UInt64
+    }
+
+    private static let markSize = 40
 
     private func writeAcknowledged() throws(BridgeError) {
         let position = first.map { ($0.segment, $0.offset) } ?? (segments.last.map { ($0.number, $0.size) } ?? (0, 0))
-        var bytes = Array("KAA1".utf8)
-        appendLittleEndian(position.0, to: &bytes)
-        appendLittleEndian(UInt64(position.1), to: &bytes)
-        appendLittleEndian(dropped, to: &bytes)
-        appendLittleEndian(CRC32.checksum(bytes), to: &bytes)
-        try SpoolFiles.writeAll(acknowledgedDescriptor, bytes, at: 0, path: acknowledgedPath)
+        acknowledgedGeneration += 1
+        var copy = Array("KAA2".utf8)
+        appendLittleEndian(acknowledgedGeneration, to: &copy)
+        appendLittleEndian(position.0, to: &copy)
+        appendLittleEndian(UInt64(position.1), to: &copy)
+        appendLittleEndian(dropped, to: &copy)
+        appendLittleEndian(CRC32.checksum(copy), to: &copy)
+        try SpoolFiles.writeAll(acknowledgedDescriptor, copy + copy, at: 0, path: acknowledgedPath)
     }
 
-    private func readAcknowledged() throws(BridgeError) -> (segment: UInt64, offset: Int, dropped: UInt64)? {
-        let bytes = try SpoolFiles.read(acknowledgedDescriptor, count: 32, at: 0, path: acknowledgedPath)
-        guard bytes.count == 32, bytes[0..<4].elementsEqual("KAA1".utf8),
+    /// The acknowledged mark: the newer whole copy, or the first format's mark; nil when there is none (and
+    /// ``acknowledgedMarkLost`` when there was one, damaged).
+    private func readAcknowledged() throws(BridgeError) -> Mark? {
+        let bytes = try SpoolFiles.read(acknowledgedDescriptor, count: 2 * Self.markSize, at: 0, path: acknowledgedPath)
+        let copies = [0, Self.markSize].compactMap { start -> Mark? in
+            guard bytes.count >= start + Self.markSize else { return nil }
+            let copy = bytes[start..<(start + Self.markSize)]
+            guard copy.prefix(4).elementsEqual("KAA2".utf8),
+                CRC32.checksum(copy.prefix(36)) == readInteger(copy, at: start + 36, as: UInt32.self)
+            else { return nil }
+            return Mark(
+                generation: readInteger(copy, at: start + 4, as: UInt64.self),
+                segment: readInteger(copy, at: start + 12, as: UInt64.self),
+                offset: Int(clamping: readInteger(copy, at: start + 20, as: UInt64.self)),
+                dropped: readInteger(copy, at: start + 28, as: UInt64.self))
+        }
+        if let newest = copies.max(by: { $0.generation < $1.generation }) {
+            acknowledgedGeneration = newest.generation
+            return newest
+        }
+        if bytes.count >= 32, bytes[0..<4].elementsEqual("KAA1".utf8),
             CRC32.checksum(bytes[0..<28]) == readInteger(bytes[...], at: 28, as: UInt32.self)
-        else { return nil }
-        let offset = readInteger(bytes[...], at: 12, as: UInt64.self)
-        return (
-            readInteger(bytes[...], at: 4, as: UInt64.self), Int(clamping: offset),
-            readInteger(bytes[...], at: 20, as: UInt64.self)
-        )
+        {
+            return Mark(
+                generation: 0, segment: readInteger(bytes[...], at: 4, as: UInt64.self),
+                offset: Int(clamping: readInteger(bytes[...], at: 12, as: UInt64.self)),
+                dropped: readInteger(bytes[...], at: 20, as: UInt64.self))
+        }
+        acknowledgedMarkLost = !bytes.isEmpty
+        return nil
     }
 
     // MARK: Recovery
 
-    /// Scans the segments on disk: whole records at or after the acknowledged position become pending.
+    /// Scans the segments on disk: whole records at or after the acknowledged position become pending; damage is
+    /// counted, padded over or cut off (see "Damage" above).
     private func recover() throws(BridgeError) {
-        let acknowledged = try readAcknowledged()
-        dropped = acknowledged?.dropped ?? 0
-        let numbers = try SpoolFiles.list(directory).compactMap { name -> UInt64? in
+        let mark = try readAcknowledged()
+        dropped = mark?.dropped ?? 0
+        let names = try SpoolFiles.list(directory)
+        // A padded copy that a crash kept from its rename: the damaged segment it was made from is still there.
+        for name in names where name.hasPrefix("segment-") && name.hasSuffix(".spool.new") {
+            try SpoolFiles.remove(directory + "/" + name)
+        }
+        let numbers = names.compactMap { name -> UInt64? in
             guard name.hasPrefix("segment-"), name.hasSuffix(".spool") else { return nil }
             return UInt64(name.dropFirst(8).dropLast(6), radix: 16)
         }.sorted()
-        for (position, number) in numbers.enumerated() {
+        var counter = DamageCounter()
+        for number in numbers {
             let path = segmentPath(number)
-            if let acknowledged, number < acknowledged.segment {
+            if let mark, number < mark.segment {
                 try SpoolFiles.remove(path)
                 continue
             }
-            let descriptor = try SpoolFiles.open(path, O_RDWR | O_APPEND)
-            segments.append((number, descriptor, 0))
-            let isNewest = position == numbers.count - 1
-            let skipBefore = acknowledged.flatMap { $0.segment == number ? $0.offset : nil } ?? 0
-            let whole = try scan(segment: segments.count - 1, path: path, skipBefore: skipBefore)
-            let size = try SpoolFiles.size(descriptor, path: path)
-            if whole < size {
-                corrupt += 1
-                // Only the newest segment is appended to: cut its torn tail so new records follow whole ones.
-                if isNewest { try SpoolFiles.truncate(descriptor, to: whole, path: path) }
+            var contents = try SpoolFiles.readFile(path) ?? []
+            let scan = SegmentScan.scan(contents)
+            let skipBefore = mark.flatMap { $0.segment == number ? $0.offset : nil } ?? 0
+            var padded = false
+            for item in scan.items {
+                switch item {
+                case .record(let offset, let size, let sequence):
+                    counter.record(sequence: sequence, size: size)
+                    if offset >= skipBefore {
+                        pending.append(Entry(id: nextEntryID, segment: number, offset: offset, size: size))
+                        nextEntryID += 1
+                    }
+                case .padding:
+                    break
+                case .damaged(let offset, let size, let framed, let unframedBytes):
+                    if offset + size > skipBefore {
+                        counter.damaged(
+                            segment: Self.segmentName(number), offset: offset, size: size, framed: framed,
+                            unframedBytes: unframedBytes, straddlesMark: offset < skipBefore)
+                    }
+                    if scan.format == .current, offset < scan.wholeEnd, size >= SpoolRecord.minimumSize {
+                        contents.replaceSubrange(offset..<(offset + size), with: SpoolRecord.padding(size: size))
+                        padded = true
+                    }
+                }
             }
-            segments[segments.count - 1].size = isNewest ? whole : size
+            let cut = scan.wholeEnd < contents.count
+            if padded {
+                // A new file in one rename: a crash leaves the damaged one (found again) or the padded one.
+                contents.removeSubrange(scan.wholeEnd...)
+                try SpoolFiles.replace(path, with: contents, directory: directory, sync: syncPolicy != .never)
+            }
+            let descriptor = try SpoolFiles.open(path, O_RDWR | O_APPEND)
+            segments.append(
+                Segment(number: number, descriptor: descriptor, size: scan.wholeEnd, legacy: scan.format == .legacy))
+            // New records must follow whole ones: damage that runs to the end of the file is cut.
+            if cut, !padded { try SpoolFiles.truncate(descriptor, to: scan.wholeEnd, path: path) }
         }
+        counter.finish()
+        damage = counter.reports
+        corrupt = counter.lost
+        dropped += counter.lost
         // The broker can acknowledge a record before its deferred sync has made it durable: after a power loss
         // the acknowledged position may then lie past the end of what survived. Records appended there from now
-        // on would be skipped by the next recovery, so the position moves back to the end.
-        if let acknowledged, let last = segments.last, acknowledged.segment == last.number,
-            acknowledged.offset > last.size
-        {
-            try writeAcknowledged()
-        }
-    }
-
-    /// Adds the whole records of one segment from `skipBefore` on to `pending`; returns where whole records end.
-    private func scan(segment index: Int, path: String, skipBefore: Int) throws(BridgeError) -> Int {
-        let descriptor = segments[index].descriptor
-        let size = try SpoolFiles.size(descriptor, path: path)
-        let contents = try SpoolFiles.read(descriptor, count: size, at: 0, path: path)
-        var offset = 0
-        while offset + SpoolRecord.headerSize <= contents.count {
-            guard let (length, checksum) = SpoolRecord.header(contents[offset..<(offset + SpoolRecord.headerSize)]),
-                length >= SpoolRecord.bodyHeaderSize, length <= contents.count - offset - SpoolRecord.headerSize
-            else { break }
-            let bodyStart = offset + SpoolRecord.headerSize
-            guard SpoolRecord.decode(body: contents[bodyStart..<(bodyStart + length)], checksum: checksum) != nil
-            else { break }
-            let size = SpoolRecord.headerSize + length
-            if offset >= skipBefore {
-                pending.append(Entry(id: nextEntryID, segment: segments[index].number, offset: offset, size: size))
-                nextEntryID += 1
-            }
-            offset += size
-        }
-        return offset
+        // on would be skipped by the next recovery, so the position moves back to the end. A damaged mark is
+        // written whole again, and so is the dropped count when damage added to it.
+        let markPastTheEnd =
+            mark.map { mark in segments.last.map { $0.number == mark.segment && mark.offset > $0.size } ?? false }
+            ?? false
+        if markPastTheEnd || acknowledgedMarkLost || counter.lost > 0 { try writeAcknowledged() }
     }
 }

@@ -127,20 +127,20 @@ enum SpoolFiles {
     }
 
     /// Replaces the file at `path` with `bytes` atomically (a temporary file, fdatasync, rename, directory
-    /// fsync): a reader finds the old contents or the new, never a mix.
-    static func replace(_ path: String, with bytes: [UInt8], directory: String) throws(BridgeError) {
+    /// fsync; without `sync`, neither sync): a reader finds the old contents or the new, never a mix.
+    static func replace(_ path: String, with bytes: [UInt8], directory: String, sync: Bool = true) throws(BridgeError) {
         let temporary = path + ".new"
         let descriptor = try open(temporary, O_WRONLY | O_CREAT | O_TRUNC)
         do {
             try writeAll(descriptor, bytes, path: temporary)
-            try dataSync(descriptor, path: temporary)
+            if sync { try dataSync(descriptor, path: temporary) }
         } catch {
             close(descriptor)
             throw error
         }
         close(descriptor)
         try rename(temporary, path)
-        try syncDirectory(directory)
+        if sync { try syncDirectory(directory) }
     }
 
     /// The whole file, or nil when it does not exist.

@@ -291,6 +291,58 @@ import Testing
         await running.stop()
     }
 
+    @Test func aBitFlippedInTheSpoolWhileTheDaemonWasDownCostsOneRecordAndIsPublishedAsDropped() async throws {
+        let broker = try await MosquittoBroker.start()
+        let directory = try makeTemporaryDirectory(prefix: "bridge-test")
+        defer {
+            broker.remove()
+            removeDirectory(directory)
+        }
+        do {
+            // 12 records of two devices while the broker was away, then a crash (dropped, no close, no flush).
+            let crashed = try MQTTBridge(
+                configuration: bridgeConfiguration(port: broker.port, directory: directory, syncPolicy: .everyRecord),
+                devices: [kitchen, cellar], logger: testLogger())
+            for sequence in 0..<12 {
+                let device = sequence % 2 == 0 ? "kitchen" : "cellar"
+                try crashed.submit(
+                    device: device, sequence: UInt64(sequence), succeeded: true,
+                    payload: recordPayload(UInt64(sequence), device: device))
+            }
+        }
+        // One bit flips half way into the segment, as on an SD card.
+        let name = try #require(
+            try FileManager.default.contentsOfDirectory(atPath: directory).first { $0.hasPrefix("segment-") })
+        let descriptor = open(directory + "/" + name, O_RDWR)
+        #expect(descriptor >= 0)
+        let size = Int(lseek(descriptor, 0, SEEK_END))
+        var byte: UInt8 = 0
+        #expect(pread(descriptor, &byte, 1, off_t(size / 2)) == 1)
+        byte ^= 0x10
+        #expect(pwrite(descriptor, &byte, 1, off_t(size / 2)) == 1)
+        close(descriptor)
+
+        let subscriber = try await Collector(
+            port: broker.port, filters: ["keepalive/gw/+/state", "keepalive/gw/dropped"])
+        let bridge = try MQTTBridge(
+            configuration: bridgeConfiguration(port: broker.port, directory: directory), devices: [kitchen, cellar],
+            logger: testLogger())
+        #expect(bridge.statistics.pending == 11 && bridge.statistics.dropped == 1 && bridge.statistics.corrupt == 1)
+        let running = RunningBridge(bridge)
+        try await running.waitUntilDrained()
+        let delivered: @Sendable () -> [UInt64] = {
+            subscriber.sequences(on: "keepalive/gw/kitchen/state")
+                + subscriber.sequences(on: "keepalive/gw/cellar/state")
+        }
+        try await waitUntil("11 records arrive") { delivered().count >= 11 }
+        let lost = Set(0..<12).subtracting(delivered().map { Int($0) })
+        #expect(lost.count == 1 && delivered().count == 11, "delivered \(delivered().sorted())")
+        let dropped = try await subscriber.wait(for: "keepalive/gw/dropped") { _ in true }
+        #expect(String(decoding: dropped.payload, as: UTF8.self) == "1")
+        await subscriber.close()
+        await running.stop()
+    }
+
     @Test func afterACrashEverythingSpooledAndNotAcknowledgedIsReplayedAndATornTailSkipped() async throws {
         let broker = try await MosquittoBroker.start()
         let directory = try makeTemporaryDirectory(prefix: "bridge-test")

@@ -26,12 +26,15 @@ import Testing
     @Test func recordsRoundTripThroughTheirEncoding() throws {
         let original = SpoolRecord(sequence: 42, succeeded: true, device: "Küche/1", payload: [0, 1, 2, 255])
         let bytes = original.encoded()
-        let (length, checksum) = try #require(SpoolRecord.header(bytes[...]))
-        #expect(length == bytes.count - 8)
-        #expect(SpoolRecord.decode(body: bytes[8...], checksum: checksum) == original)
+        #expect(bytes.starts(with: SpoolRecord.marker))
+        #expect(SpoolRecord.bodyLength(header: bytes[...]) == bytes.count - SpoolRecord.headerSize)
+        #expect(SpoolRecord.decode(frame: bytes[...]) == original)
         var flipped = bytes
         flipped[bytes.count - 1] ^= 0x40
-        #expect(SpoolRecord.decode(body: flipped[8...], checksum: checksum) == nil)
+        #expect(SpoolRecord.decode(frame: flipped[...]) == nil)
+        let padding = SpoolRecord.padding(size: 100)
+        #expect(padding.count == 100)
+        #expect(SpoolRecord.frame(at: padding[...])?.size == 100 && SpoolRecord.frame(at: padding[...])?.record == nil)
     }
 
     @Test func reopeningAfterACrashReplaysWhatWasNotAcknowledged() throws {
