@@ -33,8 +33,7 @@ struct SegmentScan: Sendable, Equatable {
         return current(bytes)
     }
 
-    /// Frames with markers: after damage, the next marker whose header holds, or the frame after a damaged one
-    /// whose header held.
+    /// Frames with markers: after damage, reading goes on at the next whole frame.
     static func current(_ bytes: [UInt8]) -> SegmentScan {
         var items: [Item] = []
         var offset = 0
@@ -60,15 +59,14 @@ struct SegmentScan: Sendable, Equatable {
                 continue
             }
             if run == nil { run = (offset, 0, 0) }
+            // The next whole frame may begin before the end a held header claims: a write cut short (a full disk)
+            // and records appended after it. So the search starts at the next byte, never at the claimed end.
+            let next = nextMarker(in: bytes, from: offset + 1) ?? bytes.count
             if let length = SpoolRecord.bodyLength(header: rest) {
-                // The header held, so the length is the writer's: the frame ends there, whatever its body holds.
-                let extent = min(SpoolRecord.headerSize + length, rest.count)
                 run?.framed += 1
-                run?.framedBytes += extent
-                offset += extent
-            } else {
-                offset = nextMarker(in: bytes, from: offset + 1) ?? bytes.count
+                run?.framedBytes += min(SpoolRecord.headerSize + length, next - offset)
             }
+            offset = next
         }
         endRun(at: bytes.count)
         return SegmentScan(format: .current, items: items, wholeEnd: wholeEnd(items, size: bytes.count))

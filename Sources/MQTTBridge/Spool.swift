@@ -68,6 +68,8 @@ final class Spool {
         var size: Int
         /// Written in the first format: read, never appended to.
         var legacy: Bool = false
+        /// Never appended to again: a write to it failed and what it left could not be cut off.
+        var sealed: Bool = false
     }
 
     private var segments: [Segment] = []
@@ -186,14 +188,25 @@ final class Spool {
                 message: "a record of \(bytes.count) bytes does not fit the spool's segments of \(segmentLimit) bytes "
                     + "(an eighth of its limit of \(limit) bytes)")
         }
-        if segments.isEmpty || segments[segments.count - 1].legacy
+        if segments.isEmpty || segments[segments.count - 1].legacy || segments[segments.count - 1].sealed
             || segments[segments.count - 1].size + bytes.count > segmentLimit
         {
             try openSegment(number: (segments.last?.number ?? 0) + 1)
         }
         let index = segments.count - 1
         let path = segmentPath(segments[index].number)
-        try SpoolFiles.writeAll(segments[index].descriptor, bytes, path: path)
+        do {
+            try SpoolFiles.writeAll(segments[index].descriptor, bytes, path: path)
+        } catch {
+            // A write cut short (a full disk) leaves part of a frame, and the next record would land after it while
+            // its entry pointed before it: cut the part off, or append no more to this segment.
+            do {
+                try SpoolFiles.truncate(segments[index].descriptor, to: segments[index].size, path: path)
+            } catch {
+                segments[index].sealed = true
+            }
+            throw error
+        }
         let entry = Entry(
             id: nextEntryID, segment: segments[index].number, offset: segments[index].size, size: bytes.count)
         nextEntryID += 1

@@ -250,6 +250,21 @@ import Testing
         #expect(reopened.sequences == Array(0..<20))
     }
 
+    @Test func aFrameCutShortWithRecordsAppendedAfterItCostsItselfOnly() {
+        // A full disk cut record 1 short after its header; once there was room, records 2 and 3 followed it.
+        let frames = (0..<UInt64(4)).map { Self.record($0).encoded() }
+        let bytes = frames[0] + frames[1].prefix(frames[1].count / 2) + frames[2] + frames[3]
+        let cut = frames[1].count / 2
+        let second = frames[0].count + cut
+        let expected: [SegmentScan.Item] = [
+            .record(offset: 0, size: frames[0].count, sequence: 0),
+            .damaged(offset: frames[0].count, size: cut, framed: 1, unframedBytes: 0),
+            .record(offset: second, size: frames[2].count, sequence: 2),
+            .record(offset: second + frames[2].count, size: frames[3].count, sequence: 3),
+        ]
+        #expect(SegmentScan.scan(bytes).items == expected)
+    }
+
     // MARK: Counting
 
     @Test func damageAcrossSeveralRecordsIsCountedFromTheSequenceNumbersAround() {
