@@ -66,7 +66,8 @@ struct SpoolDamageEndToEndTests {
             second.signal(SIGTERM)
             _ = try await second.waitForExit(within: .seconds(15))
             await subscriber.close()
-            print("spool damage end to end: \(spooled.count) records spooled, \(spooled.count - missing.count) delivered")
+            print(
+                "spool damage end to end: \(spooled.count) records spooled, \(spooled.count - missing.count) delivered")
         }
     }
 }
