@@ -179,25 +179,40 @@ public final class WatchedProcess: Sendable {
     }
 }
 
-/// A port nobody listens on: bind port 0 on 127.0.0.1 and read back what the kernel chose.
+/// A TCP port on 127.0.0.1 that nothing uses, for a server started later (a broker a test brings back).
+///
+/// Chosen below the kernel's ephemeral range (`net.ipv4.ip_local_port_range`), never from it: a port `bind(0)`
+/// returns is an ephemeral one, and until the server binds it any outgoing connection (a client's reconnection, in
+/// this or another test) may take it as its source port. Never the same port twice in one process, and only one
+/// that binds now.
 public func freeLoopbackPort() throws -> Int {
+    let ephemeralLow =
+        TextFile.read("/proc/sys/net/ipv4/ip_local_port_range")?.split(whereSeparator: \.isWhitespace).first
+        .flatMap { Int($0) } ?? 32_768
+    let ports = 10_000..<max(ephemeralLow, 10_001)
+    for _ in 0..<500 {
+        let port = Int.random(in: ports)
+        guard handedOutPorts.withLock({ $0.insert(port).inserted }) else { continue }
+        if try canBind(port) { return port }
+    }
+    throw SystemCallFailed(errno: EADDRINUSE)
+}
+
+private let handedOutPorts = Locked(Set<Int>())
+
+/// Whether 127.0.0.1:`port` can be bound now (nothing listens on it, no connection holds it).
+private func canBind(_ port: Int) throws -> Bool {
     let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
     guard descriptor >= 0 else { throw SystemCallFailed(errno: errno) }
     defer { close(descriptor) }
     var address = sockaddr_in()
     address.sin_family = sa_family_t(AF_INET)
     address.sin_addr.s_addr = inet_addr("127.0.0.1")
-    address.sin_port = 0
-    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-    let bound = withUnsafeMutablePointer(to: &address) {
+    address.sin_port = UInt16(port).bigEndian
+    let length = socklen_t(MemoryLayout<sockaddr_in>.size)
+    return withUnsafeMutablePointer(to: &address) {
         $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, length) }
-    }
-    guard bound == 0 else { throw SystemCallFailed(errno: errno) }
-    let named = withUnsafeMutablePointer(to: &address) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(descriptor, $0, &length) }
-    }
-    guard named == 0 else { throw SystemCallFailed(errno: errno) }
-    return Int(UInt16(bigEndian: address.sin_port))
+    } == 0
 }
 
 /// Whether something accepts a TCP connection on 127.0.0.1:`port`.

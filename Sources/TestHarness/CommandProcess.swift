@@ -1,18 +1,42 @@
-import LocalServices
+public import LocalServices
 import Basics
 
 #if canImport(Glibc)
     public import Glibc
 #endif
 
-/// The built `keepalive` binary, next to this test bundle (`.build/<triple>/debug/`, or the TSan scratch path).
-public let keepaliveBinary: String = {
+/// This test bundle's executable.
+public let testExecutable: String = {
     var buffer = [CChar](repeating: 0, count: 4_096)
     let count = readlink("/proc/self/exe", &buffer, buffer.count - 1)
-    let path = count > 0 ? String(decoding: buffer[0..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self) : ""
-    let directory = path.split(separator: "/", omittingEmptySubsequences: false).dropLast().joined(separator: "/")
-    return directory + "/keepalive"
+    return count > 0 ? String(decoding: buffer[0..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self) : ""
 }()
+
+/// The built `keepalive` binary, next to this test bundle (`.build/<triple>/debug/`, or the TSan scratch path).
+public let keepaliveBinary: String = {
+    let directory = testExecutable.split(separator: "/", omittingEmptySubsequences: false).dropLast()
+    return directory.joined(separator: "/") + "/keepalive"
+}()
+
+/// This test bundle started again, running only the test `named` with `variable` set to `value` in its
+/// environment: for a test that must run alone in a process (one killed with SIGKILL, one under a resource limit).
+/// The child test is enabled only when `variable` is set.
+public func childTestProcess(running named: String, with variable: String, _ value: String) throws -> WatchedProcess {
+    try WatchedProcess([
+        "env", "\(variable)=\(value)", testExecutable, "--testing-library", "swift-testing", "--filter", named,
+    ])
+}
+
+/// Flips the bits of `mask` in the byte at `offset` of the file at `path` (damage as flash makes it).
+public func flipBits(_ mask: UInt8, at offset: Int, of path: String) throws {
+    let descriptor = open(path, O_RDWR | O_CLOEXEC)
+    guard descriptor >= 0 else { throw SystemCallFailed(errno: errno) }
+    defer { close(descriptor) }
+    var byte: UInt8 = 0
+    guard pread(descriptor, &byte, 1, off_t(offset)) == 1 else { throw SystemCallFailed(errno: errno) }
+    byte ^= mask
+    guard pwrite(descriptor, &byte, 1, off_t(offset)) == 1 else { throw SystemCallFailed(errno: errno) }
+}
 
 /// Whether this test process (and so the `keepalive` built beside it) is instrumented by ThreadSanitizer.
 public let runningUnderThreadSanitizer = Sanitizers.thread
@@ -70,6 +94,36 @@ public final class CommandProcess: Sendable {
     public var standardError: String { output.withLock { $0.standardError } }
     public var exitStatus: Int32? { output.withLock { $0.exited } }
 
+    /// Where both outputs end now. Taken just before the event a test provokes, it lets a wait look only at what
+    /// came after it: a log line the daemon wrote earlier (the same line, for an earlier event) must not pass for
+    /// the one the event causes.
+    ///
+    /// ```swift
+    /// let mark = process.mark()
+    /// try simulator.wedge()
+    /// try await waitUntil("the recovery logged") { process.standardError(since: mark).contains("…") }
+    /// ```
+    public func mark() -> OutputMark {
+        output.withLock {
+            OutputMark(standardOutput: $0.standardOutput.utf8.count, standardError: $0.standardError.utf8.count)
+        }
+    }
+
+    /// What came on standard output after `mark`.
+    public func standardOutput(since mark: OutputMark) -> String {
+        Self.text(standardOutput, after: mark.standardOutput)
+    }
+
+    /// What came on standard error after `mark`.
+    public func standardError(since mark: OutputMark) -> String {
+        Self.text(standardError, after: mark.standardError)
+    }
+
+    /// The output only grows, chunk by decoded chunk, so an offset taken from it is on a scalar boundary.
+    private static func text(_ whole: String, after offset: Int) -> String {
+        String(decoding: whole.utf8.dropFirst(offset), as: UTF8.self)
+    }
+
     public func signal(_ number: Int32) {
         kill(pid, number)
     }
@@ -98,6 +152,12 @@ public final class CommandProcess: Sendable {
         let status = try await process.waitForExit(within: limit)
         return (status, process.standardOutput, process.standardError)
     }
+}
+
+/// A place in a ``CommandProcess``'s outputs (their lengths in UTF-8 bytes at ``CommandProcess/mark()``).
+public struct OutputMark: Sendable, Hashable {
+    public let standardOutput: Int
+    public let standardError: Int
 }
 
 /// A file in a fresh temporary directory, removed by `remove()`.

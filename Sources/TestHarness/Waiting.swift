@@ -2,7 +2,7 @@ public import DBus
 import LocalServices
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Runs `body`, throwing `TimedOut` if it has not finished after `timeout` (so a broken test fails instead of
@@ -57,4 +57,13 @@ public func residentSetKilobytes(of pid: Int32? = nil) -> Int {
         return Int(text.dropFirst(6).split { $0 == " " || $0 == "\t" || $0 == "\n" }.first ?? "") ?? 0
     }
     return 0
+}
+
+/// Runs `body` on a thread of its own and returns what it returns. For a test that computes for seconds (the spool's
+/// exhaustive damage cases): on the concurrency pool's few threads it would starve every other test's waits on a
+/// 2-core machine. `body` must not record issues (`#expect` needs the test's task): return what to check.
+public func onOwnThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+    try await withCheckedThrowingContinuation { continuation in
+        startThread { continuation.resume(with: Result { try body() }) }
+    }
 }

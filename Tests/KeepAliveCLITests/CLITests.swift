@@ -175,10 +175,13 @@ struct CLITests {
             }
 
             // dbus-daemon killed (bluetoothd goes with its bus) and started again; then bluetoothd comes back.
+            let stoppedAt = Self.records(process.standardOutput).count
             await simulator.stop()
             try await bus.restartDaemon()
             try await waitUntil("ticks recorded as failed while the bus is gone", timeout: .seconds(20)) {
-                process.standardOutput.contains("\"code\":\"serviceUnavailable\"")
+                Self.records(process.standardOutput).dropFirst(stoppedAt).contains {
+                    $0.line.contains("\"code\":\"serviceUnavailable\"")
+                }
             }
             simulator = try await BlueZSimulator.start(on: .address(bus.address), configuration: configuration)
             let failedAt = Self.records(process.standardOutput).count

@@ -32,14 +32,9 @@ struct SpoolDamageEndToEndTests {
             // One bit flips half way into the segment.
             let segment = try #require(
                 try FileManager.default.contentsOfDirectory(atPath: spool).first { $0.hasPrefix("segment-") })
-            let descriptor = open(spool + "/" + segment, O_RDWR)
-            #expect(descriptor >= 0)
-            let size = Int(lseek(descriptor, 0, SEEK_END))
-            var byte: UInt8 = 0
-            #expect(pread(descriptor, &byte, 1, off_t(size / 2)) == 1)
-            byte ^= 0x04
-            #expect(pwrite(descriptor, &byte, 1, off_t(size / 2)) == 1)
-            close(descriptor)
+            let size = try #require(
+                try FileManager.default.attributesOfItem(atPath: spool + "/" + segment)[.size] as? Int)
+            try flipBits(0x04, at: size / 2, of: spool + "/" + segment)
 
             let broker = try await MosquittoBroker.start(port: port)
             defer { broker.remove() }

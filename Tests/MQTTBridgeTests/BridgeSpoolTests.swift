@@ -313,14 +313,8 @@ import Testing
         // One bit flips half way into the segment, as on an SD card.
         let name = try #require(
             try FileManager.default.contentsOfDirectory(atPath: directory).first { $0.hasPrefix("segment-") })
-        let descriptor = open(directory + "/" + name, O_RDWR)
-        #expect(descriptor >= 0)
-        let size = Int(lseek(descriptor, 0, SEEK_END))
-        var byte: UInt8 = 0
-        #expect(pread(descriptor, &byte, 1, off_t(size / 2)) == 1)
-        byte ^= 0x10
-        #expect(pwrite(descriptor, &byte, 1, off_t(size / 2)) == 1)
-        close(descriptor)
+        let size = try #require(try FileManager.default.attributesOfItem(atPath: directory + "/" + name)[.size] as? Int)
+        try flipBits(0x10, at: size / 2, of: directory + "/" + name)
 
         let subscriber = try await Collector(
             port: broker.port, filters: ["keepalive/gw/+/state", "keepalive/gw/dropped"])

@@ -18,13 +18,7 @@ import Testing
     @Test func aRecordCutShortByAFullDiskCostsItselfOnlyAndTheRecordsAfterItReadBackWhole() async throws {
         let directory = try makeTemporaryDirectory(prefix: "bridge-full")
         defer { removeDirectory(directory) }
-        var buffer = [CChar](repeating: 0, count: 4_096)
-        let length = readlink("/proc/self/exe", &buffer, buffer.count - 1)
-        let executable = String(decoding: buffer.prefix(max(length, 0)).map { UInt8(bitPattern: $0) }, as: UTF8.self)
-        let child = try WatchedProcess([
-            "env", "\(Self.childVariable)=\(directory)", executable, "--testing-library", "swift-testing", "--filter",
-            "appendsPastAFileSizeLimit",
-        ])
+        let child = try childTestProcess(running: "appendsPastAFileSizeLimit", with: Self.childVariable, directory)
         defer { child.kill(SIGKILL) }
         try await waitUntil("the child is done", timeout: .seconds(60)) { child.exitStatus != nil }
         #expect(child.exitStatus == 0, "\(child.output.suffix(3_000))")

@@ -17,13 +17,7 @@ import Testing
     @Test func everyRecordSubmitReturnedForSurvivesSIGKILLOfTheProcess() async throws {
         let directory = try makeTemporaryDirectory(prefix: "bridge-kill")
         defer { removeDirectory(directory) }
-        var buffer = [CChar](repeating: 0, count: 4_096)
-        let length = readlink("/proc/self/exe", &buffer, buffer.count - 1)
-        let executable = String(decoding: buffer.prefix(max(length, 0)).map { UInt8(bitPattern: $0) }, as: UTF8.self)
-        let child = try WatchedProcess([
-            "env", "\(Self.childVariable)=\(directory)", executable, "--testing-library", "swift-testing", "--filter",
-            "submitsUntilKilled",
-        ])
+        let child = try childTestProcess(running: "submitsUntilKilled", with: Self.childVariable, directory)
         defer { child.kill(SIGKILL) }
         @Sendable func printed() -> [UInt64] {
             child.output.split(separator: "\n").compactMap { line in
