@@ -32,12 +32,28 @@ package enum DurationText {
 
     /// The duration `text` spells, or `nil`.
     package static func parse(_ text: some StringProtocol) -> Duration? {
+        if case .value(let value) = read(text) { return value }
+        return nil
+    }
+
+    /// What `text` is: a duration, or why it is none.
+    private enum Reading {
+        case value(Duration)
+        /// Not a number and a unit.
+        case malformed
+        /// A number and a unit, too long for `Int64` nanoseconds.
+        case tooLong
+        /// A number and a unit, with digits finer than a nanosecond.
+        case tooFine
+    }
+
+    private static func read(_ text: some StringProtocol) -> Reading {
         let text = text.trimmingWhiteSpace()
         let units: [(suffix: String, nanoseconds: Int64)] = [
             ("ms", 1_000_000), ("s", 1_000_000_000), ("m", 60_000_000_000), ("h", 3_600_000_000_000),
         ]
         // "ms" comes first so that "500ms" is not read as 500m followed by a stray "s".
-        guard let unit = units.first(where: { text.hasSuffix($0.suffix) }) else { return nil }
+        guard let unit = units.first(where: { text.hasSuffix($0.suffix) }) else { return .malformed }
         let number = text.dropLast(unit.suffix.count)
         let parts = number.split(separator: ".", maxSplits: 1, omittingEmptySubsequences: false)
         let whole = parts[0]
@@ -46,41 +62,57 @@ package enum DurationText {
             digits.utf8.allSatisfy { $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }
         }
         guard !whole.isEmpty, isDigits(whole), isDigits(fraction), parts.count == 1 || !fraction.isEmpty else {
-            return nil
+            return .malformed
         }
-        // Exact decimal arithmetic in nanoseconds; every step reports overflow instead of trapping.
+        // The whole part alone past Int64 nanoseconds: too long, whatever the fraction.
+        var wholeNanoseconds: Int64 = 0
+        for digit in whole.utf8 {
+            let (times10, overflowed) = wholeNanoseconds.multipliedReportingOverflow(by: 10)
+            let (sum, overflowedAgain) = times10.addingReportingOverflow(Int64(digit - UInt8(ascii: "0")))
+            guard !overflowed, !overflowedAgain else { return .tooLong }
+            wholeNanoseconds = sum
+        }
+        guard !wholeNanoseconds.multipliedReportingOverflow(by: unit.nanoseconds).overflow else { return .tooLong }
+        // Exact decimal arithmetic in nanoseconds; every step reports overflow instead of trapping. With the whole
+        // part in range, an overflow here comes from the fraction's digits.
         var scaled: Int64 = 0
         for digit in (whole + fraction).utf8 {
             let (times10, overflowed) = scaled.multipliedReportingOverflow(by: 10)
             let (sum, overflowedAgain) = times10.addingReportingOverflow(Int64(digit - UInt8(ascii: "0")))
-            guard !overflowed, !overflowedAgain else { return nil }
+            guard !overflowed, !overflowedAgain else { return .tooFine }
             scaled = sum
         }
         let (product, overflowed) = scaled.multipliedReportingOverflow(by: unit.nanoseconds)
-        guard !overflowed else { return nil }
+        guard !overflowed else { return .tooFine }
         var divisor: Int64 = 1
         for _ in 0..<fraction.count {
             let (next, overflowed) = divisor.multipliedReportingOverflow(by: 10)
-            guard !overflowed else { return nil }
+            guard !overflowed else { return .tooFine }
             divisor = next
         }
-        guard product % divisor == 0 else { return nil }
-        return .nanoseconds(product / divisor)
+        guard product % divisor == 0 else { return .tooFine }
+        return .value(.nanoseconds(product / divisor))
     }
 
     /// The duration `text` spells if it is in `0...longest` (`>0` unless `allowZero`), or why not.
     package static func check(_ text: String, allowZero: Bool = false) -> Result<Duration, Problem> {
-        guard let value = parse(text) else { return .failure(Problem(kind: .notADuration, message: advice(text))) }
+        let tooLong = Problem(
+            kind: .outOfRange,
+            message: "\(MessageText.shown(text)) is longer than \(longest.components.seconds / 3600)h, the most allowed"
+        )
+        let value: Duration
+        switch read(text) {
+        case .value(let read): value = read
+        case .malformed: return .failure(Problem(kind: .notADuration, message: advice(text)))
+        case .tooLong: return .failure(tooLong)
+        case .tooFine:
+            return .failure(
+                Problem(kind: .notADuration, message: "\(MessageText.shown(text)) is finer than a nanosecond"))
+        }
         guard allowZero || value > .zero else {
             return .failure(Problem(kind: .outOfRange, message: "must be longer than 0, e.g. 30s"))
         }
-        guard value <= longest else {
-            let hours = longest.components.seconds / 3600
-            return .failure(
-                Problem(
-                    kind: .outOfRange, message: "\(MessageText.shown(text)) is longer than \(hours)h, the most allowed")
-            )
-        }
+        guard value <= longest else { return .failure(tooLong) }
         return .success(value)
     }
 

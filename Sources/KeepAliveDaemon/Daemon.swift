@@ -125,9 +125,9 @@ public final class Daemon: Service {
             throw DaemonError(
                 description:
                     """
-                        maxTicks counts every device's ticks, but a shared device's ticks belong to whichever gateway \
-                        holds it
-                        """
+                    maxTicks counts every device's ticks, but a shared device's ticks belong to whichever gateway \
+                    holds it
+                    """
             )
         }
         self.configuration = configuration
@@ -162,7 +162,9 @@ public final class Daemon: Service {
         var sinks: [any RecordSink] = []
         if let bridge { sinks.append(MQTTRecordSink(bridge, configuration: configuration, logger: logger)) }
         if options.writesRecords, configuration.output != .none {
-            let output = try JSONLinesSink(output: configuration.output)
+            let output = try JSONLinesSink(output: configuration.output) { [logger, configuration] why in
+                logger.notice("\(why)", metadata: ["output": "\(configuration.output)"])
+            }
             sinks.append(output)
             self.output = output
         } else {
@@ -237,6 +239,9 @@ public final class Daemon: Service {
                     await self.runSessions(
                         first: connection, firstTransport: firstSession, transport: transport, engine: engine)
                 }
+            },
+            DaemonService("SIGHUP: reopen the output") { [output, logger] in
+                await cancelWhenGracefulShutdown { await Self.reopenOnHangUp(output, logger: logger) }
             },
             options.powerSource == nil
                 ? DaemonService("power override signals") { [powerOverride, logger] in
@@ -356,9 +361,9 @@ public final class Daemon: Service {
         } catch {
             logger.error(
                 """
-                    org.bluez is not on \(options.bus) after \(options.bluezTimeout.compact): polls fail until \
-                    bluetoothd runs (try `systemctl start bluetooth`, `keepalive doctor`)
-                    """
+                org.bluez is not on \(options.bus) after \(options.bluezTimeout.compact): polls fail until \
+                bluetoothd runs (try `systemctl start bluetooth`, `keepalive doctor`)
+                """
             )
             return
         }
@@ -508,6 +513,30 @@ public final class Daemon: Service {
         }
         logger.info("power source: \(description)")
         return source
+    }
+
+    /// SIGHUP, logrotate's way to say "the file was moved": the output file is opened again at its path. Caught even
+    /// with no file to reopen, so that it never ends the daemon (its default action); until cancelled.
+    private static func reopenOnHangUp(_ output: JSONLinesSink?, logger: Logger) async {
+        let (signals, stopSignals) = ProcessIO.signals([SIGHUP])
+        await withTaskCancellationHandler {
+            for await _ in signals {
+                guard let output, case .file = output.output else {
+                    logger.notice("SIGHUP: no output file to reopen")
+                    continue
+                }
+                do {
+                    try output.reopen()
+                    logger.notice("SIGHUP: reopened the output file", metadata: ["output": "\(output.output)"])
+                } catch {
+                    logger.error(
+                        "SIGHUP: cannot reopen the output file; still writing the old one",
+                        metadata: ["error": "\(error)"])
+                }
+            }
+        } onCancel: {
+            stopSignals()
+        }
     }
 
     /// SIGUSR1 forces low power, SIGUSR2 gives the host back its say; until cancelled.

@@ -40,8 +40,9 @@ extension MQTTBridge {
         }
     }
 
-    /// The command in `message`, nil for a message that is not one (or a retained poll, which would poll again
-    /// at every reconnection), or why it is malformed with the topic to answer on.
+    /// The command in `message`, nil for a message that is not one, or why it is refused with the topic to answer
+    /// on: malformed, or retained (a retained command would be carried out again at every connection, long after the
+    /// configuration changed: an interval from one would outlive every edit of the file).
     func parseCommand(_ message: MQTTMessage) -> Result<BridgeCommand?, CommandRejection> {
         let base = topics.base + "/"
         guard message.topic.hasPrefix(base) else { return .success(nil) }
@@ -57,6 +58,9 @@ extension MQTTBridge {
         } else {
             return .success(nil)
         }
+        // An empty payload is how MQTT clears a retained message: as an interval, no command and nothing to answer.
+        // (An empty poll is still a poll: `mosquitto_pub -n` is a natural way to ask for one.)
+        if message.payload.isEmpty, kind == "interval/set" { return .success(nil) }
         guard let device = state.withLock({ $0.deviceByLevel[String(level)] }) else {
             return .failure(
                 CommandRejection(
@@ -71,8 +75,15 @@ extension MQTTBridge {
                     message: "\(message.topic): payload of \(message.payload.count) bytes is longer than "
                         + "\(configuration.maximumCommandBytes)"))
         }
+        if message.retain {
+            return .failure(
+                CommandRejection(
+                    topic: topics.error(device),
+                    message: "\(message.topic): a retained command is refused: the broker would hand it over again at "
+                        + "every start; publish it without retain, and clear this one with an empty retained message"))
+        }
         if kind == "poll" {
-            return .success(message.retain ? nil : .pollNow(device: device))
+            return .success(.pollNow(device: device))
         }
         let text = String(decoding: message.payload, as: UTF8.self)
         // The configuration's own grammar and bounds (DurationText): what `interval:` accepts, a command accepts.

@@ -28,6 +28,12 @@ struct DurationTextTests {
         #expect(DurationText.check("24h").success == .seconds(86_400))
         #expect(DurationText.check("24.001h").failure?.message == "24.001h is longer than 24h, the most allowed")
         #expect(DurationText.check("30").failure?.kind == .notADuration)
+        // Past what Int64 nanoseconds hold is still a number and a unit: too long, not "not a duration".
+        for text in ["1000000h", "99999999999999999999h", "9223372036854775807h", "1000000000000000000s"] {
+            #expect(DurationText.check(text).failure?.message == "\(text) is longer than 24h, the most allowed")
+        }
+        #expect(DurationText.check("1.0000000001s").failure?.message == "1.0000000001s is finer than a nanosecond")
+        #expect(DurationText.check("1e18s").failure?.kind == .notADuration)
     }
 
     @Test(arguments: [

@@ -62,4 +62,71 @@ import Testing
         await commander.close()
         await running.stop()
     }
+
+    @Test func retainedCommandsAreRefusedAtEveryStartAndNeverCarriedOut() async throws {
+        let broker = try await MosquittoBroker.start()
+        let directory = try makeTemporaryDirectory(prefix: "bridge-test")
+        defer {
+            broker.remove()
+            removeDirectory(directory)
+        }
+        // Retained before the bridge exists: an interval from one would outlive every edit of the file.
+        let commander = try await Collector(port: broker.port, filters: [])
+        try await commander.client.publish(
+            topic: "keepalive/gw/cellar/interval/set", payload: Array("45s".utf8), retain: true)
+        try await commander.client.publish(
+            topic: "keepalive/gw/kitchen/poll", payload: Array("PRESS".utf8), retain: true)
+        let subscriber = try await MosquittoSubscriber(broker: broker, filters: ["keepalive/gw/+/error"])
+        defer { subscriber.stop() }
+
+        for start in 1...2 {
+            let bridge = try MQTTBridge(
+                configuration: bridgeConfiguration(port: broker.port, directory: directory),
+                devices: [kitchen, cellar], logger: testLogger())
+            let commands = Task { () -> [BridgeCommand] in
+                var commands: [BridgeCommand] = []
+                for await command in bridge.commands {
+                    commands.append(command)
+                    break
+                }
+                return commands
+            }
+            let running = RunningBridge(bridge)
+            let refusals = { @Sendable (device: String) in
+                subscriber.lines.filter {
+                    $0.topic == "keepalive/gw/\(device)/error" && $0.payload.contains("a retained command is refused")
+                }.count
+            }
+            try await waitUntil("start \(start): both retained commands refused") {
+                refusals("cellar") >= start && refusals("kitchen") >= start
+            }
+            // A live command still works, and is the first one carried out: the retained ones never were.
+            try await commander.client.publish(topic: "keepalive/gw/cellar/interval/set", payload: Array("30s".utf8))
+            let carriedOut = try await withTimeout("the live command arrives") { await commands.value }
+            #expect(carriedOut == [.setInterval(device: "cellar", .seconds(30))])
+            await running.stop()
+        }
+        // Cleared the MQTT way, with empty retained messages: nothing to refuse, no command, no answer.
+        let before = subscriber.lines.count
+        try await commander.client.publish(topic: "keepalive/gw/cellar/interval/set", payload: [], retain: true)
+        try await commander.client.publish(topic: "keepalive/gw/kitchen/poll", payload: [], retain: true)
+        @Sendable func subscriptions() -> Int {
+            broker.log.components(separatedBy: "keepalive/gw/+/interval/set (QoS 1)").count
+        }
+        let subscribedBefore = subscriptions()
+        let bridge = try MQTTBridge(
+            configuration: bridgeConfiguration(port: broker.port, directory: directory), devices: [kitchen, cellar],
+            logger: testLogger())
+        let running = RunningBridge(bridge)
+        try await running.waitUntilConnected()
+        try await waitUntil("the bridge subscribed to the commands") { subscriptions() > subscribedBefore }
+        // The unknown device's answer comes after anything the subscription could have caused.
+        let unknown = try await Collector(port: broker.port, filters: ["keepalive/gw/error"])
+        try await commander.client.publish(topic: "keepalive/gw/garage/poll", payload: Array("PRESS".utf8))
+        _ = try await unknown.wait(for: "keepalive/gw/error")
+        #expect(subscriber.lines.count == before, "\(subscriber.lines.dropFirst(before))")
+        await unknown.close()
+        await commander.close()
+        await running.stop()
+    }
 }

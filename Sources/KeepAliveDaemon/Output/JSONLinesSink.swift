@@ -19,50 +19,92 @@ public struct OutputError: Error, Sendable, Hashable, CustomStringConvertible {
 
     public var description: String {
         """
-            cannot \(operation) \(path == "-" ? "standard output" : path): \(String(cString: strerror(errno))) (errno \
-            \(errno))
-            """
+        cannot \(operation) \(path == "-" ? "standard output" : path): \(String(cString: strerror(errno))) (errno \
+        \(errno))
+        """
     }
 }
 
 /// The JSON Lines output: one line per record, each handed to the kernel with its own `write(2)` as it comes
 /// (no buffering to lose on a crash). A sink of the ``RecordSequencer``, which gives it records in `seq` order.
 ///
+/// A file output follows logrotate: ``reopen()`` (the daemon calls it on SIGHUP) opens the path again, and a file
+/// moved away or removed is noticed at the next write, which then goes to a new file at the path.
+///
 /// The schema is in the README ("Output"). Timestamps are wall-clock UTC, RFC 3339 with milliseconds.
 public final class JSONLinesSink: RecordSink {
     /// Where the lines go: standard output, or a file (regular, or a FIFO a reader drains).
     public let output: DaemonConfiguration.Output
-    /// The descriptor, -1 once closed. Its own lock: a close never races a write.
-    private let descriptor: Locked<(fd: Int32, owned: Bool)>
+    /// The descriptor, -1 once closed, and the file it has open (device and inode; 0 for standard output). Its
+    /// own lock: a close or a reopen never races a write.
+    private let descriptor: Locked<(fd: Int32, owned: Bool, device: UInt64, inode: UInt64)>
     public let neverBlocks: Bool
+    /// Told when the file was opened again, and why (for the log).
+    private let onReopen: (@Sendable (String) -> Void)?
 
     /// Opens the output: standard output, or a file opened for appending (created 0640 when missing). `.none` is
-    /// no output: the daemon makes no sink for it.
-    public init(output: DaemonConfiguration.Output) throws(OutputError) {
+    /// no output: the daemon makes no sink for it. `onReopen` hears of each time the file is opened again.
+    public init(
+        output: DaemonConfiguration.Output, onReopen: (@Sendable (String) -> Void)? = nil
+    ) throws(OutputError) {
         self.output = output
-        let fd: Int32
-        let owned: Bool
+        self.onReopen = onReopen
         switch output {
         case .none:
-            (fd, owned) = (-1, false)
+            descriptor = Locked((-1, false, 0, 0))
         case .standardOutput:
-            (fd, owned) = (STDOUT_FILENO, false)
+            descriptor = Locked((STDOUT_FILENO, false, 0, 0))
         case .file(let path):
-            let opened = open(path, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0o640)
-            guard opened >= 0 else { throw OutputError(path: path, errno: errno, operation: "open") }
-            // A previous run cut short mid-line (a full disk, a kill) left no newline: end that line first, so
-            // this run's first record is a line of its own.
-            var last: UInt8 = 0
-            if lseek(opened, -1, SEEK_END) >= 0, read(opened, &last, 1) == 1, last != UInt8(ascii: "\n") {
-                if let error = Self.writeAll("\n", to: opened, path: path) {
-                    _ = Glibc.close(opened)
-                    throw error
-                }
-            }
-            (fd, owned) = (opened, true)
+            let (fd, device, inode) = try Self.open(path)
+            descriptor = Locked((fd, true, device, inode))
         }
-        self.neverBlocks = Self.neverBlocks(fd)
-        self.descriptor = Locked((fd, owned))
+        self.neverBlocks = Self.neverBlocks(descriptor.withLock { $0.fd })
+    }
+
+    /// Opens `path` for appending, and the identity of the file it opened.
+    private static func open(_ path: String) throws(OutputError) -> (fd: Int32, device: UInt64, inode: UInt64) {
+        let opened = Glibc.open(path, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0o640)
+        guard opened >= 0 else { throw OutputError(path: path, errno: errno, operation: "open") }
+        // A previous run cut short mid-line (a full disk, a kill) left no newline: end that line first, so
+        // this run's first record is a line of its own.
+        var last: UInt8 = 0
+        if lseek(opened, -1, SEEK_END) >= 0, read(opened, &last, 1) == 1, last != UInt8(ascii: "\n") {
+            if let error = Self.writeAll("\n", to: opened, path: path) {
+                _ = Glibc.close(opened)
+                throw error
+            }
+        }
+        var status = stat()
+        _ = fstat(opened, &status)
+        return (opened, UInt64(status.st_dev), UInt64(status.st_ino))
+    }
+
+    /// Opens a file output's path again (logrotate's SIGHUP): later records go to the file there now. Nothing for
+    /// standard output. On failure the old file stays in use.
+    public func reopen() throws(OutputError) {
+        guard case .file(let path) = output else { return }
+        let result: Result<Void, OutputError> = descriptor.withLock { descriptor in
+            guard descriptor.fd >= 0 else { return .success(()) }
+            return Result { () throws(OutputError) in try Self.replace(&descriptor, path: path) }
+        }
+        try result.get()
+    }
+
+    private static func replace(
+        _ descriptor: inout (fd: Int32, owned: Bool, device: UInt64, inode: UInt64), path: String
+    ) throws(OutputError) {
+        let (fd, device, inode) = try open(path)
+        _ = Glibc.close(descriptor.fd)
+        descriptor = (fd, true, device, inode)
+    }
+
+    /// Whether the file open is no longer the one at `path` (moved away or removed).
+    private static func moved(
+        _ descriptor: (fd: Int32, owned: Bool, device: UInt64, inode: UInt64), path: String
+    ) -> Bool {
+        var status = stat()
+        guard stat(path, &status) == 0 else { return errno == ENOENT }
+        return UInt64(status.st_dev) != descriptor.device || UInt64(status.st_ino) != descriptor.inode
     }
 
     deinit {
@@ -81,10 +123,20 @@ public final class JSONLinesSink: RecordSink {
     /// record anywhere.
     public func accept(_ record: SequencedRecord) throws(OutputError) {
         // Under this sink's own lock (never another's): a close cannot free the descriptor mid-write.
-        let error: OutputError? = descriptor.withLock { descriptor in
+        var reopened = false
+        let error: OutputError? = descriptor.withLock { descriptor -> OutputError? in
             guard descriptor.fd >= 0 else { return nil }
+            if case .file(let path) = output, Self.moved(descriptor, path: path) {
+                do throws(OutputError) {
+                    try Self.replace(&descriptor, path: path)
+                    reopened = true
+                } catch {
+                    return error
+                }
+            }
             return Self.writeAll(record.line + "\n", to: descriptor.fd, path: output.description)
         }
+        if reopened { onReopen?("the output file was moved or removed; writing to a new one at its path") }
         if let error { throw error }
     }
 
