@@ -57,9 +57,9 @@ struct RunCommand: AsyncParsableCommand {
         if ticks != nil, !configuration.sharedDevices.isEmpty {
             throw ValidationError(
                 """
-                    --ticks counts every device's ticks, but a shared device's ticks belong to whichever gateway \
-                    holds it: run a fleet without --ticks
-                    """
+                --ticks counts every device's ticks, but a shared device's ticks belong to whichever gateway \
+                holds it: run a fleet without --ticks
+                """
             )
         }
         let repeats = RepeatedWarnings()
@@ -70,6 +70,10 @@ struct RunCommand: AsyncParsableCommand {
             daemon = try Daemon(
                 configuration: configuration,
                 options: .init(bus: bus.resolved, maxTicks: ticks, repeatedWarnings: repeats), logger: logger)
+        } catch let error as ConfigurationError {
+            // A rule only the daemon could check: still the configuration's fault, so not a restart's to fix.
+            logger.critical("\(error)")
+            throw ExitCode(78)
         } catch {
             logger.critical("\(error)")
             throw ExitCode.failure
@@ -104,22 +108,22 @@ struct RunCommand: AsyncParsableCommand {
         lines.append(
             "  interval \(configuration.interval.compact), jitter \(configuration.jitter.compact), "
                 + """
-                    window budget \
-                    \(configuration.keepAliveConfiguration.budget(forInterval: configuration.interval).compact), 
-                    """
+                window budget \
+                \(configuration.keepAliveConfiguration.budget(forInterval: configuration.interval).compact), 
+                """
                 + "max \(configuration.maxConnections) connections per adapter, output \(configuration.output)"
         )
         if let mqtt = configuration.mqtt {
             lines.append(
                 """
-                      mqtt \(mqtt.brokerDescription)\(mqtt.username.map { " as \($0)" } ?? ""): topics \
-                    \(mqtt.topicPrefix)/\(mqtt.gateway ?? "<host name>")/…, 
+                  mqtt \(mqtt.brokerDescription)\(mqtt.username.map { " as \($0)" } ?? ""): topics \
+                \(mqtt.topicPrefix)/\(mqtt.gateway ?? "<host name>")/…, 
+                """
+                    + """
+                    QoS \(mqtt.qos), Home Assistant discovery \
+                    \(mqtt.discovery ? "on (\(mqtt.discoveryPrefix)/)" : "off"), 
                     """
-                    + """
-                        QoS \(mqtt.qos), Home Assistant discovery \
-                        \(mqtt.discovery ? "on (\(mqtt.discoveryPrefix)/)" : "off"), 
-                        """
-                    + """
+                        + """
                         spool \(mqtt.spoolPath ?? "$STATE_DIRECTORY/spool, else /var/lib/keepalive/spool") \
                         (\(mqtt.spoolSize >> 20) MiB)
                         """
@@ -143,19 +147,22 @@ struct RunCommand: AsyncParsableCommand {
             let sharing = shared.contains(spec.name) ? " (shared)" : ""
             lines.append(
                 """
-                      \(spec.name) \(spec.peripheral.address) on \(spec.peripheral.adapter)\(interval)\(sharing): \
-                    \(parts.joined(separator: "; "))
-                    """
+                  \(spec.name) \(spec.peripheral.address) on \(spec.peripheral.adapter)\(interval)\(sharing): \
+                \(parts.joined(separator: "; "))
+                """
             )
         }
         return lines.joined(separator: "\n")
     }
 }
 
-/// Loads a configuration file, or prints its error (file:line:column: field: message) and exits 78.
+/// Loads a configuration file and checks the files `run` reads at start, or prints the error (file:line:column:
+/// field: message) and exits 78: `run` and `run --check` refuse alike.
 func loadConfiguration(_ path: String) throws -> DaemonConfiguration {
     do {
-        return try ConfigurationLoader.load(path: path)
+        let configuration = try ConfigurationLoader.load(path: path)
+        try configuration.checkFiles()
+        return configuration
     } catch {
         writeOut("keepalive: \(error)\n", to: 2)
         throw ExitCode(78)

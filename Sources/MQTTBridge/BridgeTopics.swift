@@ -74,3 +74,16 @@ struct BridgeTopics: Sendable {
         return result
     }
 }
+
+/// The bridge's names for a device, for the configuration's rules: two devices with one topic level, or one Home
+/// Assistant identity, would mix their records and entities, so the configuration refuses them before a bridge is
+/// made.
+package enum BridgeNaming {
+    /// The device's topic level (``BridgeTopics/level(_:)``).
+    package static func topicLevel(_ name: String) -> String { BridgeTopics.level(name) }
+
+    /// The identity Home Assistant knows the device by, from its address.
+    package static func identity(ofAddress address: String) -> String {
+        DiscoveryPayloads.addressIdentifier(address)
+    }
+}

@@ -112,8 +112,9 @@ public enum ConfigurationLoader {
         configuration.devices = entries.map(\.device)
         // Every rule across values is `validate()`'s, said at the place of the value that breaks it (`origins`).
         try configuration.validate()
-        // Passed: nothing is left to point at, and at 10,000 devices the positions would cost megabytes for good.
-        configuration.origins = [:]
+        // Passed: nothing is left to point at, and at 10,000 devices the positions would cost megabytes for good;
+        // but the files `run` reads at start (`checkFiles()`): the MQTT section's few positions stay.
+        configuration.origins = configuration.origins.filter { $0.key.hasPrefix("mqtt.") }
         return configuration
     }
 

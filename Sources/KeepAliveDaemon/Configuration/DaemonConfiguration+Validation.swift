@@ -1,5 +1,10 @@
 import KeepAlive
+import MQTTBridge
 import Polling
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 extension DaemonConfiguration {
     /// Where a value of a configuration file was written: its position, and the name an error gives it (a value a
@@ -43,9 +48,9 @@ extension DaemonConfiguration {
             throw refuse(
                 "window_budget",
                 """
-                    window_budget \(windowBudget.compact) must be shorter than interval \
-                    \(interval.compact)\(intervalNote), 
-                    """
+                window_budget \(windowBudget.compact) must be shorter than interval \
+                \(interval.compact)\(intervalNote), 
+                """
                     + "so that each tick's windows close before the next tick"
             )
         }
@@ -67,6 +72,9 @@ extension DaemonConfiguration {
         let scheduler = keepAliveConfiguration
         var names: [String: Int] = [:]
         var entries: [String: Int] = [:]
+        // With MQTT, a device is its topic level and Home Assistant knows it by its address.
+        var levels: [String: Int] = [:]
+        var identities: [String: Int] = [:]
         names.reserveCapacity(devices.count)
         entries.reserveCapacity(devices.count)
         for (index, device) in devices.enumerated() {
@@ -110,6 +118,28 @@ extension DaemonConfiguration {
                 )
             }
             entries[key] = index
+            if mqtt != nil {
+                let level = BridgeNaming.topicLevel(device.name)
+                if let first = levels[level] {
+                    throw refuse(
+                        "\(field).name", at: location,
+                        "`\(ConfigurationLoader.shown(device.name))` and devices[\(first)] "
+                            + "(`\(ConfigurationLoader.shown(devices[first].name))`) share the MQTT topic level "
+                            + "`\(ConfigurationLoader.shown(level))` (`/`, `+`, `#` and control characters become "
+                            + "`_`): rename one")
+                }
+                levels[level] = index
+                let identity = BridgeNaming.identity(ofAddress: device.address)
+                // A shared device listed twice has the fleet's own rule, below, which says more.
+                if let first = identities[identity], !device.shared, !devices[first].shared {
+                    throw refuse(
+                        "\(field).address", at: location,
+                        "\(device.address) is already devices[\(first)] "
+                            + "(`\(ConfigurationLoader.shown(devices[first].name))`) on another adapter: with `mqtt`, "
+                            + "Home Assistant knows a device by its address, so configure it once")
+                }
+                identities[identity] = index
+            }
             let interval = device.interval ?? self.interval
             if jitter >= interval {
                 throw refuse(
@@ -142,9 +172,9 @@ extension DaemonConfiguration {
                     throw refuse(
                         "\(field).notify[\(position)].expect_every", at: location,
                         """
-                            expect_every \(silence.compact) must be shorter than `for` \
-                            (\(subscription.duration.compact)): 
-                            """
+                        expect_every \(silence.compact) must be shorter than `for` \
+                        (\(subscription.duration.compact)): 
+                        """
                             + "a silence that long could never be noticed within the listening"
                     )
                 }
@@ -165,6 +195,26 @@ extension DaemonConfiguration {
             let location = origin?.location ?? problem.device.flatMap { devices[$0].location } ?? fleet?.location ?? top
             let kind: ConfigurationError.Kind = fleet == nil ? .missingKey : .invalidValue
             throw ConfigurationError(kind, at: location, field: problem.field, problem.message)
+        }
+    }
+
+    /// The files `run` must read at start can be read now (`mqtt.password_file`, the TLS files): checked by `run`
+    /// and `run --check` alike, so that a missing one is a configuration error (exit 78) at its line, not a failure
+    /// after start. Apart from ``validate()``, whose rules hold whatever machine reads the file.
+    public func checkFiles() throws(ConfigurationError) {
+        guard let mqtt else { return }
+        let files: [(field: String, path: String?)] = [
+            ("mqtt.password_file", mqtt.passwordFile), ("mqtt.tls.ca_file", mqtt.caFile),
+            ("mqtt.tls.cert_file", mqtt.certificateFile), ("mqtt.tls.key_file", mqtt.keyFile),
+        ]
+        for case (let field, let path?) in files where access(path, R_OK) != 0 {
+            let reason = String(cString: strerror(errno))
+            // The loader keeps positions one level down: a TLS file is pointed at by its `tls:` line.
+            let origin = origins[field] ?? (field.hasPrefix("mqtt.tls.") ? origins["mqtt.tls"] : nil)
+            throw ConfigurationError(
+                .invalidValue,
+                at: origin?.location ?? SourceLocation(file: self.path ?? "DaemonConfiguration", line: 0, column: 0),
+                field: origin?.field ?? field, "cannot read `\(ConfigurationLoader.shown(path))`: \(reason)")
         }
     }
 

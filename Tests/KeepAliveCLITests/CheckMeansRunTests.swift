@@ -1,0 +1,59 @@
+import Foundation
+import TestHarness
+import Testing
+
+/// `run --check` is `run` without the radio: what `run` refuses at start, `--check` refuses, both with exit 78
+/// (the unit's `RestartPreventExitStatus=78`: a restart cannot fix a configuration) and the place in the file.
+@Suite("--check means run")
+struct CheckMeansRunTests {
+    static let mqtt = "mqtt:\n  broker: mqtt://127.0.0.1:1\n"
+
+    @Test(arguments: [
+        (
+            "names on one topic level",
+            mqtt + "devices:\n  - {name: a/b, address: C0:FF:EE:00:00:01, read: [2a19]}\n"
+                + "  - {name: a+b, address: C0:FF:EE:00:00:02, read: [2a19]}\n",
+            ":5:12:", "devices[1].name", "share the MQTT topic level `a_b`"
+        ),
+        (
+            "one address on two adapters with MQTT",
+            mqtt + "devices:\n  - {name: a, address: C0:FF:EE:00:00:01, read: [2a19]}\n"
+                + "  - {name: b, address: c0:ff:ee:00:00:01, adapter: hci1, read: [2a19]}\n",
+            ":5:24:", "devices[1].address", "Home Assistant knows a device by its address"
+        ),
+        (
+            "a password file that is not there",
+            mqtt + "  username: gw\n  password_file: /nonexistent/keepalive-password\n"
+                + "devices:\n  - {name: a, address: C0:FF:EE:00:00:01, read: [2a19]}\n",
+            ":4:18:", "mqtt.password_file", "cannot read `/nonexistent/keepalive-password`: No such file or directory"
+        ),
+        (
+            "a TLS file that is not there",
+            "mqtt:\n  broker: mqtts://127.0.0.1:1\n  tls: {ca_file: /nonexistent/keepalive-ca.pem}\n"
+                + "devices:\n  - {name: a, address: C0:FF:EE:00:00:01, read: [2a19]}\n",
+            ":3:8:", "mqtt.tls", "cannot read `/nonexistent/keepalive-ca.pem`: No such file or directory"
+        ),
+    ])
+    func checkAndRunRefuseAlikeWithExit78(
+        _ name: String, _ yaml: String, _ position: String, _ field: String, _ message: String
+    ) async throws {
+        let file = try TemporaryFile(name: "refused.yaml", contents: yaml)
+        defer { file.remove() }
+        for arguments in [["run", "--config", file.path, "--check"], ["run", "--config", file.path]] {
+            let result = try await CommandProcess.run(arguments)
+            #expect(result.status == 78, "\(name), \(arguments.last!): \(result.stderr)")
+            #expect(result.stderr.contains(file.path + position), "\(name): \(result.stderr)")
+            #expect(result.stderr.contains(field) && result.stderr.contains(message), "\(name): \(result.stderr)")
+        }
+    }
+
+    @Test func theSameAddressOnTwoAdaptersIsStillFineWithoutMQTT() async throws {
+        let file = try TemporaryFile(
+            name: "two-adapters.yaml",
+            contents: "devices:\n  - {name: a, address: C0:FF:EE:00:00:01, read: [2a19]}\n"
+                + "  - {name: b, address: C0:FF:EE:00:00:01, adapter: hci1, read: [2a19]}\n")
+        defer { file.remove() }
+        let result = try await CommandProcess.run(["run", "--config", file.path, "--check"])
+        #expect(result.status == 0, "\(result.stderr)")
+    }
+}
