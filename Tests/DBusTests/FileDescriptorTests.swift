@@ -1,3 +1,4 @@
+import Foundation
 import Testing
 @testable import DBus
 import LocalServices
@@ -312,7 +313,24 @@ extension DBusTests {
             }
         }
 
-        @Test func aDescriptorReadBeforeDecodingFailsHalfwayIsClosed() throws {
+        static let childVariable = "DBUS_DESCRIPTOR_LIMIT_CHILD"
+
+        /// The case below lowers the process's descriptor limit and fills every free descriptor number: run in
+        /// this process, any other test opening a file meanwhile failed with EMFILE (seen on a loaded machine). It
+        /// runs in a child of its own.
+        @Test func aDescriptorReadBeforeDecodingFailsHalfwayIsClosed() async throws {
+            let child = try childTestProcess(
+                running: "decodingFailsHalfwayUnderALoweredLimit", with: Self.childVariable, "1")
+            defer { child.kill(SIGKILL) }
+            try await waitUntil("the child is done", timeout: .seconds(60)) { child.exitStatus != nil }
+            #expect(child.exitStatus == 0, "\(child.output.suffix(3_000))")
+            #expect(
+                child.output.contains("decodingFailsHalfwayUnderALoweredLimit() passed"),
+                "\(child.output.suffix(3_000))")
+        }
+
+        @Test(.enabled(if: ProcessInfo.processInfo.environment[FileDescriptors.childVariable] != nil))
+        func decodingFailsHalfwayUnderALoweredLimit() throws {
             let pipe = try Descriptors.pipe()
             let message = try DBusMessage.methodCall(destination: nil, path: "/", interface: nil, member: "Two")
             try message.appendArguments([.unixFileDescriptor(pipe.write), .unixFileDescriptor(pipe.write)])
