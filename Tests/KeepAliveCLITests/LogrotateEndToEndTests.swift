@@ -57,7 +57,9 @@ struct LogrotateEndToEndTests {
             process.signal(SIGTERM)
             #expect(try await process.waitForExit(within: .seconds(10)) == 0, "\(process.standardError.suffix(3_000))")
             // Every record is in one of the three files, each once, in seq order: none lost at either switch.
-            let all = CLITests.records(Self.text(rotated) + Subprocess.readAll(removed) + Self.text(output))
+            // readAll closes what it reads: a duplicate, so that `removed` is closed once, by its defer (a second
+            // close would close whatever descriptor another test had been given that number meanwhile).
+            let all = CLITests.records(Self.text(rotated) + Subprocess.readAll(dup(removed)) + Self.text(output))
             #expect(all.map(\.seq) == Array(0..<all.count), "\(all.map(\.seq))")
             #expect(!process.standardError.contains("cannot write"))
         }
