@@ -33,11 +33,12 @@ extension DBusTests {
                 #expect((streamError as? DBusError)?.code == .disconnected)
                 #expect(await client.state == .disconnected)
 
-                // Later calls fail at once.
+                // Later calls fail at once, not after a call's timeout (25 s). The bound says only that: 100 ms
+                // under AddressSanitizer and a loaded CI machine measured 380 ms.
                 let again = clock.now
                 let error = await #expect(throws: DBusError.self) { _ = try await EchoService.call(client, "Ping") }
                 #expect(error?.code == .disconnected)
-                #expect(clock.now - again < .milliseconds(100 * sanitizerSlowdown))
+                #expect(clock.now - again < .seconds(2 * sanitizerSlowdown))
                 await #expect(throws: DBusError.self) { _ = try await client.signals(matching: MatchRule()) }
             }
         }
