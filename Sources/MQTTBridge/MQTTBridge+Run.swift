@@ -168,7 +168,7 @@ extension MQTTBridge {
             var interrupted = false
             for (entry, record) in batch {
                 guard let record else {
-                    spool.withLock { $0.lose(entry) }
+                    spool.withLock { $0.loseUnreadableRecord() }
                     lost += 1
                     logger.error(
                         "a spooled record no longer reads back whole; counted as dropped",

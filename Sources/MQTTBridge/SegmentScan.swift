@@ -143,7 +143,9 @@ struct DamageCounter {
         segment: String, offset: Int, size: Int, framed: Int, unframedBytes: Int, straddlesMark: Bool
     ) {
         let fewest = straddlesMark ? 1 : UInt64(framed) + (unframedBytes > 0 ? 1 : 0)
-        let report = Report(segment: segment, offset: offset, size: size, lost: fewest, exact: unframedBytes == 0)
+        // Exact when every byte of the run lay in frames whose header held, and none of them before the mark.
+        let report = Report(
+            segment: segment, offset: offset, size: size, lost: fewest, exact: unframedBytes == 0 && !straddlesMark)
         events.append(.damaged(report, countable: !straddlesMark))
     }
 

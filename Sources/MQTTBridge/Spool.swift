@@ -31,7 +31,7 @@
 /// size (offsets, and so the acknowledged mark, stay valid; the file is replaced by a rename, so a crash leaves the
 /// old or the new) and cuts damage that runs to the end of a file. Each run is reported once (``damage``), and the
 /// records it cost (``DamageCounter``) are added to ``dropped`` and ``corrupt``. A record that no longer reads back
-/// whole at delivery is counted the same way (``lose(_:)``).
+/// whole at delivery is counted the same way (``loseUnreadableRecord()``).
 ///
 /// ## Bound
 /// When the segments exceed ``limit`` bytes, whole oldest segments are deleted; their unacknowledged records
@@ -293,7 +293,7 @@ final class Spool {
 
     /// A pending record that no longer reads back whole (damaged since the spool was opened) is lost: counted in
     /// ``dropped`` and ``corrupt``, written down with the next acknowledgement.
-    func lose(_ entry: Entry) {
+    func loseUnreadableRecord() {
         dropped += 1
         corrupt += 1
     }

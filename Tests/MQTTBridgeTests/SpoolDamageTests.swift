@@ -151,7 +151,7 @@ import Testing
         let entries = spool.entries(after: nil, count: .max)
         let records = try spool.read(entries)
         #expect(records.map { $0?.sequence } == [0, 1, nil, 3, 4])
-        spool.lose(entries[entries.startIndex + 2])
+        spool.loseUnreadableRecord()
         try spool.acknowledge(through: entries[entries.startIndex + 2].id)
         #expect(spool.dropped == 1 && spool.corrupt == 1)
         spool.close()
