@@ -160,11 +160,20 @@ public final class Daemon: Service {
         }
         // The spool first: a line in the output is then always in the spool too (RecordSequencer).
         var sinks: [any RecordSink] = []
-        if let bridge { sinks.append(MQTTRecordSink(bridge, configuration: configuration, logger: logger)) }
+        if let bridge {
+            sinks.append(
+                MQTTRecordSink(
+                    bridge, configuration: configuration, status: statusBoard, notifier: options.notifier,
+                    logger: logger))
+        }
         if options.writesRecords, configuration.output != .none {
-            let output = try JSONLinesSink(output: configuration.output) { [logger, configuration] why in
-                logger.notice("\(why)", metadata: ["output": "\(configuration.output)"])
-            }
+            let output = try JSONLinesSink(
+                output: configuration.output,
+                onReopen: { [logger, configuration] why in
+                    logger.notice("\(why)", metadata: ["output": "\(configuration.output)"])
+                },
+                reporter: SinkTrouble.Reporter(
+                    sink: "the output file", status: statusBoard, notifier: options.notifier, logger: logger))
             sinks.append(output)
             self.output = output
         } else {

@@ -28,6 +28,10 @@ public struct BridgeError: Error, Sendable, Hashable, CustomStringConvertible {
     /// The system call that failed, e.g. `fdatasync`.
     public var call: String?
     public var errno: Int32?
+    /// From ``MQTTBridge/submit(device:sequence:succeeded:readings:payload:)``: the record is not in the spool and
+    /// will never be sent (it is counted on ``BridgeStatistics/dropped``). False when it was written and only what
+    /// came after failed (a sync, removing an old segment): it may still be delivered.
+    public var recordLost = false
 
     public init(code: Code, message: String, call: String? = nil, errno: Int32? = nil) {
         self.code = code

@@ -4,8 +4,8 @@ public struct BridgeStatistics: Sendable, Hashable {
     public var spooled: UInt64
     /// Records the broker acknowledged (PUBACK at QoS 1).
     public var delivered: UInt64
-    /// Records dropped because the spool was full or damaged (since the spool directory was created: the count
-    /// is kept on disk, and published retained on `<prefix>/<gateway>/dropped`).
+    /// Records dropped because the spool was full, damaged or could not be written (since the spool directory was
+    /// created: the count is kept on disk, and published retained on `<prefix>/<gateway>/dropped`).
     public var dropped: UInt64
     /// Records in the spool not yet acknowledged.
     public var pending: Int
@@ -14,6 +14,9 @@ public struct BridgeStatistics: Sendable, Hashable {
     /// Records lost to damage in the spool (a torn tail after a crash, a flipped bit, a zeroed page), found at
     /// start or at delivery; also counted in ``dropped``.
     public var corrupt: UInt64
+    /// Records that could not be written to the spool (a full disk, a file made read-only) since the bridge was
+    /// created; also counted in ``dropped``.
+    public var unwritten: UInt64
     /// Connected to the broker now.
     public var connected: Bool
 }

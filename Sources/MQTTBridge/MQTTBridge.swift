@@ -139,7 +139,9 @@ public final class MQTTBridge: Service, Sendable {
     ///   - payload: the record's JSON object, UTF-8, without the newline.
     /// - Throws: `.unknownDevice`; `.spool` when the write or sync failed (the record is not spooled durably;
     ///   after a failed sync it may still be delivered);
-    ///   `.invalidConfiguration` for a record larger than an eighth of the spool's limit.
+    ///   `.invalidConfiguration` for a record larger than an eighth of the spool's limit. A record that was not
+    ///   written is lost (``BridgeError/recordLost``), counted on ``BridgeStatistics/dropped`` and the `dropped`
+    ///   topic.
     public func submit(
         device: String, sequence: UInt64, succeeded: Bool, readings: [Reading] = [], payload: [UInt8]
     ) throws(BridgeError) {
@@ -155,7 +157,18 @@ public final class MQTTBridge: Service, Sendable {
                 (try spool.appendDeferringSync(record), spool.dropped, spool.pending.last?.id)
             }
         }
-        let ((dropped, pendingSync), total, entryID) = try appended.get()
+        let ((dropped, pendingSync), total, entryID): ((UInt64, Spool.PendingSync?), UInt64, UInt64?)
+        do {
+            ((dropped, pendingSync), total, entryID) = try appended.get()
+        } catch {
+            // Lost, not merely late: said on `dropped` at once (the count reaches the disk with the next mark).
+            if error.recordLost {
+                let total = spool.withLock { $0.dropped }
+                state.withLock { $0.enqueue(.message(retained(topics.dropped, "\(total)"))) }
+                wakeupContinuation.yield()
+            }
+            throw error
+        }
         if dropped > 0 {
             logger.warning(
                 "spool full: dropped the oldest records", metadata: ["dropped": "\(dropped)", "total": "\(total)"])
@@ -288,7 +301,7 @@ public final class MQTTBridge: Service, Sendable {
             BridgeStatistics(
                 spooled: spool.appended, delivered: spool.delivered, dropped: spool.dropped,
                 pending: spool.pendingCount,
-                spoolBytes: spool.bytes, corrupt: spool.corrupt, connected: connected)
+                spoolBytes: spool.bytes, corrupt: spool.corrupt, unwritten: spool.unwritten, connected: connected)
         }
     }
 

@@ -79,6 +79,8 @@ final class Spool {
     private(set) var dropped: UInt64 = 0
     /// Records lost to damage (also counted in ``dropped``).
     private(set) var corrupt: UInt64 = 0
+    /// Records that could not be written (a full disk; also counted in ``dropped``), since the spool was opened.
+    private(set) var unwritten: UInt64 = 0
     /// The damaged runs the last recovery found, one each.
     private(set) var damage: [DamageCounter.Report] = []
     /// Whether recovery found the acknowledged mark damaged in both copies (everything was then replayed).
@@ -179,8 +181,22 @@ final class Spool {
     }
 
     /// Writes `record` at the end of the newest segment (beginning a new one when it would pass
-    /// ``segmentLimit``) and makes it pending; returns the segment's index.
+    /// ``segmentLimit``) and makes it pending; returns the segment's index. A record that could not be written
+    /// (a full disk) is lost: counted in ``dropped`` and ``unwritten``, the error marked
+    /// ``BridgeError/recordLost``.
     private func write(_ record: SpoolRecord) throws(BridgeError) -> Int {
+        do {
+            return try writeOrFail(record)
+        } catch {
+            dropped += 1
+            unwritten += 1
+            var lost = error
+            lost.recordLost = true
+            throw lost
+        }
+    }
+
+    private func writeOrFail(_ record: SpoolRecord) throws(BridgeError) -> Int {
         let bytes = record.encoded()
         guard bytes.count <= segmentLimit else {
             throw BridgeError(

@@ -31,6 +31,11 @@ public struct OutputError: Error, Sendable, Hashable, CustomStringConvertible {
 /// A file output follows logrotate: ``reopen()`` (the daemon calls it on SIGHUP) opens the path again, and a file
 /// moved away or removed is noticed at the next write, which then goes to a new file at the path.
 ///
+/// A write into a regular file that fails (a full disk) loses that record's line only: the part of it that went
+/// out is cut off again (or, if that fails too, the next line starts on a fresh line), the loss is reported
+/// (``SinkTrouble``), and the records go on to the other sinks and, once there is room, to this one. A write to a
+/// pipe or terminal that fails (the reader is gone) stops the output.
+///
 /// The schema is in the README ("Output"). Timestamps are wall-clock UTC, RFC 3339 with milliseconds.
 public final class JSONLinesSink: RecordSink {
     /// Where the lines go: standard output, or a file (regular, or a FIFO a reader drains).
@@ -41,14 +46,25 @@ public final class JSONLinesSink: RecordSink {
     public let neverBlocks: Bool
     /// Told when the file was opened again, and why (for the log).
     private let onReopen: (@Sendable (String) -> Void)?
+    /// Lines lost to a file that cannot be written, and whether the last one was left cut short.
+    private let trouble = Locked((account: SinkTrouble(), unterminated: false))
+    private let reporter: SinkTrouble.Reporter?
 
     /// Opens the output: standard output, or a file opened for appending (created 0640 when missing). `.none` is
     /// no output: the daemon makes no sink for it. `onReopen` hears of each time the file is opened again.
-    public init(
+    public convenience init(
         output: DaemonConfiguration.Output, onReopen: (@Sendable (String) -> Void)? = nil
+    ) throws(OutputError) {
+        try self.init(output: output, onReopen: onReopen, reporter: nil)
+    }
+
+    /// The daemon's: lines lost to a full disk are reported through `reporter`.
+    init(
+        output: DaemonConfiguration.Output, onReopen: (@Sendable (String) -> Void)?, reporter: SinkTrouble.Reporter?
     ) throws(OutputError) {
         self.output = output
         self.onReopen = onReopen
+        self.reporter = reporter
         switch output {
         case .none:
             descriptor = Locked((-1, false, 0, 0))
@@ -119,24 +135,49 @@ public final class JSONLinesSink: RecordSink {
         return fstat(fd, &status) == 0 && status.st_mode & S_IFMT == S_IFREG
     }
 
-    /// Writes the record's line. A failed write (EPIPE, ENOSPC…) stops the output: the sequencer sends no later
-    /// record anywhere.
+    /// Writes the record's line. A failed write to a regular file (ENOSPC, EDQUOT, EIO…) loses this line only and
+    /// is reported; a failed write to anything else (EPIPE) stops the output: the sequencer sends no later record
+    /// anywhere.
     public func accept(_ record: SequencedRecord) throws(OutputError) {
         // Under this sink's own lock (never another's): a close cannot free the descriptor mid-write.
         var reopened = false
+        var event: SinkTrouble.Event?
         let error: OutputError? = descriptor.withLock { descriptor -> OutputError? in
             guard descriptor.fd >= 0 else { return nil }
             if case .file(let path) = output, Self.moved(descriptor, path: path) {
                 do throws(OutputError) {
                     try Self.replace(&descriptor, path: path)
                     reopened = true
+                    trouble.withLock { $0.unterminated = false }
                 } catch {
                     return error
                 }
             }
-            return Self.writeAll(record.line + "\n", to: descriptor.fd, path: output.description)
+            let fd = descriptor.fd
+            return trouble.withLock { trouble -> OutputError? in
+                let line = (trouble.unterminated ? "\n" : "") + record.line + "\n"
+                let (written, failed) = ProcessIO.writeCounting(line, to: fd)
+                let now = Duration.nanoseconds(clockNanoseconds(CLOCK_MONOTONIC))
+                guard let failed else {
+                    trouble.unterminated = false
+                    if trouble.account.isFailing { event = trouble.account.wrote(at: now) }
+                    return nil
+                }
+                let error = OutputError(path: output.description, errno: failed, operation: "write to")
+                guard neverBlocks else { return error }
+                // A regular file: lose this line only. What went out of it is cut off again.
+                if written > 0 {
+                    var status = stat()
+                    trouble.unterminated =
+                        fstat(fd, &status) != 0 || ftruncate(fd, status.st_size - off_t(written)) != 0
+                }
+                event = trouble.account.failed(
+                    sequence: record.sequence, reason: String(cString: strerror(failed)), at: now)
+                return nil
+            }
         }
         if reopened { onReopen?("the output file was moved or removed; writing to a new one at its path") }
+        if let event { reporter?.report(event) }
         if let error { throw error }
     }
 

@@ -2,7 +2,7 @@ internal import CLinux
 internal import Basics
 
 #if canImport(Glibc)
-internal import Glibc
+    internal import Glibc
 #endif
 
 /// The process's raw output and signals, shared by the daemon and the `keepalive` command.
@@ -11,20 +11,26 @@ public enum ProcessIO {
     /// returns), retrying on EINTR and short writes. Returns the errno that stopped it, or `nil`.
     @discardableResult
     public static func write(_ text: String, to descriptor: Int32) -> Int32? {
+        writeCounting(text, to: descriptor).error
+    }
+
+    /// ``write(_:to:)``, also saying how many bytes went out before an error (a full disk may take part of a
+    /// line).
+    static func writeCounting(_ text: String, to descriptor: Int32) -> (written: Int, error: Int32?) {
         var text = text
-        return text.withUTF8 { buffer -> Int32? in
-            guard let base = buffer.baseAddress else { return nil }
+        return text.withUTF8 { buffer -> (Int, Int32?) in
+            guard let base = buffer.baseAddress else { return (0, nil) }
             var offset = 0
             while offset < buffer.count {
                 let written = Glibc.write(descriptor, base + offset, buffer.count - offset)
                 if written < 0 {
                     if errno == EINTR { continue }
-                    return errno
+                    return (offset, errno)
                 }
-                if written == 0 { return EIO }
+                if written == 0 { return (offset, EIO) }
                 offset += written
             }
-            return nil
+            return (offset, nil)
         }
     }
 
@@ -37,10 +43,13 @@ public enum ProcessIO {
     public static func signals(_ numbers: [Int32]) -> (stream: AsyncStream<Int32>, cancel: @Sendable () -> Void) {
         let (stream, continuation) = AsyncStream<Int32>.makeStream()
         let subscription = SignalRelay.shared.subscribe(numbers, continuation)
-        return (stream, {
-            SignalRelay.shared.unsubscribe(subscription)
-            continuation.finish()
-        })
+        return (
+            stream,
+            {
+                SignalRelay.shared.unsubscribe(subscription)
+                continuation.finish()
+            }
+        )
     }
 }
 
