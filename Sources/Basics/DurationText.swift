@@ -159,6 +159,31 @@ package enum MessageText {
         }
         return escaped.count > 40 ? escaped.prefix(39).joined() + "…" : escaped.joined()
     }
+
+    /// `text` with its control characters (C0, DEL, C1: an ESC sequence that would recolour or clear a terminal, a
+    /// newline that would start a forged log line) written out as Swift escapes (`\u{1B}`, `\n`); the rest as it
+    /// is, whatever its length.
+    package static func escaped(_ text: String) -> String {
+        // Almost every text has none: a byte scan. C1 controls are U+0080–U+009F, 0xC2 0x80–0x9F in UTF-8.
+        guard text.utf8.contains(where: { $0 < 0x20 || $0 == 0x7F || $0 == 0xC2 }) else { return text }
+        var result = ""
+        for scalar in text.unicodeScalars {
+            if scalar.properties.generalCategory == .control {
+                result += scalar.escaped(asASCII: true)
+            } else {
+                result.unicodeScalars.append(scalar)
+            }
+        }
+        return result
+    }
+
+    /// An MQTT topic for a log line or an answer: whole up to 120 bytes, else its first 60 and last 40 characters
+    /// around how long it was (a topic may be 65,535 bytes long, and is echoed in several places); controls
+    /// escaped.
+    package static func topic(_ topic: String) -> String {
+        guard topic.utf8.count > 120 else { return escaped(topic) }
+        return escaped(String(topic.prefix(60))) + "…(\(topic.utf8.count) bytes)…" + escaped(String(topic.suffix(40)))
+    }
 }
 
 extension StringProtocol {

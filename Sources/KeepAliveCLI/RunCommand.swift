@@ -1,4 +1,5 @@
 import ArgumentParser
+import Basics
 import KeepAliveDaemon
 import Logging
 import ServiceLifecycle
@@ -152,7 +153,8 @@ struct RunCommand: AsyncParsableCommand {
                 """
             )
         }
-        return lines.joined(separator: "\n")
+        // Names, paths and topics come from the file: an ESC sequence in one must not reach the terminal.
+        return lines.map(MessageText.escaped).joined(separator: "\n")
     }
 }
 
@@ -164,7 +166,7 @@ func loadConfiguration(_ path: String) throws -> DaemonConfiguration {
         try configuration.checkFiles()
         return configuration
     } catch {
-        writeOut("keepalive: \(error)\n", to: 2)
+        writeOut("keepalive: \(MessageText.escaped("\(error)"))\n", to: 2)
         throw ExitCode(78)
     }
 }

@@ -32,6 +32,8 @@ struct BridgeState {
     }
 
     var devices: [String: DeviceState] = [:]
+    /// Answers to rejected commands, limited per device and per gateway.
+    var answers = AnswerLimiter()
     /// Device name by sanitised topic level, to route commands.
     var deviceByLevel: [String: String] = [:]
     var outgoing: [Outgoing] = []

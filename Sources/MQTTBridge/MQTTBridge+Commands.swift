@@ -3,9 +3,17 @@ import KeepAlive
 import Logging
 import MQTT
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 extension MQTTBridge {
     /// A command that cannot be carried out, and where to say so.
     struct CommandRejection: Error, Sendable, Hashable {
+        /// Why, in a word, for the log's folding of repeats: `unknownDevice`, `tooLong`, `retained`, `notADuration`.
+        var kind: String
+        /// The device (its name), or nil for a topic that names none configured (answered on the gateway's topic).
+        var device: String?
         var topic: String
         var message: String
     }
@@ -29,15 +37,35 @@ extension MQTTBridge {
             case .success(nil):
                 continue
             case .failure(let rejection):
-                logger.warning(
-                    "command rejected", metadata: ["topic": "\(message.topic)", "reason": "\(rejection.message)"])
-                let reply = MQTTOutgoingMessage(
-                    topic: rejection.topic, payload: Array(rejection.message.utf8), qos: configuration.qos,
-                    retain: false)
-                state.withLock { $0.enqueue(.message(reply)) }
-                wakeupContinuation.yield()
+                reject(rejection)
             }
         }
+    }
+
+    /// Logs a rejected command and answers it on its error topic. The log line names the device (the gateway for
+    /// a topic naming none), the kind and its source, so the daemon's log folds a flood of them into one line and a
+    /// summary (an hour later or at shutdown; not when the device polls well, the source being the sender);
+    /// the answers are limited per device and per gateway (``AnswerLimiter``), and one that goes out after some
+    /// were withheld says how many.
+    private func reject(_ rejection: CommandRejection) {
+        let device = rejection.device ?? configuration.gateway
+        logger.warning(
+            "command rejected",
+            metadata: [
+                "device": "\(device)", "error": "\(rejection.kind)", "reason": "\(rejection.message)", "source": "mqtt",
+            ])
+        let now = Duration.nanoseconds(clockNanoseconds(CLOCK_MONOTONIC))
+        let sent = state.withLock { state -> Bool in
+            guard case .send(let withheld) = state.answers.admit(device, at: now) else { return false }
+            let note = withheld == 0 ? "" : " (\(withheld) more rejected since the last answer here, not answered)"
+            state.enqueue(
+                .message(
+                    MQTTOutgoingMessage(
+                        topic: rejection.topic, payload: Array((rejection.message + note).utf8),
+                        qos: configuration.qos, retain: false)))
+            return true
+        }
+        if sent { wakeupContinuation.yield() }
     }
 
     /// The command in `message`, nil for a message that is not one, or why it is refused with the topic to answer
@@ -61,26 +89,32 @@ extension MQTTBridge {
         // An empty payload is how MQTT clears a retained message: as an interval, no command and nothing to answer.
         // (An empty poll is still a poll: `mosquitto_pub -n` is a natural way to ask for one.)
         if message.payload.isEmpty, kind == "interval/set" { return .success(nil) }
+        // Topics are up to 65,535 bytes and come from anyone: shortened wherever they are repeated.
+        let shown = MessageText.topic(message.topic)
         guard let device = state.withLock({ $0.deviceByLevel[String(level)] }) else {
             return .failure(
                 CommandRejection(
-                    topic: topics.gatewayError,
+                    kind: "unknownDevice", device: nil, topic: topics.gatewayError,
                     message:
-                        "\(message.topic): no device \"\(level)\" is configured on gateway \(configuration.gateway)"))
+                        """
+                        \(shown): no device \"\(MessageText.shown(level))\" is configured on gateway \
+                        \(configuration.gateway)
+                        """))
+        }
+        func rejected(_ kind: String, _ why: String) -> Result<BridgeCommand?, CommandRejection> {
+            .failure(
+                CommandRejection(kind: kind, device: device, topic: topics.error(device), message: "\(shown): \(why)"))
         }
         guard message.payload.count <= configuration.maximumCommandBytes else {
-            return .failure(
-                CommandRejection(
-                    topic: topics.error(device),
-                    message: "\(message.topic): payload of \(message.payload.count) bytes is longer than "
-                        + "\(configuration.maximumCommandBytes)"))
+            return rejected(
+                "tooLong",
+                "payload of \(message.payload.count) bytes is longer than \(configuration.maximumCommandBytes)")
         }
         if message.retain {
-            return .failure(
-                CommandRejection(
-                    topic: topics.error(device),
-                    message: "\(message.topic): a retained command is refused: the broker would hand it over again at "
-                        + "every start; publish it without retain, and clear this one with an empty retained message"))
+            return rejected(
+                "retained",
+                "a retained command is refused: the broker would hand it over again at every start; publish it "
+                    + "without retain, and clear this one with an empty retained message")
         }
         if kind == "poll" {
             return .success(.pollNow(device: device))
@@ -91,8 +125,7 @@ extension MQTTBridge {
         case .success(let interval):
             return .success(.setInterval(device: device, interval))
         case .failure(let problem):
-            return .failure(
-                CommandRejection(topic: topics.error(device), message: "\(message.topic): \(problem.message)"))
+            return rejected("\(problem.kind)", problem.message)
         }
     }
 }

@@ -62,3 +62,23 @@ extension Result {
         return nil
     }
 }
+
+/// Text from a file or the network, as logs and terminals get it.
+@Suite("Message text")
+struct MessageTextTests {
+    @Test func controlCharactersAreSpelledOutAndTheRestKept() {
+        #expect(MessageText.escaped("sensor-1 °C") == "sensor-1 °C")
+        #expect(MessageText.escaped("a\u{1B}[2Jb") == "a\\u{1B}[2Jb")
+        #expect(MessageText.escaped("line\nforged") == "line\\nforged")
+        #expect(MessageText.escaped("del\u{7F} csi\u{9B}") == "del\\u{7F} csi\\u{009B}")
+    }
+
+    @Test func aLongTopicIsShortenedAroundItsLength() {
+        let short = "keepalive/gw/sensor-1/poll"
+        #expect(MessageText.topic(short) == short)
+        let long = "keepalive/gw/" + String(repeating: "x", count: 65_000) + "/poll"
+        let shown = MessageText.topic(long)
+        #expect(shown.hasPrefix("keepalive/gw/xxx") && shown.hasSuffix("xxx/poll"))
+        #expect(shown.contains("…(65018 bytes)…") && shown.count < 120)
+    }
+}

@@ -56,4 +56,23 @@ struct CheckMeansRunTests {
         let result = try await CommandProcess.run(["run", "--config", file.path, "--check"])
         #expect(result.status == 0, "\(result.stderr)")
     }
+
+    /// A name with an ESC sequence (one that would clear the operator's screen) is shown spelled out, by `--check`
+    /// and in the log of `run`.
+    @Test func namesFromTheFileReachNoTerminalRaw() async throws {
+        try await CLITests.withSimulator(devices: 1) { bus, _ in
+            let file = try TemporaryFile(
+                name: "escapes.yaml",
+                contents:
+                    "interval: 1s\ndevices:\n  - {name: \"evil\\e[2J\", address: C0:FF:EE:00:00:09, read: [2a19]}\n")
+            defer { file.remove() }
+            let check = try await CommandProcess.run(["run", "--config", file.path, "--check"])
+            #expect(check.status == 0, "\(check.stderr)")
+            #expect(check.stdout.contains("evil\\u{1B}[2J") && !check.stdout.contains("\u{1B}"), "\(check.stdout)")
+            // The device is not in the simulator: its poll fails, and the warning names it.
+            let run = try await CommandProcess.run(["run", "--config", file.path, "--bus", bus.address, "--ticks", "1"])
+            #expect(run.stderr.contains("evil\\u{1B}[2J"), "\(run.stderr)")
+            #expect(!run.stderr.contains("\u{1B}") && !run.stdout.contains("\u{1B}"))
+        }
+    }
 }

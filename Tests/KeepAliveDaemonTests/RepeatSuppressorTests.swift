@@ -60,4 +60,17 @@ struct RepeatSuppressorTests {
         #expect(repeats.admit(aborted, at: .seconds(600), stamp: "") == .log)
         #expect(repeats.flushAll().isEmpty)
     }
+
+    @Test func aRejectedCommandIsNotForgivenWhenTheDevicePollsWell() {
+        var repeats = RepeatSuppressor()
+        let rejected = RepeatSuppressor.Key(
+            label: "keepalive", message: "command rejected", device: "sensor-1", errorClass: "notADuration",
+            source: "mqtt")
+        #expect(repeats.admit(rejected, at: .zero, stamp: "first") == .log)
+        #expect(repeats.admit(rejected, at: .milliseconds(1), stamp: "second") == .suppress)
+        // The sensor answers: its poll warnings end, the sender's bad commands do not.
+        #expect(repeats.flush(device: "sensor-1").isEmpty)
+        #expect(repeats.admit(rejected, at: .milliseconds(2), stamp: "third") == .suppress)
+        #expect(repeats.flushAll().map(\.repeated) == [2])
+    }
 }

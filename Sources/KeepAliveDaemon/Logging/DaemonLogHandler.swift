@@ -67,8 +67,9 @@ public struct DaemonLogHandler: LogHandler {
     /// One line, as ``log(event:)`` writes it, without the repeat check (the summaries' own lines).
     func write(level: Logger.Level, message text: String, metadata merged: Logger.Metadata) {
         var line = ""
-        // One entry, one line: a newline in a message would start a journal line with no priority.
-        let message = text.replacingNewlines
+        // One entry, one line: a newline in a message would start a journal line with no priority, and an ESC
+        // sequence from a configured name or a topic would reach the operator's terminal. Controls are spelled out.
+        let message = MessageText.escaped(text)
         switch style {
         case .journal:
             line = "<\(Self.syslogPriority(level))>\(level) \(label): \(message)"
@@ -84,13 +85,16 @@ public struct DaemonLogHandler: LogHandler {
         ProcessIO.write(line, to: STDERR_FILENO)
     }
 
+    /// A metadata value: as it is, or in JSON quotes when it has a blank, a quote, `=` or a newline; control
+    /// characters escaped either way (JSON's escapes inside quotes).
     private static func quoted(_ value: String) -> String {
         guard value.isEmpty || value.contains(where: { $0 == " " || $0 == "\"" || $0 == "=" || $0.isNewline }) else {
-            return value
+            return MessageText.escaped(value)
         }
         var text = ""
         JSONString.append(value, to: &text)
-        return text
+        // JSON escapes C0; DEL and C1 are left to this.
+        return MessageText.escaped(text)
     }
 
     private static func syslogPriority(_ level: Logger.Level) -> Int {
@@ -112,22 +116,5 @@ public struct DaemonLogHandler: LogHandler {
         case .warning: "\u{1B}[33m"
         case .error, .critical: "\u{1B}[31m"
         }
-    }
-}
-
-extension String {
-    /// `\n` and `\r` spelled out, so one log entry stays one line.
-    var replacingNewlines: String {
-        guard contains(where: \.isNewline) else { return self }
-        var result = ""
-        for character in self {
-            switch character {
-            case "\n": result += "\\n"
-            case "\r": result += "\\r"
-            case "\r\n": result += "\\r\\n"
-            default: result.append(character)
-            }
-        }
-        return result
     }
 }

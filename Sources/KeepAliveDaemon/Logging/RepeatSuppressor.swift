@@ -17,12 +17,17 @@ public struct RepeatSuppressor: Sendable {
         public var device: String
         /// The error's class: its code (`connectionAborted`), not its text, which may carry changing details.
         public var errorClass: String
+        /// Empty for a warning about the device's polls; else where the trouble came from (`mqtt` for a command
+        /// rejected). The device working again ends the counting of the former only: a client sending bad commands
+        /// goes on whether the sensor answers or not.
+        public var source: String
 
-        public init(label: String, message: String, device: String, errorClass: String) {
+        public init(label: String, message: String, device: String, errorClass: String, source: String = "") {
             self.label = label
             self.message = message
             self.device = device
             self.errorClass = errorClass
+            self.source = source
         }
     }
 
@@ -92,9 +97,10 @@ public struct RepeatSuppressor: Sendable {
         return summary.map { .summarize($0) } ?? .log
     }
 
-    /// Ends the counting for `device` (it works again): the summaries of what was not logged.
+    /// Ends the counting for `device` (it works again): the summaries of what was not logged about its polls
+    /// (keys with no ``Key/source``).
     public mutating func flush(device: String) -> [Summary] {
-        let keys = entries.keys.filter { $0.device == device }
+        let keys = entries.keys.filter { $0.device == device && $0.source.isEmpty }
         return flush(keys)
     }
 

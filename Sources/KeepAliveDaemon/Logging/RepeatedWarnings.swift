@@ -39,7 +39,9 @@ public final class RepeatedWarnings: Sendable {
         }
         let text = "\(error)"
         let errorClass = text.firstIndex(of: ":").map { String(text[..<$0]) } ?? text
-        let key = RepeatSuppressor.Key(label: label, message: message, device: "\(device)", errorClass: errorClass)
+        let key = RepeatSuppressor.Key(
+            label: label, message: message, device: "\(device)", errorClass: errorClass,
+            source: metadata["source"].map { "\($0)" } ?? "")
         let stamp = WallClock.now().rfc3339
         let decision = state.withLock { state in
             state.levels[key] = (level, style)
@@ -78,7 +80,7 @@ public final class RepeatedWarnings: Sendable {
             metadata: [
                 "device": "\(summary.key.device)", "error": "\(summary.key.errorClass)", "first": "\(summary.first)",
                 "last": "\(summary.last)",
-            ]
+            ].merging(summary.key.source.isEmpty ? [:] : ["source": "\(summary.key.source)"]) { $1 }
         )
     }
 }
