@@ -61,7 +61,7 @@ RELEASE_FLAGS ?= --static-swift-stdlib -Xswiftc -use-ld=lld -Xlinker -z -Xlinker
 SWIFT_CLANG = $(dir $(realpath $(shell command -v $(SWIFT))))clang
 DESTDIR ?=
 
-.PHONY: deps build test demo bench tsan fidelity hil lab soak asan install clean docs doc-samples format-check
+.PHONY: deps build test demo bench tsan fidelity hil lab soak asan shipped install deb deb-check clean docs doc-samples format-check
 
 deps:
 	@missing=""; for p in $(APT_PACKAGES); do \
@@ -108,16 +108,22 @@ format-check:
 doc-samples: deps
 	.ci/check-doc-samples.sh
 
-# Installs the daemon as a service; see README.md ("Installing as a service") for what each file does. The
-# user comes first: dbus-daemon resolves the policy's user= when it loads it.
-install: deps
+# The shipped binary, in $(SHIPPED_SCRATCH) (make install and make deb; Benchmarks/run.py builds the same one in
+# .build-bench, which CI passes as SHIPPED_SCRATCH to package what it measured).
+SHIPPED_SCRATCH ?= .build-shipped
+SHIPPED_BINARY = $(SHIPPED_SCRATCH)/release/keepalive
+shipped: deps
 	@# SwiftPM does not recompile when only -Xswiftc flags change: objects from before -function-sections go.
 	@# Every object of one module, as Benchmarks/run.py checks: only the flag gives private functions sections (.text..L…).
-	@objects=$$(ls .build-shipped/release/KeepAlive.build/*.o 2>/dev/null); \
-	if [ -n "$$objects" ] && ! readelf -SW $$objects | grep -qF '.text..L'; then rm -rf .build-shipped; fi
+	@objects=$$(ls $(SHIPPED_SCRATCH)/release/KeepAlive.build/*.o 2>/dev/null); \
+	if [ -n "$$objects" ] && ! readelf -SW $$objects | grep -qF '.text..L'; then rm -rf $(SHIPPED_SCRATCH)/release; fi
 	Benchmarks/static-libraries.sh $(CURDIR)/.build-static $(SWIFT_CLANG)
-	PKG_CONFIG_PATH=$(CURDIR)/.build-static/pkgconfig $(SWIFT) build -c release --scratch-path .build-shipped $(RELEASE_FLAGS) --product keepalive
-	install -D -m755 "$$($(SWIFT) build -c release --scratch-path .build-shipped --show-bin-path)/keepalive" $(DESTDIR)$(PREFIX)/bin/keepalive
+	PKG_CONFIG_PATH=$(CURDIR)/.build-static/pkgconfig $(SWIFT) build -c release --scratch-path $(SHIPPED_SCRATCH) $(RELEASE_FLAGS) --product keepalive
+
+# Installs the daemon as a service; see README.md ("Installing as a service") for what each file does. The
+# user comes first: dbus-daemon resolves the policy's user= when it loads it.
+install: shipped
+	install -D -m755 $(SHIPPED_BINARY) $(DESTDIR)$(PREFIX)/bin/keepalive
 	install -D -m644 udev/keepalive.sysusers.conf $(DESTDIR)/usr/lib/sysusers.d/keepalive.conf
 	install -D -m644 udev/io.keepalive.conf $(DESTDIR)/etc/dbus-1/system.d/io.keepalive.conf
 	install -D -m644 udev/keepalive.service $(DESTDIR)/etc/systemd/system/keepalive.service
@@ -130,6 +136,25 @@ install: deps
 	  && udevadm control --reload && udevadm trigger --subsystem-match=bluetooth || true; \
 	  echo "installed: edit /etc/keepalive/keepalive.yaml, check with 'keepalive doctor --config /etc/keepalive/keepalive.yaml', then 'systemctl enable --now keepalive'"; \
 	fi
+
+# keepalive_<version>_<arch>.deb in .build-deb from the shipped binary (packaging/deb/build.sh), checked by
+# lintian (no error or warning; the one override says why). deb-check installs it in a clean Debian 12 root (the
+# qemu lab's image, read-only under an overlay): README.md, "Install on a gateway".
+DEB_DIR ?= .build-deb
+deb: shipped
+	@for p in dpkg-dev fakeroot lintian; do dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" \
+	  || { if [ "$$(id -u)" = 0 ]; then sudo=""; else sudo="sudo"; fi; \
+	       DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq $$p >/dev/null; }; done
+	rm -f $(DEB_DIR)/keepalive_*.deb
+	packaging/deb/build.sh $(SHIPPED_BINARY) $(DEB_DIR)
+	@# Shown with the overrides (an overridden tag still fails --fail-on there), then judged without them.
+	@echo "lintian --pedantic --show-overrides:"; lintian --pedantic --show-overrides --fail-on none \
+	  $(DEB_DIR)/keepalive_*.deb 2>&1 | grep -v "running with root privileges" || true
+	@lintian --pedantic --fail-on error,warning $(DEB_DIR)/keepalive_*.deb >/dev/null 2>&1 \
+	  || { echo "lintian: errors or warnings"; exit 1; }
+
+deb-check: deb
+	Tests/Deb/run.sh $(DEB_DIR)/keepalive_*.deb $(SHIPPED_BINARY)
 
 # The benchmark suite (issue #8, Benchmarks/run.py): the daemon against bleak and a C libdbus floor on one
 # simulator, idle wakeups, tick lateness, memory, start-up, the core and D-Bus, the MQTT bridge against

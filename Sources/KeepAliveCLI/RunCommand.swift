@@ -38,6 +38,14 @@ struct RunCommand: AsyncParsableCommand {
     @Flag(name: .long, help: "Check the configuration, print a summary and exit (0 valid, 78 not).")
     var check = false
 
+    @Flag(
+        name: .long,
+        help: """
+            For systemd's ExecCondition: exit 1 while the configuration names only simulated devices (C0:FF:EE:…, \
+            as the example does), else 0. Starts nothing; a file that does not load exits 0, for `run` to report.
+            """)
+    var condition = false
+
     @Option(name: .long, help: ArgumentHelp("Poll every device this many ticks, then exit.", valueName: "n"))
     var ticks: UInt64?
 
@@ -49,6 +57,23 @@ struct RunCommand: AsyncParsableCommand {
 
     func run() async throws {
         ignoreBrokenPipes()
+        if condition {
+            // Exit 1 (not 78): systemd then skips the start quietly, as a condition that does not hold, instead of
+            // failing the unit; a file that does not load is `run`'s to report, with its place.
+            guard let configuration = try? ConfigurationLoader.load(path: config),
+                configuration.namesOnlySimulatedDevices
+            else { return }
+            let file = MessageText.escaped(config)
+            writeOut(
+                """
+                keepalive: \(file) names only simulated devices \
+                (\(DaemonConfiguration.simulatedAddressPrefix)…, as the example does): not starting. Put your \
+                sensors' addresses in it, check it with `keepalive run --check --config \(file)`, then start the \
+                service.
+
+                """, to: 2)
+            throw ExitCode(1)
+        }
         var configuration = try loadConfiguration(config)
         if let output { configuration.output = output == "-" ? .standardOutput : .file(output) }
         if check {

@@ -75,4 +75,27 @@ struct CheckMeansRunTests {
             #expect(!run.stderr.contains("\u{1B}") && !run.stdout.contains("\u{1B}"))
         }
     }
+
+    /// The unit's ExecCondition: exit 1 (the start is skipped, not failed) while the file names only simulated
+    /// devices, as the installed example does; 0 once a real one is named, and 0 for a file that does not load
+    /// (`run` then fails with 78 and says where).
+    @Test func theConditionHoldsBackOnlyAnExampleOfSimulatedDevices() async throws {
+        let path =
+            String(#filePath.split(separator: "/", omittingEmptySubsequences: false).dropLast(3).joined(separator: "/"))
+            + "/Examples/keepalive.yaml"
+        let example = try await CommandProcess.run(["run", "--config", path, "--condition"])
+        #expect(example.status == 1, "\(example.stderr)")
+        #expect(example.stderr.contains("names only simulated devices"))
+        let real = try TemporaryFile(
+            name: "real.yaml",
+            contents: "devices:\n  - {name: a, address: C0:FF:EE:00:00:01, read: [2a19]}\n"
+                + "  - {name: b, address: A4:C1:38:0B:2D:11, read: [2a19]}\n")
+        defer { real.remove() }
+        let started = try await CommandProcess.run(["run", "--config", real.path, "--condition"])
+        #expect(started.status == 0, "\(started.stderr)")
+        let broken = try TemporaryFile(name: "broken.yaml", contents: "devices: [\n")
+        defer { broken.remove() }
+        let unreadable = try await CommandProcess.run(["run", "--config", broken.path, "--condition"])
+        #expect(unreadable.status == 0, "\(unreadable.stderr)")
+    }
 }

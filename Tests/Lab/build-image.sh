@@ -34,7 +34,9 @@ recipe=(build-image.sh init peripheral.py labd.py system-bus.conf main.conf)
 #   kmod               modprobe hci_vhci / virtio_net (no udev runs in the guest)
 #   socat              a TCP→unix-socket bridge for clients that only speak EXTERNAL auth (busctl, dbus-fast)
 #   iproute2           configures the guest's NIC for qemu user networking (no DHCP client in the guest)
-packages=(dbus bluez bluez-test-tools python3-dbus python3-gi kmod socat iproute2)
+#   systemd            not booted (the lab's own init runs): systemd-sysusers and systemd-analyze for the .deb's
+#                      install test (Tests/Deb/run.sh), which installs the package into this root under an overlay
+packages=(dbus bluez bluez-test-tools python3-dbus python3-gi kmod socat iproute2 systemd)
 kernel_packages=(linux-image-amd64)
 suite=bookworm
 

@@ -54,6 +54,10 @@ struct PackagingTests {
         #expect(settings["WatchdogSec"]?.last.map { !$0.isEmpty } == true)
         #expect(settings["SystemCallFilter"]?.contains("@system-service") == true)
         #expect(settings["ExecStart"]?.last?.contains(" run --config ") == true)
+        // The installed example names only simulated devices: the start is skipped until it names a real one.
+        #expect(
+            settings["ExecCondition"]?.last?.hasSuffix(" run --config /etc/keepalive/keepalive.yaml --condition")
+                == true)
     }
 
     @Test func dbusDaemonAcceptsThePolicy() async throws {

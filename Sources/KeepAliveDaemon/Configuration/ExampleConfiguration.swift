@@ -160,3 +160,15 @@ public enum ExampleConfiguration {
 
         """
 }
+
+extension DaemonConfiguration {
+    /// The prefix of the simulated devices' addresses (the example's and `bluez-sim`'s).
+    public static let simulatedAddressPrefix = "C0:FF:EE:"
+
+    /// Whether every device is a simulated one (`C0:FF:EE:…`): the example configuration as installed, which on a
+    /// gateway would poll nothing, forever. The installed unit's `ExecCondition` (`keepalive run --condition`)
+    /// keeps the daemon from starting until the file names a real device.
+    public var namesOnlySimulatedDevices: Bool {
+        devices.allSatisfy { $0.address.uppercased().hasPrefix(Self.simulatedAddressPrefix) }
+    }
+}
