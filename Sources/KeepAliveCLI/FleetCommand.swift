@@ -1,7 +1,12 @@
 import ArgumentParser
 import KeepAliveDaemon
 import Basics
+import Logging
 import MQTT
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// `keepalive fleet`: every gateway of a fleet and every shared device, from the broker.
 struct FleetCommand: AsyncParsableCommand {
@@ -12,14 +17,18 @@ struct FleetCommand: AsyncParsableCommand {
             Reads the fleet's retained topics (gateways' status and description, each shared device's lease and \
             every gateway's reach report) and the records on the state topics. On a terminal the table is \
             redrawn every second until Ctrl-C; otherwise (or with --json) one snapshot is printed after --wait. \
-            The broker and topic prefixes come from --config's mqtt: and fleet: sections unless given.
+            The broker, its user name and password file, TLS settings and the topic prefixes come from --config's \
+            mqtt: and fleet: sections unless given.
+
+            Exits 69 when the broker cannot be reached, does not answer or refuses the connection (a wrong \
+            password, say), 78 when --config cannot be used.
             """
     )
 
     @Option(name: .long, help: "The broker: mqtt://host:port (default: the configuration's).")
     var broker: String?
 
-    @Option(name: .long, help: "A configuration file to take the broker and prefixes from.")
+    @Option(name: .long, help: "A configuration file to take the broker, its credentials and the prefixes from.")
     var config: String?
 
     @Option(name: .long, help: "The fleet's topic prefix (default: the configuration's, else keepalive/fleet).")
@@ -33,6 +42,9 @@ struct FleetCommand: AsyncParsableCommand {
 
     @OptionGroup var logging: LoggingOptions
 
+    /// The exit status when the broker cannot be reached or refuses the connection (EX_UNAVAILABLE).
+    static let brokerUnavailable: Int32 = 69
+
     func run() async throws {
         ignoreBrokenPipes()
         logging.bootstrap()
@@ -41,15 +53,21 @@ struct FleetCommand: AsyncParsableCommand {
         var statePrefix = "keepalive"
         var fleetPrefix = prefix ?? "keepalive/fleet"
         var tls: MQTTConfiguration.TLS?
+        var credentials: MQTTConfiguration.Credentials?
         if let config {
-            let configuration = try ConfigurationLoader.load(path: config)
+            // As `run` loads it (a file it cannot use exits 78), and with the daemon's credentials: a broker that
+            // wants a password refuses a viewer without one.
+            let configuration = try loadConfiguration(config)
             if let mqtt = configuration.mqtt {
                 host = mqtt.host
                 port = mqtt.port
                 statePrefix = mqtt.topicPrefix
-                if mqtt.scheme == .tls {
-                    tls = MQTTConfiguration.TLS(
-                        caFile: mqtt.caFile, certificateFile: mqtt.certificateFile, keyFile: mqtt.keyFile)
+                tls = mqtt.tlsSettings
+                do {
+                    credentials = try mqtt.credentials(logger: Logger(label: "keepalive"))
+                } catch {
+                    writeOut("keepalive: \(config): mqtt.password_file: \(error)\n", to: STDERR_FILENO)
+                    throw ExitCode(78)
                 }
             }
             if prefix == nil, let fleet = configuration.fleet { fleetPrefix = fleet.topicPrefix }
@@ -61,13 +79,14 @@ struct FleetCommand: AsyncParsableCommand {
             guard let mqtt = parsed.mqtt else { throw ValidationError("--broker: not a broker address") }
             host = mqtt.host
             port = mqtt.port
-            tls = mqtt.scheme == .tls ? MQTTConfiguration.TLS.systemTrustStore : nil
+            // The configuration's CA and client certificate still apply to a broker given here.
+            tls = mqtt.scheme == .tls ? tls ?? MQTTConfiguration.TLS.systemTrustStore : nil
         }
         var random = SystemRandomNumberGenerator()
         let client = try MQTTClient(
             configuration: MQTTConfiguration(
                 host: host, port: port, clientID: "keepalive-fleet-view-\(random.next() % 1_000_000)", cleanStart: true,
-                sessionExpiryInterval: 0, tls: tls, threadName: "fleet-view"))
+                sessionExpiryInterval: 0, credentials: credentials, tls: tls, threadName: "fleet-view"))
         let view = Locked(FleetView(topicPrefix: fleetPrefix, statePrefix: statePrefix))
         let messages = client.messages
         let reader = Task {
@@ -79,7 +98,10 @@ struct FleetCommand: AsyncParsableCommand {
         do {
             try await client.connect()
         } catch {
-            throw ValidationError("cannot reach the broker \(host):\(port): \(error)")
+            // Not bad usage (64): the broker is away, silent or refuses us. sysexits(3)'s EX_UNAVAILABLE.
+            writeOut("keepalive: cannot connect to the MQTT broker: \(error)\n", to: STDERR_FILENO)
+            await client.close()
+            throw ExitCode(Self.brokerUnavailable)
         }
         for filter in view.withLock({ $0.filters }) { try await client.subscribe(filter) }
         let live = standardOutputIsTerminal && !json

@@ -78,6 +78,41 @@ public final class MosquittoBroker: Sendable {
         }
     }
 
+    /// The `listener` lines of a broker that lets in only `users` (name → password), from a password file made with
+    /// `mosquitto_passwd` at `passwordFile`; anonymous clients are refused. ``setPassword(_:for:in:)`` changes one
+    /// while the broker runs.
+    ///
+    /// ```swift
+    /// let passwords = directory + "/passwords"
+    /// let broker = try await MosquittoBroker.start(
+    ///     listener: try await MosquittoBroker.passwordListener(users: ["gateway": "secret"], passwordFile: passwords))
+    /// ```
+    public static func passwordListener(users: [String: String], passwordFile: String) async throws -> String {
+        var create = true
+        for (user, password) in users.sorted(by: { $0.key < $1.key }) {
+            try await setPassword(password, for: user, in: passwordFile, creating: create)
+            create = false
+        }
+        return "allow_anonymous false\npassword_file \(passwordFile)"
+    }
+
+    /// Sets `user`'s password in `passwordFile` (the broker's, from ``passwordListener(users:passwordFile:)``) and
+    /// has the broker reload it (SIGHUP): clients connecting from then on are checked against the new one.
+    public func setPassword(_ password: String, for user: String, in passwordFile: String) async throws {
+        try await Self.setPassword(password, for: user, in: passwordFile, creating: false)
+        signal(SIGHUP)
+    }
+
+    private static func setPassword(_ password: String, for user: String, in file: String, creating: Bool)
+        async throws
+    {
+        let made = try await Subprocess.run(
+            ["mosquitto_passwd", "-b"] + (creating ? ["-c"] : []) + [file, user, password])
+        guard made.status == 0 else {
+            throw MosquittoBrokerFailed(output: "mosquitto_passwd: \(made.standardError)")
+        }
+    }
+
     public var pid: pid_t { process.pid }
 
     /// Starts a new broker with the same configuration and port (after ``kill()``).

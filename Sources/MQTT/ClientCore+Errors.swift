@@ -1,3 +1,4 @@
+import Basics
 import CMosquitto
 
 // The errors `ClientCore` reports, each naming the broker (`host:port`), the user or client id and the topic
@@ -35,7 +36,20 @@ extension ClientCore {
             message: "broker \(configuration.broker) refused the connection of \(who)")
     }
 
+    /// The failed attempt's error for libmosquitto's `status`. With TLS, a broker that answered the ClientHello in
+    /// anything but TLS is named as a port without TLS, whatever OpenSSL made of it (an unexpected end of file, a
+    /// wrong version number), rather than blamed on its certificate.
     func connectError(_ status: MosquittoStatus, call: String) -> MQTTError {
+        if let reason = notTLSReason {
+            return MQTTError(
+                code: .tls, call: call, libraryText: firstLoggedError ?? status.text,
+                message:
+                    """
+                    broker \(configuration.broker) does not speak TLS on this port (plain MQTT, probably): \
+                    \(reason); use mqtt://, or the broker's TLS port (often 8883)
+                    """
+            )
+        }
         switch status.rawValue {
         case Int32(MOSQ_ERR_TLS.rawValue), Int32(MOSQ_ERR_TLS_HANDSHAKE.rawValue):
             return MQTTError(
@@ -59,6 +73,43 @@ extension ClientCore {
                 code: .connectionRefused, call: call, libraryText: status.text,
                 message: "cannot connect to broker \(configuration.broker)")
         }
+    }
+
+    /// What the broker did in answer to the TLS ClientHello that no TLS server does, or nil (it answered in TLS,
+    /// or this is no TLS connection): a handshake that then fails is the port's fault, not the certificate's.
+    ///
+    /// Seen on the socket (``ClientCore/TLSAnswer``) when the answer came after `mosquitto_connect` returned; an
+    /// answer already there when it began the handshake is read inside that call, and only OpenSSL's reason
+    /// tells then: "wrong version number" or "packet length too long" (bytes that are no TLS record), "unexpected
+    /// eof while reading" (closed without a word).
+    private var notTLSReason: String? {
+        let closed = "it closed the connection on the TLS handshake without answering it"
+        let plainText = "it answered the TLS handshake with something that is not TLS"
+        switch tlsAnswer {
+        case .closed: return closed
+        case .notTLS(let byte):
+            return "it answered the TLS handshake with a byte (0x\(Hex.string([byte]))) that starts no TLS record"
+        case .tls: return nil
+        case .none:
+            guard configuration.tls != nil, let reason = firstLoggedError else { return nil }
+            if reason.contains("wrong version number") || reason.contains("packet length too long") { return plainText }
+            if reason.contains("unexpected eof while reading") { return closed }
+            return nil
+        }
+    }
+
+    /// No CONNACK within ``MQTTConfiguration/connectTimeout`` of the TCP connection: names what the broker left
+    /// unanswered (with TLS and not a byte back, the handshake; else CONNECT) and the bound.
+    func connectTimeoutError() -> MQTTError {
+        let unanswered = configuration.tls != nil && tlsAnswer == .none ? "the TLS handshake" : "CONNECT"
+        return MQTTError(
+            code: .timeout,
+            message:
+                """
+                broker \(configuration.broker) accepted the connection but did not answer \(unanswered) within \
+                \(configuration.connectTimeoutText)
+                """
+        )
     }
 
     func publishError(_ status: MosquittoStatus, topic: String) -> MQTTError {

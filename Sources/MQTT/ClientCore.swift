@@ -11,8 +11,8 @@ import Basics
 ///
 /// The network loop is libmosquitto's `loop_read`/`loop_write`/`loop_misc`, driven by readiness of
 /// `mosquitto_socket()` (EPOLLIN always, EPOLLOUT only while `mosquitto_want_write()`), and by one deadline:
-/// the next keep-alive check while connected, the next reconnection while not. Idle, nothing is due before
-/// the keep-alive, so the thread sleeps until then.
+/// the next keep-alive check while connected, the end of ``MQTTConfiguration/connectTimeout`` while connecting,
+/// the next reconnection while not. Idle, nothing is due before the keep-alive, so the thread sleeps until then.
 final class ClientCore: @unchecked Sendable {
     // @unchecked Sendable: all mutable state is touched on `thread` only (the `MQTTClient` methods hop there
     // with `thread.async`); `configuration`, `thread`, the stream continuations are immutable and Sendable.
@@ -91,10 +91,32 @@ final class ClientCore: @unchecked Sendable {
     private var reconnectAttempt = 0
 
     // Per connection attempt (internal for ClientCore+Errors.swift; on the thread only).
-    private var connackError: MQTTError?
+    /// Why the attempt failed, when that is known before libmosquitto closes the socket (a CONNACK refusal, no
+    /// answer in time): reported rather than the closing's own error (a lost connection).
+    private var attemptError: MQTTError?
     var fallBackToV311 = false
     var firstLoggedError: String?
+    /// With TLS, what the broker sent first (see ``TLSAnswer``).
+    var tlsAnswer = TLSAnswer.none
+    /// When the attempt is given up if CONNACK has not come: ``MQTTConfiguration/connectTimeout`` after the TCP
+    /// connection (``ClientThread/now()``); nil while no attempt has a socket.
+    private var connectDeadline: Int64?
     private var isNewSocket = false
+
+    /// With TLS, what came back first after the ClientHello, peeked before OpenSSL reads it. OpenSSL reports a
+    /// port that does not speak TLS (a plain MQTT listener reads the ClientHello as a malformed packet and closes)
+    /// as a failed handshake, as it does a certificate that does not verify; this tells the two apart without
+    /// depending on OpenSSL's wording, which changes between versions.
+    enum TLSAnswer: Equatable {
+        /// Nothing yet.
+        case none
+        /// A TLS record (a handshake message or an alert).
+        case tls
+        /// The connection was closed or reset before a single byte came.
+        case closed
+        /// A first byte that starts no TLS record.
+        case notTLS(UInt8)
+    }
 
     /// Counts on_disconnect callbacks, so that a failed `loop_*` call that did not call it (libmosquitto's TLS
     /// handshake failure closes the socket silently) is handled as a disconnection here.
@@ -375,9 +397,11 @@ final class ClientCore: @unchecked Sendable {
     private func attemptConnection(automatic: Bool) {
         thread.setDeadline(nil)
         state = .connecting(automatic: automatic)
-        connackError = nil
+        attemptError = nil
         fallBackToV311 = false
         firstLoggedError = nil
+        tlsAnswer = .none
+        connectDeadline = nil
         let isV5 = protocolVersion == .v5
         var status = handle.setProtocolVersion(isV5 ? MQTT_PROTOCOL_V5 : MQTT_PROTOCOL_V311)
         if status.isSuccess {
@@ -394,12 +418,32 @@ final class ClientCore: @unchecked Sendable {
         isNewSocket = true
         lastIn = Self.monotonicSeconds()
         lastOut = lastIn
+        // `handle.connect` returns once TCP is connected (the TLS handshake and CONNECT follow on the socket).
+        connectDeadline = ClientThread.now() + configuration.connectTimeoutNanoseconds
         afterNetworkActivity()
+    }
+
+    /// CONNACK has not come within ``MQTTConfiguration/connectTimeout``: ends the attempt now with a `.timeout`
+    /// that says what the broker left unanswered, rather than at libmosquitto's keep-alive check (a minute later by
+    /// default, and then as an error without the reason). The socket is shut down and read, so that libmosquitto
+    /// closes it through its usual path; its on_disconnect then reports `attemptError`.
+    private func connectTimedOut() {
+        guard case .connecting = state else { return }
+        let error = connectTimeoutError()
+        attemptError = error
+        let before = disconnections
+        dropConnection()
+        socketReady(clinux_epollin)
+        // A shut-down socket reads its end at once, so libmosquitto has given up on it; should it not have, the
+        // attempt still ends here (the next `mosquitto_connect` closes the old socket).
+        if case .connecting = state, disconnections == before { connectionAttemptFailed(error) }
     }
 
     private func connectionAttemptFailed(_ error: MQTTError) {
         thread.unwatch()
         guard case .connecting(let automatic) = state else { return }
+        connectDeadline = nil
+        thread.setDeadline(nil)
         if fallBackToV311, protocolVersion == .v5 {
             // The broker speaks 3.1.1 only: try again at once with it (from the queue, not inside a callback).
             protocolVersion = .v311
@@ -410,14 +454,16 @@ final class ClientCore: @unchecked Sendable {
         }
         failConnectOperations(error)
         if hasConnected {
-            events.yield(.connectFailed(error))
-            scheduleReconnection()
+            let delay = scheduleReconnection()
+            events.yield(.connectFailed(error, retry: delay))
         } else {
             state = .idle
         }
     }
 
-    private func scheduleReconnection() {
+    /// Schedules the next attempt after the policy's delay, and returns the delay.
+    @discardableResult
+    private func scheduleReconnection() -> Duration {
         state = .waitingToReconnect
         let delay = configuration.reconnect.delay(beforeAttempt: reconnectAttempt, using: &random)
         reconnectAttempt += 1
@@ -426,6 +472,7 @@ final class ClientCore: @unchecked Sendable {
         thread.setDeadline(ClientThread.now() + max(nanoseconds, 0)) { [self] in
             if state == .waitingToReconnect { attemptConnection(automatic: true) }
         }
+        return delay
     }
 
     // MARK: Callbacks (inside mosquitto_* calls, on the thread)
@@ -433,10 +480,13 @@ final class ClientCore: @unchecked Sendable {
     func handleConnack(code: Int32, flags: Int32) {
         guard case .connecting = state else { return }
         guard code == 0 else {
-            connackError = refusal(code)
+            attemptError = refusal(code)
             return
         }
         state = .connected
+        // The keep-alive is the deadline from now on (set after this read).
+        connectDeadline = nil
+        thread.setDeadline(nil)
         hasConnected = true
         reconnectAttempt = 0
         sessionPresent = flags & 1 != 0
@@ -463,7 +513,7 @@ final class ClientCore: @unchecked Sendable {
         case .closing:
             finishClose()
         case .connecting:
-            connectionAttemptFailed(connackError ?? connectError(.of(code), call: "mosquitto_loop_read"))
+            connectionAttemptFailed(attemptError ?? connectError(.of(code), call: "mosquitto_loop_read"))
         case .connected:
             thread.setDeadline(nil)
             let error = MQTTError(
@@ -534,6 +584,7 @@ final class ClientCore: @unchecked Sendable {
     private func socketReady(_ ready: UInt32) {
         let before = disconnections
         if ready & (clinux_epollin | clinux_epollhup | clinux_epollerr) != 0 {
+            if configuration.tls != nil, tlsAnswer == .none, case .connecting = state { peekTLSAnswer() }
             lastIn = Self.monotonicSeconds()
             let status = handle.loopRead()
             if !status.isSuccess, disconnections == before {
@@ -552,6 +603,20 @@ final class ClientCore: @unchecked Sendable {
             if disconnections != before { return }
         }
         afterNetworkActivity()
+    }
+
+    /// Notes what the broker sent first in answer to the ClientHello (``TLSAnswer``), leaving it for OpenSSL to read.
+    private func peekTLSAnswer() {
+        let fd = handle.socket
+        guard fd >= 0 else { return }
+        var byte: UInt8 = 0
+        let count = recv(fd, &byte, 1, Int32(MSG_PEEK | MSG_DONTWAIT))
+        if count == 1 {
+            // The TLS record types: change_cipher_spec 20, alert 21, handshake 22, application data 23.
+            tlsAnswer = (20...23).contains(byte) ? .tls : .notTLS(byte)
+        } else if count == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+            tlsAnswer = .closed
+        }
     }
 
     /// Acknowledges the TCP segments read at once, and the next ones too, rather than up to 40 ms later (Linux's
@@ -594,6 +659,13 @@ final class ClientCore: @unchecked Sendable {
         thread.watch(fd, events: interest, isNewSocket: isNewSocket) { [unowned self] ready in socketReady(ready) }
         isNewSocket = false
         guard state != .closing else { return }
+        if case .connecting = state, let connectDeadline {
+            // CONNACK has a bound of its own, shorter than the keep-alive.
+            if thread.currentDeadline != connectDeadline {
+                thread.setDeadline(connectDeadline) { [unowned self] in connectTimedOut() }
+            }
+            return
+        }
         let dueSecond = min(lastIn, lastOut) + Int64(configuration.keepAliveSeconds)
         let nowSecond = Self.monotonicNanoseconds()
         let deadline = ClientThread.now() + max(dueSecond * 1_000_000_000 - nowSecond, 0)

@@ -84,8 +84,9 @@ public final class MQTTClient: Sendable {
     ///
     /// - Throws: `.notAuthorized` (the message names the broker `host:port` and the user, never the password),
     ///   `.connectionRefused` (unreachable, or refused for another reason, with mosquitto's text), `.tls`
-    ///   (certificate not trusted or not for the host), `.timeout` (no CONNACK within the keep-alive),
-    ///   `.cancelled`, `.closed`.
+    ///   (certificate not trusted or not for the host, or a port that does not speak TLS), `.timeout` (the broker
+    ///   took the connection but sent no CONNACK within ``MQTTConfiguration/connectTimeout``), `.cancelled`,
+    ///   `.closed`.
     @discardableResult
     public func connect() async throws(MQTTError) -> MQTTConnectResult {
         try await perform("CONNACK") { core, token, completion in core.connect(token, completion) }

@@ -69,6 +69,12 @@ public struct MQTTConfiguration: Sendable {
     public var clientID: String
     /// Whole seconds, at least 5 (libmosquitto's minimum).
     public var keepAlive: Duration
+    /// How long a broker that took the TCP connection has to answer CONNECT (and, with TLS, the handshake before
+    /// it) before the attempt is given up and reported as `.timeout`. Its own bound, not the keep-alive: a
+    /// listener that accepts and never answers (a wedged broker, the wrong service on the port) would otherwise
+    /// go unreported for a whole keep-alive, a minute by default. A broker that answers at all does so in
+    /// milliseconds; the bound is for one that does not.
+    public var connectTimeout: Duration
     /// False (the default): MQTT 3.1.1 clean session off / MQTT 5 clean start off, so the broker keeps the
     /// subscriptions and queued QoS 1/2 messages while the client is away.
     public var cleanStart: Bool
@@ -87,7 +93,8 @@ public struct MQTTConfiguration: Sendable {
     public var threadName: String
 
     public init(
-        host: String, port: Int = 1883, clientID: String, keepAlive: Duration = .seconds(60), cleanStart: Bool = false,
+        host: String, port: Int = 1883, clientID: String, keepAlive: Duration = .seconds(60),
+        connectTimeout: Duration = .seconds(5), cleanStart: Bool = false,
         sessionExpiryInterval: UInt32 = 86_400, protocolVersion: MQTTProtocolVersion = .v5, will: Will? = nil,
         credentials: Credentials? = nil, tls: TLS? = nil, maximumInflight: Int = 100,
         reconnect: MQTTReconnectPolicy = MQTTReconnectPolicy(), threadName: String = "mqtt"
@@ -96,6 +103,7 @@ public struct MQTTConfiguration: Sendable {
         self.port = port
         self.clientID = clientID
         self.keepAlive = keepAlive
+        self.connectTimeout = connectTimeout
         self.cleanStart = cleanStart
         self.sessionExpiryInterval = sessionExpiryInterval
         self.protocolVersion = protocolVersion
@@ -112,5 +120,21 @@ public struct MQTTConfiguration: Sendable {
 
     var keepAliveSeconds: Int32 {
         Int32(clamping: max(keepAlive.components.seconds, 5))
+    }
+
+    /// ``connectTimeout`` in nanoseconds, at least a millisecond (a zero bound would fail every attempt) and at most
+    /// a day (far past any use, and the arithmetic stays far from overflowing).
+    var connectTimeoutNanoseconds: Int64 {
+        let (seconds, attoseconds) = connectTimeout.components
+        let nanoseconds = min(max(seconds, 0), 86_400) * 1_000_000_000 + attoseconds / 1_000_000_000
+        return min(max(nanoseconds, 1_000_000), 86_400 * 1_000_000_000)
+    }
+
+    /// ``connectTimeout`` as the configuration file writes durations (`5s`, `1500ms`), for messages. The package's
+    /// `Duration.compact` lives in the KeepAlive module, which this one does not depend on; a configured bound is
+    /// whole milliseconds in practice.
+    var connectTimeoutText: String {
+        let milliseconds = connectTimeoutNanoseconds / 1_000_000
+        return milliseconds % 1_000 == 0 ? "\(milliseconds / 1_000)s" : "\(milliseconds)ms"
     }
 }

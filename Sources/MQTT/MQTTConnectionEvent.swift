@@ -11,8 +11,8 @@ public enum MQTTConnectionEvent: Sendable {
     case connected(sessionPresent: Bool, protocolVersion: MQTTProtocolVersion)
     /// The connection was lost (not by ``MQTTClient/close(publishing:)``); a reconnection is scheduled.
     case disconnected(MQTTError)
-    /// An automatic reconnection attempt failed; the next one is scheduled after the policy's delay.
-    case connectFailed(MQTTError)
+    /// An automatic reconnection attempt failed; the next one is scheduled after the policy's delay, `retry`.
+    case connectFailed(MQTTError, retry: Duration)
 }
 
 /// What a successful CONNECT found.

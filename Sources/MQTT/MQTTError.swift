@@ -30,14 +30,16 @@ public struct MQTTError: Error, Sendable, Hashable, CustomStringConvertible {
         /// The broker refused the credentials (bad user name or password, not authorised).
         public static let notAuthorized = Code(.notAuthorized)
         /// The TLS handshake failed: the broker's certificate did not verify against the configured CA or host
-        /// name, a certificate or key file could not be loaded.
+        /// name, a certificate or key file could not be loaded, or the port does not speak TLS at all (the message
+        /// says which).
         public static let tls = Code(.tls)
         /// The broker or the library broke the protocol (a malformed packet, a keep-alive timeout counted here
         /// too is `disconnected`).
         public static let protocolError = Code(.protocolError)
         /// The connection was lost (or never up) while the operation needed it; publishes in flight fail with it.
         public static let disconnected = Code(.disconnected)
-        /// An operation did not complete in its time.
+        /// An operation did not complete in its time (a broker that took the connection and left CONNECT
+        /// unanswered).
         public static let timeout = Code(.timeout)
         /// The waiting task was cancelled.
         public static let cancelled = Code(.cancelled)

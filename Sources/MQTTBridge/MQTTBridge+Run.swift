@@ -1,3 +1,4 @@
+import KeepAlive
 import Logging
 import MQTT
 import ServiceLifecycle
@@ -54,10 +55,21 @@ extension MQTTBridge {
             case .disconnected(let error):
                 state.withLock { $0.connected = false }
                 logger.warning("lost the MQTT broker; spooling", metadata: ["error": "\(error)"])
-            case .connectFailed(let error):
-                logger.debug("reconnection failed", metadata: ["error": "\(error)"])
+            case .connectFailed(let error, let retry):
+                connectionFailed(error, retry: retry)
             }
         }
+    }
+
+    /// A failed connection attempt, the first connection's or a reconnection's, as one warning that reads the same
+    /// every time: the daemon's log folds it like a device's repeated warning (`RepeatedWarnings` keys a line that
+    /// names a `broker` and an `error` by the broker and the error's class), so a wrong password or a port without
+    /// TLS is written once, the retries are counted, and their summary goes out when `connected to the MQTT broker`
+    /// is logged for the broker (or at shutdown, or with the next one an hour later).
+    private func connectionFailed(_ error: MQTTError, retry: Duration) {
+        logger.warning(
+            "cannot connect to the MQTT broker; retrying",
+            metadata: ["broker": "\(configuration.mqtt.broker)", "error": "\(error)", "retry": "\(retry.compact)"])
     }
 
     /// The first connection with backoff, then the outgoing queue and the spool, at every wake-up.
@@ -72,9 +84,7 @@ extension MQTTBridge {
                 if error.code == .cancelled || error.code == .closed || Task.isCancelled { return }
                 let delay = configuration.mqtt.reconnect.delay(beforeAttempt: attempt, using: &random)
                 attempt += 1
-                logger.warning(
-                    "cannot connect to the MQTT broker; retrying",
-                    metadata: ["broker": "\(configuration.mqtt.broker)", "error": "\(error)", "retry": "\(delay)"])
+                connectionFailed(error, retry: delay)
                 do { try await Task.sleep(for: delay) } catch { return }
             }
         }

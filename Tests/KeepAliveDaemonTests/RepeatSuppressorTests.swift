@@ -54,6 +54,43 @@ struct RepeatSuppressorTests {
         #expect(repeats.admit(aborted, at: .seconds(90), stamp: "") == .log)
     }
 
+    /// A connection's warning is about a broker, not a device (issue #40): it is folded the same way, and only a
+    /// connection to that broker ends its counting, never a device of the same name working again.
+    @Test func aBrokersWarningIsFoldedAndEndsWhenTheBrokerConnects() {
+        var repeats = RepeatSuppressor()
+        let refused = RepeatSuppressor.Key(
+            label: "keepalive", message: "cannot connect to the MQTT broker; retrying", device: "127.0.0.1:1883",
+            errorClass: "MQTTError.notAuthorized", subject: .broker)
+        #expect(repeats.admit(refused, at: .zero, stamp: "first") == .log)
+        #expect(repeats.admit(refused, at: .seconds(1), stamp: "second") == .suppress)
+        #expect(repeats.admit(refused, at: .seconds(3), stamp: "third") == .suppress)
+        #expect(repeats.flush(device: "127.0.0.1:1883").isEmpty, "a device's name is not a broker")
+        #expect(repeats.flush(broker: "127.0.0.1:1884").isEmpty)
+        #expect(
+            repeats.flush(broker: "127.0.0.1:1883") == [
+                RepeatSuppressor.Summary(key: refused, repeated: 2, span: .seconds(3), first: "first", last: "third")
+            ])
+        #expect(repeats.tracked == 0)
+    }
+
+    /// The class of an error is what its text says before the details: the code of a transport error, the type and
+    /// code of the `Type.code(…)` form (whose details name a broker, a user, a delay).
+    @Test(arguments: [
+        ("connectionAborted: Connect C0:FF:EE:00:00:01: le-connection-abort-by-local", "connectionAborted"),
+        (
+            "MQTTError.notAuthorized(broker 127.0.0.1:1883 refused user \"gw\"; CONNACK: Not authorized)",
+            "MQTTError.notAuthorized"
+        ),
+        (
+            "MQTTError.timeout(broker 127.0.0.1:1883 accepted the connection but did not answer CONNECT within 5s)",
+            "MQTTError.timeout"
+        ),
+        ("plain", "plain"),
+    ])
+    func anErrorsClassIsItsTextBeforeTheDetails(text: String, errorClass: String) {
+        #expect(RepeatedWarnings.errorClass(text) == errorClass)
+    }
+
     @Test func aWarningSeenOnlyOnceNeedsNoSummary() {
         var repeats = RepeatSuppressor(window: .seconds(60))
         #expect(repeats.admit(aborted, at: .zero, stamp: "") == .log)
@@ -65,7 +102,7 @@ struct RepeatSuppressorTests {
         var repeats = RepeatSuppressor()
         let rejected = RepeatSuppressor.Key(
             label: "keepalive", message: "command rejected", device: "sensor-1", errorClass: "notADuration",
-            source: "mqtt")
+            subject: .commands)
         #expect(repeats.admit(rejected, at: .zero, stamp: "first") == .log)
         #expect(repeats.admit(rejected, at: .milliseconds(1), stamp: "second") == .suppress)
         // The sensor answers: its poll warnings end, the sender's bad commands do not.

@@ -133,3 +133,64 @@ func voluntaryContextSwitches(thread id: String) -> Int? {
     }
     return nil
 }
+
+/// A broker that takes the connection and never answers is reported after ``MQTTConfiguration/connectTimeout``, not
+/// at the keep-alive check a minute later (issue #40).
+@Suite struct UnansweredConnectTests {
+    /// A listener that accepts and stays silent: `.timeout` naming the broker, what went unanswered and the bound.
+    /// The 20 s give-up is far below the 60 s keep-alive that used to end the attempt.
+    @Test func aListenerThatNeverAnswersIsATimeoutAfterTheConnectTimeout() async throws {
+        let silent = try SilentListener()
+        defer { silent.close() }
+        var settings = MQTTConfiguration(
+            host: "127.0.0.1", port: silent.port, clientID: "unanswered", connectTimeout: .milliseconds(300))
+        for (tls, unanswered) in [(false, "CONNECT"), (true, "the TLS handshake")] {
+            settings.tls = tls ? .systemTrustStore : nil
+            let client = try MQTTClient(configuration: settings)
+            let outcome = try await withTimeout("the attempt ends", .seconds(20)) {
+                () async -> Result<MQTTConnectResult, MQTTError> in
+                do throws(MQTTError) { return .success(try await client.connect()) } catch { return .failure(error) }
+            }
+            guard case .failure(let error) = outcome else {
+                Issue.record("a silent listener was taken for a broker")
+                return
+            }
+            #expect(error.code == .timeout)
+            let expected =
+                "broker 127.0.0.1:\(silent.port) accepted the connection but did not answer \(unanswered) within 300ms"
+            #expect(error.message == expected, "\(error)")
+            await client.close()
+        }
+        // Counted by the listener's thread, which may come to the second accept() a moment later.
+        try await waitUntil("both attempts accepted") { silent.accepted >= 2 }
+        #expect(silent.accepted == 2)
+    }
+
+    /// After a connection, a reconnection the broker leaves unanswered (SIGSTOP: the kernel still accepts) is a
+    /// `.connectFailed` timeout with the delay before the next one; once the broker runs again the client is back.
+    @Test func anUnansweredReconnectionIsAConnectFailedTimeoutAndTheNextOneSucceeds() async throws {
+        let broker = try await Broker.start()
+        defer {
+            broker.signal(SIGCONT)
+            broker.remove()
+        }
+        var settings = configuration(broker)
+        settings.connectTimeout = .milliseconds(300)
+        let client = try MQTTClient(configuration: settings)
+        let events = EventLog(client)
+        try await client.connect()
+        broker.signal(SIGSTOP)
+        await client.dropConnectionForTesting()
+        @Sendable func timeouts() -> [Duration] {
+            events.events.compactMap { event in
+                guard case .connectFailed(let error, let retry) = event, error.code == .timeout else { return nil }
+                return retry
+            }
+        }
+        try await waitUntil("a reconnection timed out", timeout: .seconds(20)) { !timeouts().isEmpty }
+        #expect(timeouts().allSatisfy { $0 > .zero && $0 <= .milliseconds(240) }, "the policy's delays, jittered")
+        broker.signal(SIGCONT)
+        try await waitUntil("the client is back", timeout: .seconds(20)) { events.connections == 2 }
+        await client.close()
+    }
+}

@@ -86,6 +86,47 @@ import Testing
         #expect(error?.code == .tls)
         #expect(error?.description.contains("127.0.0.1:\(broker.port)") == true)
         #expect(error?.libraryText?.contains("certificate verify failed") == true)
+        #expect(error?.message.contains("does not speak TLS") == false, "a TLS broker is not called plain")
+        await client.close()
+    }
+
+    /// `mqtts://` to a plain MQTT port: mosquitto reads the ClientHello as a malformed packet and closes, which
+    /// OpenSSL reports as a failed handshake ("unexpected eof while reading"). The error says the port does not speak
+    /// TLS, and does not blame a certificate.
+    @Test func tlsToAPlainPortSaysThePortDoesNotSpeakTLS() async throws {
+        let broker = try await Broker.start()
+        defer { broker.remove() }
+        var settings = configuration(broker)
+        settings.tls = .systemTrustStore
+        let client = try MQTTClient(configuration: settings)
+        let error = await #expect(throws: MQTTError.self) { try await client.connect() }
+        #expect(error?.code == .tls)
+        let message = error?.message ?? ""
+        #expect(
+            message.hasPrefix(
+                "broker 127.0.0.1:\(broker.port) does not speak TLS on this port (plain MQTT, probably): it closed the "
+                    + "connection"), "\(String(describing: error))")
+        #expect(!message.contains("certificate"))
+        await client.close()
+    }
+
+    /// `mqtts://` to a port where another service speaks first (an SSH server's banner): named as a port without
+    /// TLS.
+    @Test func tlsToAServiceThatAnswersInPlainTextSaysThePortDoesNotSpeakTLS() async throws {
+        let ssh = try SilentListener(greeting: Array("SSH-2.0-OpenSSH_9.2\r\n".utf8))
+        defer { ssh.close() }
+        var settings = MQTTConfiguration(host: "127.0.0.1", port: ssh.port, clientID: "wrong-port")
+        settings.tls = .systemTrustStore
+        let client = try MQTTClient(configuration: settings)
+        let error = await #expect(throws: MQTTError.self) { try await client.connect() }
+        #expect(error?.code == .tls)
+        // The banner may be read inside mosquitto_connect (OpenSSL's "wrong version number") or after it (its first
+        // byte peeked): either way, named as no TLS.
+        #expect(
+            error?.message.contains(
+                "does not speak TLS on this port (plain MQTT, probably): it answered the TLS handshake")
+                == true, "\(String(describing: error))")
+        #expect(error?.message.contains("certificate") == false)
         await client.close()
     }
 

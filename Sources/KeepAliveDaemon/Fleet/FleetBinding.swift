@@ -223,15 +223,22 @@ final class FleetBinding: PollAdmission, Sendable {
                 if error.code == .cancelled || error.code == .closed { return }
                 let delay = client.configuration.reconnect.delay(beforeAttempt: attempt, using: &random)
                 attempt += 1
-                logger.warning(
-                    "fleet: cannot connect to the MQTT broker; retrying",
-                    metadata: [
-                        "broker": "\(client.configuration.broker)", "error": "\(error)", "retry": "\(delay.compact)",
-                    ]
-                )
+                connectionFailed(error, retry: delay)
                 do { try await clock.sleep(for: delay) } catch { return }
             }
         }
+    }
+
+    /// A failed connection attempt, the first connection's or a reconnection's, as one warning that reads the same
+    /// every time, so that the daemon's log folds the repeats by broker and error class (as the bridge's; the
+    /// summary goes out when `fleet: connected` names the broker).
+    private func connectionFailed(_ error: MQTTError, retry: Duration) {
+        logger.warning(
+            "fleet: cannot connect to the MQTT broker; retrying",
+            metadata: [
+                "broker": "\(client.configuration.broker)", "error": "\(error)", "retry": "\(retry.compact)",
+            ]
+        )
     }
 
     private func followEvents() async {
@@ -244,8 +251,8 @@ final class FleetBinding: PollAdmission, Sendable {
                 logger.warning(
                     "fleet: lost the MQTT broker; holds end at their fences", metadata: ["error": "\(error)"])
                 send(.disconnected)
-            case .connectFailed:
-                break
+            case .connectFailed(let error, let retry):
+                connectionFailed(error, retry: retry)
             }
         }
     }

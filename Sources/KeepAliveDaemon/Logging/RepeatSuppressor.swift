@@ -1,8 +1,8 @@
-/// Keeps a warning that repeats (the same message and error class on the same device, every tick) from
-/// flooding the log: the first one is logged, the repeats within `window` are counted, and a summary line
-/// (`…repeated 118 times in 1h`, with the first and last occurrence) goes out when the window has passed and the
-/// warning comes again, when the device works again, or at shutdown. Pure: instants and stamps come in.
-/// The records keep every failure; only the log is thinned.
+/// Keeps a warning that repeats (the same message and error class on the same device, every tick, or about the same
+/// broker, every retry) from flooding the log: the first one is logged, the repeats within `window` are counted,
+/// and a summary line (`…repeated 118 times in 1h`, with the first and last occurrence) goes out when the window
+/// has passed and the warning comes again, when the device (the broker) works again, or at shutdown. Pure: instants
+/// and stamps come in. The records keep every failure; only the log is thinned.
 ///
 /// ```swift
 /// var repeats = RepeatSuppressor(window: .seconds(3_600))
@@ -14,20 +14,31 @@ public struct RepeatSuppressor: Sendable {
     public struct Key: Sendable, Hashable {
         public var label: String
         public var message: String
+        /// What the warning is about: a device's name, or a broker's `host:port` (``subject`` says which).
         public var device: String
         /// The error's class: its code (`connectionAborted`), not its text, which may carry changing details.
         public var errorClass: String
-        /// Empty for a warning about the device's polls; else where the trouble came from (`mqtt` for a command
-        /// rejected). The device working again ends the counting of the former only: a client sending bad commands
-        /// goes on whether the sensor answers or not.
-        public var source: String
+        /// Whether ``device`` names a device, a broker, or a device's commands: the summary names it the same way,
+        /// and a device that works again ends the counting of its own polls' warnings only.
+        public var subject: Subject
 
-        public init(label: String, message: String, device: String, errorClass: String, source: String = "") {
+        /// What a warning can be about.
+        public enum Subject: String, Sendable, Hashable {
+            /// A configured device (a poll failing every tick).
+            case device
+            /// An MQTT broker (a connection failing every retry), by `host:port`.
+            case broker
+            /// The commands sent to a device over MQTT (a client flooding its topics with bad ones), by the
+            /// device's name: the sender is the trouble, so the device polling well does not end the counting.
+            case commands
+        }
+
+        public init(label: String, message: String, device: String, errorClass: String, subject: Subject = .device) {
             self.label = label
             self.message = message
             self.device = device
             self.errorClass = errorClass
-            self.source = source
+            self.subject = subject
         }
     }
 
@@ -98,10 +109,15 @@ public struct RepeatSuppressor: Sendable {
     }
 
     /// Ends the counting for `device` (it works again): the summaries of what was not logged about its polls
-    /// (keys with no ``Key/source``).
+    /// (not about its commands).
     public mutating func flush(device: String) -> [Summary] {
-        let keys = entries.keys.filter { $0.device == device && $0.source.isEmpty }
-        return flush(keys)
+        flush(entries.keys.filter { $0.subject == .device && $0.device == device })
+    }
+
+    /// Ends the counting for `broker` (`host:port`; a connection to it succeeded): the summaries of what was not
+    /// logged.
+    public mutating func flush(broker: String) -> [Summary] {
+        flush(entries.keys.filter { $0.subject == .broker && $0.device == broker })
     }
 
     /// Ends all counting (shutdown).

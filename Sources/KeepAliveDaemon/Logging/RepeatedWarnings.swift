@@ -2,8 +2,17 @@ internal import Logging
 internal import Basics
 
 /// The daemon's log flood guard (issue #15): a ``RepeatSuppressor`` behind a lock, shared by every
-/// ``DaemonLogHandler`` of the process. It thins info and warning lines that carry a `device` and an `error`
-/// (a poll that fails the same way every tick); errors and everything else are always written.
+/// ``DaemonLogHandler`` of the process. It thins info and warning lines that carry an `error` and say what it is
+/// about: a `device` (a poll that fails the same way every tick), or, for a connection's warning, which has no
+/// device, the `broker` (`host:port`: a wrong password or a port without TLS, failing the same way at every retry),
+/// or a `device` with a `source` (commands to it rejected: a client flooding its topics). Errors and everything
+/// else are always written.
+///
+/// A device's summary goes out when the daemon says it works again (``flush(device:)``). A broker's goes out when a
+/// line names the broker without an error (`connected to the MQTT broker`, `fleet: connected`): that line is the
+/// connection working again, so its summary comes just before it, with no wiring from the bridge to the log. (That
+/// line is info: under `--log-level warning` it never reaches the handler, and the summary waits for the hour or
+/// the shutdown.)
 ///
 /// ```swift
 /// let repeats = RepeatedWarnings()
@@ -28,20 +37,28 @@ public final class RepeatedWarnings: Sendable {
         self.now = now ?? { ContinuousClock.now - origin }
     }
 
-    /// Whether to write this line; writes the summary first when one is due.
+    /// Whether to write this line; writes the summary first when one is due (or, for a line that says a broker
+    /// works again, the summaries of its counted warnings).
     func admit(
         level: Logger.Level, label: String, message: String, metadata: Logger.Metadata, style: DaemonLogHandler.Style
     ) -> Bool {
-        guard level == .info || level == .warning || level == .notice, let device = metadata["device"],
-            let error = metadata["error"]
-        else {
+        guard let error = metadata["error"] else {
+            if metadata["device"] == nil, let broker = metadata["broker"] { flush(broker: "\(broker)") }
             return true
         }
-        let text = "\(error)"
-        let errorClass = text.firstIndex(of: ":").map { String(text[..<$0]) } ?? text
+        guard level == .info || level == .warning || level == .notice else { return true }
+        let subject: (kind: RepeatSuppressor.Key.Subject, name: String)
+        if let device = metadata["device"] {
+            // A line with a `source` (a command rejected, from MQTT) is about what a sender does to the device.
+            subject = (metadata["source"] == nil ? .device : .commands, "\(device)")
+        } else if let broker = metadata["broker"] {
+            subject = (.broker, "\(broker)")
+        } else {
+            return true
+        }
         let key = RepeatSuppressor.Key(
-            label: label, message: message, device: "\(device)", errorClass: errorClass,
-            source: metadata["source"].map { "\($0)" } ?? "")
+            label: label, message: message, device: subject.name, errorClass: Self.errorClass("\(error)"),
+            subject: subject.kind)
         let stamp = WallClock.now().rfc3339
         let decision = state.withLock { state in
             state.levels[key] = (level, style)
@@ -56,19 +73,36 @@ public final class RepeatedWarnings: Sendable {
         }
     }
 
+    /// An error's class, as its text starts: up to the first `:` (`connectionAborted: Connect …`) or `(` (the
+    /// `MQTTError.notAuthorized(broker … refused user …)` form), so that details that change from one occurrence to
+    /// the next (an address, a delay, a client id) do not make it another warning.
+    package static func errorClass(_ text: String) -> String {
+        text.firstIndex { $0 == ":" || $0 == "(" }.map { String(text[..<$0]) } ?? text
+    }
+
     /// `device` works again: the summaries of its warnings not logged.
     public func flush(device: String) {
-        let summaries = state.withLock { state in
-            state.suppressor.flush(device: device).map { ($0, state.levels.removeValue(forKey: $0.key)) }
-        }
-        for (summary, how) in summaries { Self.write(summary, level: how?.0 ?? .warning, style: how?.1 ?? .current) }
+        write(state.withLock { state in Self.take(state.suppressor.flush(device: device), from: &state) })
+    }
+
+    /// A connection to `broker` (`host:port`) succeeded: the summaries of its warnings not logged.
+    public func flush(broker: String) {
+        write(state.withLock { state in Self.take(state.suppressor.flush(broker: broker), from: &state) })
     }
 
     /// Every pending summary (at shutdown).
     public func flushAll() {
-        let summaries = state.withLock { state in
-            state.suppressor.flushAll().map { ($0, state.levels.removeValue(forKey: $0.key)) }
-        }
+        write(state.withLock { state in Self.take(state.suppressor.flushAll(), from: &state) })
+    }
+
+    /// The summaries with how their warnings were logged, forgotten from now on.
+    private static func take(_ summaries: [RepeatSuppressor.Summary], from state: inout State) -> [(
+        RepeatSuppressor.Summary, (Logger.Level, DaemonLogHandler.Style)?
+    )] {
+        summaries.map { ($0, state.levels.removeValue(forKey: $0.key)) }
+    }
+
+    private func write(_ summaries: [(RepeatSuppressor.Summary, (Logger.Level, DaemonLogHandler.Style)?)]) {
         for (summary, how) in summaries { Self.write(summary, level: how?.0 ?? .warning, style: how?.1 ?? .current) }
     }
 
@@ -78,9 +112,9 @@ public final class RepeatedWarnings: Sendable {
             level: level,
             message: "\(summary.key.message) …repeated \(times) in \(summary.span.compact)",
             metadata: [
-                "device": "\(summary.key.device)", "error": "\(summary.key.errorClass)", "first": "\(summary.first)",
-                "last": "\(summary.last)",
-            ].merging(summary.key.source.isEmpty ? [:] : ["source": "\(summary.key.source)"]) { $1 }
+                summary.key.subject == .broker ? "broker" : "device": "\(summary.key.device)",
+                "error": "\(summary.key.errorClass)", "first": "\(summary.first)", "last": "\(summary.last)",
+            ].merging(summary.key.subject == .commands ? ["source": "mqtt"] : [:]) { $1 }
         )
     }
 }

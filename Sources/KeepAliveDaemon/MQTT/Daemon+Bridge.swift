@@ -1,8 +1,8 @@
 import KeepAlive
 import Polling
 import Basics
-import Logging
-import MQTT
+package import Logging
+package import MQTT
 import MQTTBridge
 import Readings
 
@@ -21,30 +21,39 @@ extension DaemonConfiguration.MQTT {
         return "/var/lib/keepalive/spool"
     }
 
-    /// The bridge's settings, the password read from its file now (a file others can read is warned about, and the
-    /// password itself never logged).
-    func bridgeConfiguration(logger: Logger) throws -> BridgeConfiguration {
-        var credentials: MQTTConfiguration.Credentials?
-        if let username {
-            var password: String?
-            if let passwordFile {
-                let read = try MQTTClient.readPassword(from: passwordFile)
-                password = read.password
-                if read.worldReadable {
-                    logger.warning(
-                        "the MQTT password file can be read by every user of this machine: chmod 600 it",
-                        metadata: ["file": "\(passwordFile)"]
-                    )
-                }
+    /// The user name and its password, read from `password_file` now (a file others can read is warned about, and
+    /// the password itself never logged); nil without `username`. One place for the bridge, the fleet's connection
+    /// and `keepalive fleet`, so that all of them present the broker the same credentials.
+    ///
+    /// - Throws: `.systemCall` when the password file cannot be read.
+    package func credentials(logger: Logger) throws(MQTTError) -> MQTTConfiguration.Credentials? {
+        guard let username else { return nil }
+        var password: String?
+        if let passwordFile {
+            let read = try MQTTClient.readPassword(from: passwordFile)
+            password = read.password
+            if read.worldReadable {
+                logger.warning(
+                    "the MQTT password file can be read by every user of this machine: chmod 600 it",
+                    metadata: ["file": "\(passwordFile)"]
+                )
             }
-            credentials = .init(user: username, password: password)
         }
-        var tls: MQTTConfiguration.TLS?
-        if scheme == .tls {
-            tls = MQTTConfiguration.TLS(caFile: caFile, certificateFile: certificateFile, keyFile: keyFile)
-        }
+        return .init(user: username, password: password)
+    }
+
+    /// The TLS settings of `mqtts://` (the configured CA file, else the system's store, and a client certificate
+    /// when one is configured); nil for `mqtt://`.
+    package var tlsSettings: MQTTConfiguration.TLS? {
+        guard scheme == .tls else { return nil }
+        return MQTTConfiguration.TLS(caFile: caFile, certificateFile: certificateFile, keyFile: keyFile)
+    }
+
+    /// The bridge's settings, the password read from its file now (``credentials(logger:)``).
+    func bridgeConfiguration(logger: Logger) throws -> BridgeConfiguration {
         let mqtt = MQTTConfiguration(
-            host: host, port: port, clientID: clientID ?? "", credentials: credentials, tls: tls)
+            host: host, port: port, clientID: clientID ?? "", credentials: try credentials(logger: logger),
+            tls: tlsSettings)
         return BridgeConfiguration(
             mqtt: mqtt, topicPrefix: topicPrefix, gateway: gateway, qos: MQTTQoS(rawValue: UInt8(qos)) ?? .atLeastOnce,
             discovery: discovery, discoveryPrefix: discoveryPrefix,
