@@ -308,10 +308,13 @@ struct CLITests {
         #expect(result.stdout.isEmpty)
     }
 
+    /// `Examples/keepalive.yaml` in this checkout.
+    static let examplePath =
+        String(#filePath.split(separator: "/", omittingEmptySubsequences: false).dropLast(3).joined(separator: "/"))
+        + "/Examples/keepalive.yaml"
+
     @Test func checkAcceptsTheShippedExampleAndSummarisesIt() async throws {
-        let example =
-            String(#filePath.split(separator: "/", omittingEmptySubsequences: false).dropLast(3).joined(separator: "/"))
-            + "/Examples/keepalive.yaml"
+        let example = Self.examplePath
         let result = try await CommandProcess.run(["run", "--config", example, "--check"])
         #expect(result.status == 0, "\(result.stderr)")
         #expect(result.stdout.contains("valid, 10 devices"))

@@ -80,10 +80,7 @@ struct CheckMeansRunTests {
     /// devices, as the installed example does; 0 once a real one is named, and 0 for a file that does not load
     /// (`run` then fails with 78 and says where).
     @Test func theConditionHoldsBackOnlyAnExampleOfSimulatedDevices() async throws {
-        let path =
-            String(#filePath.split(separator: "/", omittingEmptySubsequences: false).dropLast(3).joined(separator: "/"))
-            + "/Examples/keepalive.yaml"
-        let example = try await CommandProcess.run(["run", "--config", path, "--condition"])
+        let example = try await CommandProcess.run(["run", "--config", CLITests.examplePath, "--condition"])
         #expect(example.status == 1, "\(example.stderr)")
         #expect(example.stderr.contains("names only simulated devices"))
         let real = try TemporaryFile(

@@ -51,120 +51,113 @@ struct FullDiskEndToEndTests {
     @Test func aFullSpoolDiskCountsItsLossesAndDeliversEverythingWrittenOnceThereIsRoom() async throws {
         try await Self.withSmallDisk { disk in
             try await MQTTBridgeEndToEndTests.withSetup { bus, broker, _ in
-                let spool = disk + "/spool"
-                let file = try TemporaryFile(
-                    name: "keepalive.yaml",
-                    contents: MQTTBridgeEndToEndTests.configuration(port: broker.port, spool: spool, interval: "1s"))
-                defer { file.remove() }
-                let subscriber = try await MQTTBridgeEndToEndTests.Subscriber(port: broker.port)
-                let process = try CommandProcess(["run", "--config", file.path, "--bus", bus.address])
-                defer { process.terminate() }
-                try await waitUntil("records delivered", timeout: .seconds(20)) {
-                    Self.delivered(subscriber).count >= 4
-                }
+                try await MQTTBridgeEndToEndTests.withDaemon(bus: bus, port: broker.port, spool: disk + "/spool") {
+                    process, subscriber in
+                    try await waitUntil("records delivered", timeout: .seconds(20)) {
+                        Self.delivered(subscriber).count >= 4
+                    }
 
-                let mark = process.mark()
-                let filler = try Self.fill(disk)
-                try await waitUntil("the spool's trouble logged", timeout: .seconds(30)) {
-                    process.standardError(since: mark).contains("the MQTT spool cannot write")
-                }
-                try await waitUntil("health says so", timeout: .seconds(10)) {
-                    subscriber.last("keepalive/gw/health")?.contains("the MQTT spool cannot write") == true
-                }
-                try await waitUntil("three records lost and counted", timeout: .seconds(20)) {
-                    (Int(subscriber.last("keepalive/gw/dropped") ?? "") ?? 0) >= 3
-                }
-                // One line for the trouble, not one per record.
-                #expect(process.standardError(since: mark).components(separatedBy: "cannot write").count == 2)
+                    let mark = process.mark()
+                    let filler = try Self.fill(disk)
+                    try await waitUntil("the spool's trouble logged", timeout: .seconds(30)) {
+                        process.standardError(since: mark).contains("the MQTT spool cannot write")
+                    }
+                    try await waitUntil("health says so", timeout: .seconds(10)) {
+                        subscriber.last("keepalive/gw/health")?.contains("the MQTT spool cannot write") == true
+                    }
+                    try await waitUntil("three records lost and counted", timeout: .seconds(20)) {
+                        (Int(subscriber.last("keepalive/gw/dropped") ?? "") ?? 0) >= 3
+                    }
+                    // One line for the trouble, not one per record.
+                    #expect(process.standardError(since: mark).components(separatedBy: "cannot write").count == 2)
 
-                let recovered = process.mark()
-                #expect(unlink(filler) == 0)
-                try await waitUntil("the recovery logged", timeout: .seconds(30)) {
-                    process.standardError(since: recovered).contains("the MQTT spool writes again")
-                }
-                try await waitUntil("health well again", timeout: .seconds(10)) {
-                    subscriber.last("keepalive/gw/health")?.hasPrefix("polling") == true
-                }
-                let written = CLITests.records(process.standardOutput).map(\.seq)
-                try await waitUntil("every record written since delivered", timeout: .seconds(30)) {
+                    let recovered = process.mark()
+                    #expect(unlink(filler) == 0)
+                    try await waitUntil("the recovery logged", timeout: .seconds(30)) {
+                        process.standardError(since: recovered).contains("the MQTT spool writes again")
+                    }
+                    try await waitUntil("health well again", timeout: .seconds(10)) {
+                        subscriber.last("keepalive/gw/health")?.hasPrefix("polling") == true
+                    }
+                    let written = CLITests.records(process.standardOutput).map(\.seq)
+                    try await waitUntil("every record written since delivered", timeout: .seconds(30)) {
+                        let delivered = Self.delivered(subscriber)
+                        let dropped = Int(subscriber.last("keepalive/gw/dropped") ?? "") ?? 0
+                        return written.filter { !delivered.contains($0) }.count <= dropped
+                    }
+                    process.signal(SIGTERM)
+                    #expect(try await process.waitForExit(within: .seconds(15)) == 0)
+                    await subscriber.close()
+
+                    // Exactly the records counted as dropped are missing, and the log said how many.
                     let delivered = Self.delivered(subscriber)
-                    let dropped = Int(subscriber.last("keepalive/gw/dropped") ?? "") ?? 0
-                    return written.filter { !delivered.contains($0) }.count <= dropped
+                    let missing = written.filter { !delivered.contains($0) }
+                    let dropped = Int(subscriber.last("keepalive/gw/dropped") ?? "") ?? -1
+                    #expect(missing.count == dropped, "missing \(missing), dropped \(dropped)")
+                    #expect(Self.logs(process.standardError, lost: dropped), "\(process.standardError.suffix(2_000))")
+                    // Lost while the disk was full, so one run of consecutive records.
+                    if let first = missing.first { #expect(missing == Array(first..<(first + missing.count))) }
+                    print("a full spool disk: \(written.count) records, \(dropped) lost while full, the rest delivered")
                 }
-                process.signal(SIGTERM)
-                #expect(try await process.waitForExit(within: .seconds(15)) == 0)
-                await subscriber.close()
-
-                // Exactly the records counted as dropped are missing, and the log said how many.
-                let delivered = Self.delivered(subscriber)
-                let missing = written.filter { !delivered.contains($0) }
-                let dropped = Int(subscriber.last("keepalive/gw/dropped") ?? "") ?? -1
-                #expect(missing.count == dropped, "missing \(missing), dropped \(dropped)")
-                #expect(Self.logs(process.standardError, lost: dropped), "\(process.standardError.suffix(2_000))")
-                // Lost while the disk was full, so one run of consecutive records.
-                if let first = missing.first { #expect(missing == Array(first..<(first + missing.count))) }
-                print("a full spool disk: \(written.count) records, \(dropped) lost while full, the rest delivered")
             }
         }
     }
 
     @Test func aFullOutputDiskLosesOnlyItsLinesWhileMQTTGoesOnAndLeavesNoPartialLine() async throws {
         try await Self.withSmallDisk { disk in
+            let output = disk + "/records.jsonl"
             try await MQTTBridgeEndToEndTests.withSetup { bus, broker, spool in
-                let file = try TemporaryFile(
-                    name: "keepalive.yaml",
-                    contents: MQTTBridgeEndToEndTests.configuration(port: broker.port, spool: spool, interval: "1s"))
-                defer { file.remove() }
-                let output = disk + "/records.jsonl"
-                let subscriber = try await MQTTBridgeEndToEndTests.Subscriber(port: broker.port)
-                let process = try CommandProcess(
-                    ["run", "--config", file.path, "--bus", bus.address, "--output", output])
-                defer { process.terminate() }
-                try await waitUntil("records written", timeout: .seconds(20)) {
-                    CLITests.records(LogrotateEndToEndTests.text(output)).count >= 2
-                }
+                try await MQTTBridgeEndToEndTests.withDaemon(
+                    bus: bus, port: broker.port, spool: spool, arguments: ["--output", output]
+                ) { process, subscriber in
+                    try await waitUntil("records written", timeout: .seconds(20)) {
+                        CLITests.records(LogrotateEndToEndTests.text(output)).count >= 2
+                    }
 
-                let mark = process.mark()
-                let filler = try Self.fill(disk)
-                try await waitUntil("the output's trouble logged", timeout: .seconds(30)) {
-                    process.standardError(since: mark).contains("the output file cannot write")
-                }
-                let full = Self.delivered(subscriber).max() ?? 0
-                try await waitUntil("MQTT goes on", timeout: .seconds(20)) {
-                    (Self.delivered(subscriber).max() ?? 0) >= full + 3
-                }
-                try await waitUntil("health says so", timeout: .seconds(10)) {
-                    subscriber.last("keepalive/gw/health")?.contains("the output file cannot write") == true
-                }
+                    let mark = process.mark()
+                    let filler = try Self.fill(disk)
+                    try await waitUntil("the output's trouble logged", timeout: .seconds(30)) {
+                        process.standardError(since: mark).contains("the output file cannot write")
+                    }
+                    let full = Self.delivered(subscriber).max() ?? 0
+                    try await waitUntil("MQTT goes on", timeout: .seconds(20)) {
+                        (Self.delivered(subscriber).max() ?? 0) >= full + 3
+                    }
+                    try await waitUntil("health says so", timeout: .seconds(10)) {
+                        subscriber.last("keepalive/gw/health")?.contains("the output file cannot write") == true
+                    }
 
-                let recovered = process.mark()
-                #expect(unlink(filler) == 0)
-                try await waitUntil("the recovery logged", timeout: .seconds(30)) {
-                    process.standardError(since: recovered).contains("the output file writes again")
-                }
-                let after = Self.delivered(subscriber).max() ?? 0
-                try await waitUntil("lines again", timeout: .seconds(20)) {
-                    (CLITests.records(LogrotateEndToEndTests.text(output)).last?.seq ?? 0) > after
-                }
-                process.signal(SIGTERM)
-                #expect(try await process.waitForExit(within: .seconds(15)) == 0)
-                await subscriber.close()
+                    let recovered = process.mark()
+                    #expect(unlink(filler) == 0)
+                    try await waitUntil("the recovery logged", timeout: .seconds(30)) {
+                        process.standardError(since: recovered).contains("the output file writes again")
+                    }
+                    let after = Self.delivered(subscriber).max() ?? 0
+                    try await waitUntil("lines again", timeout: .seconds(20)) {
+                        (CLITests.records(LogrotateEndToEndTests.text(output)).last?.seq ?? 0) > after
+                    }
+                    process.signal(SIGTERM)
+                    #expect(try await process.waitForExit(within: .seconds(15)) == 0)
+                    await subscriber.close()
 
-                // Every line whole JSON; the lines missing are exactly the ones the log counted; MQTT has them all.
-                let text = LogrotateEndToEndTests.text(output)
-                #expect(text.hasSuffix("\n"))
-                for line in text.split(separator: "\n") {
+                    // Every line whole JSON; the lines missing are exactly the ones the log counted; MQTT has them all.
+                    let text = LogrotateEndToEndTests.text(output)
+                    #expect(text.hasSuffix("\n"))
+                    for line in text.split(separator: "\n") {
+                        #expect(
+                            (try? JSONSerialization.jsonObject(with: Data(line.utf8))) != nil, "a partial line: \(line)"
+                        )
+                    }
+                    let lines = CLITests.records(text).map(\.seq)
+                    let last = try #require(lines.last)
+                    let missing = Array(0...last).filter { !lines.contains($0) }
+                    #expect(!missing.isEmpty)
                     #expect(
-                        (try? JSONSerialization.jsonObject(with: Data(line.utf8))) != nil, "a partial line: \(line)")
+                        Self.logs(process.standardError, lost: missing.count), "\(process.standardError.suffix(2_000))")
+                    let delivered = Self.delivered(subscriber)
+                    #expect(missing.allSatisfy(delivered.contains), "missing from MQTT too: \(missing)")
+                    print("a full output disk: \(missing.count) lines lost while full, all delivered over MQTT")
                 }
-                let lines = CLITests.records(text).map(\.seq)
-                let last = try #require(lines.last)
-                let missing = Array(0...last).filter { !lines.contains($0) }
-                #expect(!missing.isEmpty)
-                #expect(Self.logs(process.standardError, lost: missing.count), "\(process.standardError.suffix(2_000))")
-                let delivered = Self.delivered(subscriber)
-                #expect(missing.allSatisfy(delivered.contains), "missing from MQTT too: \(missing)")
-                print("a full output disk: \(missing.count) lines lost while full, all delivered over MQTT")
             }
         }
     }

@@ -68,6 +68,22 @@ struct MQTTBridgeEndToEndTests {
         """
     }
 
+    /// `keepalive run` on `configuration(port:spool:interval:)` (its records on standard output, or `--output`
+    /// as `arguments` say) beside a subscriber to everything on the broker; the daemon is terminated and the file
+    /// removed after `body` (which closes the subscriber when it needs the last messages).
+    static func withDaemon(
+        bus: PrivateBus, port: Int, spool: String, interval: String = "1s", arguments: [String] = [],
+        _ body: @Sendable (CommandProcess, Subscriber) async throws -> Void
+    ) async throws {
+        let file = try TemporaryFile(
+            name: "keepalive.yaml", contents: configuration(port: port, spool: spool, interval: interval))
+        defer { file.remove() }
+        let subscriber = try await Subscriber(port: port)
+        let process = try CommandProcess(["run", "--config", file.path, "--bus", bus.address] + arguments)
+        defer { process.terminate() }
+        try await body(process, subscriber)
+    }
+
     static func withSetup<T: Sendable>(
         persistentBroker: Bool = false, _ body: @Sendable (PrivateBus, MosquittoBroker, String) async throws -> T
     ) async throws -> T {
@@ -287,9 +303,9 @@ struct MQTTBridgeEndToEndTests {
             #expect(duplicates <= 100, "duplicates only of what was in flight (at most libmosquitto's 100)")
             print(
                 """
-                    bridge e2e: 30 s outage, \(writtenDuringOutage - deliveredBefore) records spooled meanwhile; all \
-                    \(written.count) delivered 
-                    """
+                bridge e2e: 30 s outage, \(writtenDuringOutage - deliveredBefore) records spooled meanwhile; all \
+                \(written.count) delivered 
+                """
                     + "\(caughtUp) after the broker's return, \(duplicates) duplicates")
             await subscriber.close()
             restarted.kill()
