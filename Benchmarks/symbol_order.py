@@ -194,7 +194,8 @@ def main():
         spool = os.path.join(work, "spool")
         bridged = os.path.join(work, "order-mqtt.yaml")
         with open(bridged, "w") as f:
-            f.write(f"interval: 2s\nwindow_budget: 1800ms\nmqtt:\n  broker: mqtt://127.0.0.1:{broker.port}\n"
+            f.write(f"interval: 2s\nmin_interval: 2s\nwindow_budget: 1800ms\n"
+                    f"mqtt:\n  broker: mqtt://127.0.0.1:{broker.port}\n"
                     f"  gateway: order\n  spool: {{path: {spool}}}\ndevices:\n")
             for n in range(1, 21):
                 f.write(f'  - {{name: d{n}, address: "{run.address(n)}", read: [{{uuid: {run.COUNTER}, '

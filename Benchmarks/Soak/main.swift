@@ -45,8 +45,8 @@ let outputPath = directory + "/records.jsonl"
 // through: a wedged adapter's devices back off to one poll in 16 s, which makes rounds long.
 var yaml =
     """
-        interval: 1s\nmax_connections: 16\nlow_power: {mode: off}\nadapter_power: on\nhealing: {failing_rounds: 2, \
-        cooldown: 10s}\ndevices:\n
+        interval: 1s\nmin_interval: 1s\nmax_connections: 16\nlow_power: {mode: off}\nadapter_power: on\n\
+        healing: {failing_rounds: 2, cooldown: 10s}\ndevices:\n
         """
 for number in 1...deviceCount {
     let address = String(format: "C0:FF:EE:00:%02X:%02X", (number >> 8) & 0xFF, number & 0xFF)

@@ -153,11 +153,14 @@ struct DemoCommand: AsyncParsableCommand {
         var scaled = configuration
         let ratio = interval / configuration.interval
         scaled.interval = interval
+        // The floor (`min_interval`) scales too, never above the base interval: what the file allows, the demo does.
+        scaled.minInterval = min(configuration.minInterval * ratio, interval)
         scaled.jitter = .zero
         scaled.windowBudget = nil
         scaled.devices = configuration.devices.map { device in
             var device = device
             device.interval = device.interval.map { max($0 * ratio, interval) }
+            device.minInterval = device.minInterval.map { min($0 * ratio, interval) }
             device.budget = nil
             // Listening shrinks with the interval (never below a second, the sensors' notification period),
             // so it still fits the scaled window.

@@ -344,8 +344,10 @@ public final class Daemon: Service {
     /// The bridge and its commands, beside the polling; at shutdown (after the scheduler, the bus and the fleet)
     /// it gets up to 3 s to deliver what is still spooled while connected, then says `offline` and closes.
     private func runBridge(_ bridge: MQTTBridge, engine: PollEngine) async {
+        let floors = Dictionary(
+            configuration.devices.map { ($0.name, configuration.minInterval(of: $0)) }, uniquingKeysWith: { $1 })
         await withTaskGroup(of: Void.self) { [logger] group in
-            group.addTask { await Self.followCommands(of: bridge, engine: engine, logger: logger) }
+            group.addTask { await Self.followCommands(of: bridge, engine: engine, floors: floors, logger: logger) }
             group.addTask {
                 do {
                     try await bridge.run()

@@ -24,6 +24,10 @@ public struct BridgeDevice: Sendable, Hashable {
     public var model: String?
     /// The configured interval (the effective one changes through ``MQTTBridge/intervalChanged(device:to:)``).
     public var interval: Duration
+    /// The shortest interval an `interval/set` command may set (the configuration's `min_interval`); a shorter one
+    /// is answered on the device's error topic, naming it, and never reaches the daemon. Anyone who can publish to
+    /// the broker can send commands: `1ms` once made a sensor poll without pause.
+    public var minimumInterval: Duration
     public var expectedReadings: [ExpectedReading]
     /// Shared by a fleet of gateways: announced to Home Assistant only while this gateway holds it (see
     /// ``MQTTBridge/holdChanged(device:holding:)``), under a gateway-independent node id, with a "Holder" sensor.
@@ -31,13 +35,14 @@ public struct BridgeDevice: Sendable, Hashable {
 
     public init(
         name: String, address: String, manufacturer: String? = nil, model: String? = nil, interval: Duration,
-        expectedReadings: [ExpectedReading] = [], shared: Bool = false
+        minimumInterval: Duration = .seconds(5), expectedReadings: [ExpectedReading] = [], shared: Bool = false
     ) {
         self.name = name
         self.address = address
         self.manufacturer = manufacturer
         self.model = model
         self.interval = interval
+        self.minimumInterval = minimumInterval
         self.expectedReadings = expectedReadings
         self.shared = shared
     }

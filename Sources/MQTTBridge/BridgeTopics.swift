@@ -10,7 +10,7 @@
 /// | `<prefix>/<gateway>/<device>/availability` | `online` / `offline` | yes |
 /// | `<prefix>/<gateway>/<device>/failures` | consecutive failed polls, decimal | yes |
 /// | `<prefix>/<gateway>/<device>/interval` | the effective interval, e.g. `30s` | yes |
-/// | `<prefix>/<gateway>/<device>/error` | a malformed command, as text | no |
+/// | `<prefix>/<gateway>/<device>/error` | a refused command (malformed, below the floor, too soon), as text | no |
 /// | `<prefix>/<gateway>/<device>/poll` | subscribed: poll now (any payload up to 64 bytes) | — |
 /// | `<prefix>/<gateway>/<device>/interval/set` | subscribed: `30s`, `2m`, `500ms` | — |
 ///

@@ -10,7 +10,8 @@ import MQTT
 extension MQTTBridge {
     /// A command that cannot be carried out, and where to say so.
     struct CommandRejection: Error, Sendable, Hashable {
-        /// Why, in a word, for the log's folding of repeats: `unknownDevice`, `tooLong`, `retained`, `notADuration`.
+        /// Why, in a word, for the log's folding of repeats: `unknownDevice`, `tooLong`, `retained`, `notADuration`,
+        /// `belowFloor`; or the daemon's (``MQTTBridge/refuse(_:kind:reason:)``), `pollPending`, `pollTooSoon`.
         var kind: String
         /// The device (its name), or nil for a topic that names none configured (answered on the gateway's topic).
         var device: String?
@@ -32,7 +33,12 @@ extension MQTTBridge {
             }
             switch parseCommand(message) {
             case .success(let command?):
-                logger.info("command received", metadata: ["topic": "\(message.topic)", "command": "\(command)"])
+                // Debug: the daemon logs what it does with each command (`poll on command`, `interval changed on
+                // command`) and the bridge every refusal, folded; a line per command received let a flood of
+                // valid-looking polls write one line each.
+                logger.debug(
+                    "command received",
+                    metadata: ["topic": "\(MessageText.topic(message.topic))", "command": "\(command)"])
                 commandContinuation.yield(command)
             case .success(nil):
                 continue
@@ -40,6 +46,22 @@ extension MQTTBridge {
                 reject(rejection)
             }
         }
+    }
+
+    /// Answers on the device's error topic a command the daemon will not carry out although it is well formed (a
+    /// poll while one it asked for is pending, or too soon after the last), exactly as a malformed one is answered
+    /// (``reject(_:)``): the log folds a flood of them, and the answers are limited. `kind` is the word the log folds
+    /// by, `reason` what the sender reads after the command's topic.
+    public func refuse(_ command: BridgeCommand, kind: String, reason: String) {
+        let (device, topic) =
+            switch command {
+            case .pollNow(let device): (device, topics.poll(device))
+            case .setInterval(let device, _): (device, topics.intervalSet(device))
+            }
+        reject(
+            CommandRejection(
+                kind: kind, device: device, topic: topics.error(device),
+                message: "\(MessageText.topic(topic)): \(reason)"))
     }
 
     /// Logs a rejected command and answers it on its error topic. The log line names the device (the gateway for
@@ -69,8 +91,9 @@ extension MQTTBridge {
     }
 
     /// The command in `message`, nil for a message that is not one, or why it is refused with the topic to answer
-    /// on: malformed, or retained (a retained command would be carried out again at every connection, long after the
-    /// configuration changed: an interval from one would outlive every edit of the file).
+    /// on: malformed, retained (a retained command would be carried out again at every connection, long after the
+    /// configuration changed: an interval from one would outlive every edit of the file), or an interval below the
+    /// device's floor (``BridgeDevice/minimumInterval``: `1ms` made a sensor poll without pause).
     func parseCommand(_ message: MQTTMessage) -> Result<BridgeCommand?, CommandRejection> {
         let base = topics.base + "/"
         guard message.topic.hasPrefix(base) else { return .success(nil) }
@@ -91,7 +114,10 @@ extension MQTTBridge {
         if message.payload.isEmpty, kind == "interval/set" { return .success(nil) }
         // Topics are up to 65,535 bytes and come from anyone: shortened wherever they are repeated.
         let shown = MessageText.topic(message.topic)
-        guard let device = state.withLock({ $0.deviceByLevel[String(level)] }) else {
+        let configured = state.withLock { state in
+            state.deviceByLevel[String(level)].map { ($0, state.devices[$0]?.device.minimumInterval) }
+        }
+        guard let (device, floor) = configured else {
             return .failure(
                 CommandRejection(
                     kind: "unknownDevice", device: nil, topic: topics.gatewayError,
@@ -123,6 +149,14 @@ extension MQTTBridge {
         // The configuration's own grammar and bounds (DurationText): what `interval:` accepts, a command accepts.
         switch DurationText.check(text) {
         case .success(let interval):
+            // Floored before the daemon sees it: the configuration's own rule (`min_interval`), on the base interval
+            // (low power still stretches what is accepted).
+            if let floor, interval < floor {
+                return rejected(
+                    "belowFloor",
+                    "\(interval.compact) is shorter than min_interval \(floor.compact), the shortest interval "
+                        + "allowed for this device")
+            }
             return .success(.setInterval(device: device, interval))
         case .failure(let problem):
             return rejected("\(problem.kind)", problem.message)

@@ -41,6 +41,7 @@ struct BrokerTroubleEndToEndTests {
             defer { _ = Subprocess.runBlockingIgnoringErrors(["rm", "-rf", spool]) }
             let yaml = """
                 interval: 2s
+                min_interval: 1s
                 devices:
                   - {name: sensor-1, address: C0:FF:EE:00:00:01, read: [2a19]}
                 mqtt:

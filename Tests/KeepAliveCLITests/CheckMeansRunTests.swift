@@ -33,6 +33,16 @@ struct CheckMeansRunTests {
                 + "devices:\n  - {name: a, address: C0:FF:EE:00:00:01, read: [2a19]}\n",
             ":3:8:", "mqtt.tls", "cannot read `/nonexistent/keepalive-ca.pem`: No such file or directory"
         ),
+        (
+            "an interval below the default floor",
+            "interval: 1s\ndevices:\n  - {name: a, address: C0:FF:EE:00:00:01, read: [2a19]}\n",
+            ":1:11:", "interval", "interval 1s is shorter than min_interval 5s (the default)"
+        ),
+        (
+            "a device's interval below the file's floor",
+            "min_interval: 3s\ndevices:\n  - {name: a, address: C0:FF:EE:00:00:01, interval: 2s, read: [2a19]}\n",
+            ":3:53:", "devices[0].interval", "interval 2s is shorter than min_interval 3s (line 1)"
+        ),
     ])
     func checkAndRunRefuseAlikeWithExit78(
         _ name: String, _ yaml: String, _ position: String, _ field: String, _ message: String
@@ -63,8 +73,8 @@ struct CheckMeansRunTests {
         try await CLITests.withSimulator(devices: 1) { bus, _ in
             let file = try TemporaryFile(
                 name: "escapes.yaml",
-                contents:
-                    "interval: 1s\ndevices:\n  - {name: \"evil\\e[2J\", address: C0:FF:EE:00:00:09, read: [2a19]}\n")
+                contents: "interval: 1s\nmin_interval: 1s\ndevices:\n"
+                    + "  - {name: \"evil\\e[2J\", address: C0:FF:EE:00:00:09, read: [2a19]}\n")
             defer { file.remove() }
             let check = try await CommandProcess.run(["run", "--config", file.path, "--check"])
             #expect(check.status == 0, "\(check.stderr)")

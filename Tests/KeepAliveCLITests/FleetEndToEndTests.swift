@@ -40,6 +40,7 @@ struct FleetEndToEndTests {
     static func configuration(_ gateway: Gateway, port: Int, spool: String) -> String {
         var text = """
             interval: 2s
+            min_interval: 1s
             window_budget: 1s
             devices:
 

@@ -54,9 +54,14 @@ struct MQTTBridgeEndToEndTests {
         }
     }
 
-    static func configuration(port: Int, spool: String, interval: String = "2s", extra: String = "") -> String {
+    /// Two simulated sensors behind the bridge (gateway `gw`); `minInterval` nil leaves the default floor (5s),
+    /// which the tests' intervals of a second or two are below.
+    static func configuration(
+        port: Int, spool: String, interval: String = "2s", minInterval: String? = "1s", extra: String = ""
+    ) -> String {
         """
         interval: \(interval)
+        \(minInterval.map { "min_interval: \($0)" } ?? "")
         devices:
           - {name: sensor-1, address: C0:FF:EE:00:00:01, read: [2a19, 2a6e]}
           - {name: sensor-2, address: C0:FF:EE:00:00:02, read: [2a19]}
@@ -72,11 +77,12 @@ struct MQTTBridgeEndToEndTests {
     /// as `arguments` say) beside a subscriber to everything on the broker; the daemon is terminated and the file
     /// removed after `body` (which closes the subscriber when it needs the last messages).
     static func withDaemon(
-        bus: PrivateBus, port: Int, spool: String, interval: String = "1s", arguments: [String] = [],
-        _ body: @Sendable (CommandProcess, Subscriber) async throws -> Void
+        bus: PrivateBus, port: Int, spool: String, interval: String = "1s", minInterval: String? = "1s",
+        arguments: [String] = [], _ body: @Sendable (CommandProcess, Subscriber) async throws -> Void
     ) async throws {
         let file = try TemporaryFile(
-            name: "keepalive.yaml", contents: configuration(port: port, spool: spool, interval: interval))
+            name: "keepalive.yaml",
+            contents: configuration(port: port, spool: spool, interval: interval, minInterval: minInterval))
         defer { file.remove() }
         let subscriber = try await Subscriber(port: port)
         let process = try CommandProcess(["run", "--config", file.path, "--bus", bus.address] + arguments)

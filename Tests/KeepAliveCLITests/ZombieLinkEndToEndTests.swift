@@ -18,7 +18,7 @@ extension MonthsWithoutAPersonTests {
             try await CLITests.withSimulator(devices: 2) { bus, simulator in
                 let notify =
                     "    notify: [{uuid: 4b410002-6b65-6570-616c-697665000000, for: 800ms, expect_every: 400ms}]\n"
-                var text = "interval: 2s\nmax_connections: 3\ndevices:\n"
+                var text = "interval: 2s\nmin_interval: 1s\nmax_connections: 3\ndevices:\n"
                 for number in 1...2 {
                     text +=
                         "  - name: sensor-\(number)\n    address: C0:FF:EE:00:00:0\(number)\n    read: [2a19]\n"

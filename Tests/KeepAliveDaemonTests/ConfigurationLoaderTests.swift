@@ -267,6 +267,55 @@ struct ConfigurationLoaderTests {
         expectFailure("interval: 25h\n" + oneDevice, .invalidValue, line: 1, column: 11, field: "interval")
     }
 
+    /// `min_interval` (issue #35): what an MQTT command may not set, the file may not give either, with the place of
+    /// the value that breaks the floor: the device's interval, its own floor, else the file's.
+    @Test func noIntervalIsShorterThanItsFloor() throws {
+        let global = expectFailure("interval: 1s\n" + oneDevice, .invalidValue, line: 1, column: 11, field: "interval")
+        #expect(global.contains("interval 1s is shorter than min_interval 5s (the default)"), "\(global)")
+        let lowered = try ConfigurationLoader.parse("interval: 1s\nmin_interval: 1s\n" + oneDevice, file: "test.yaml")
+        #expect(lowered.minInterval == .seconds(1) && lowered.interval == .seconds(1))
+        let raised = expectFailure(
+            "min_interval: 1m\n" + oneDevice, .invalidValue, line: 1, column: 15, field: "min_interval")
+        #expect(raised.contains("longer than the interval 30s (the default)"), "\(raised)")
+        let device = expectFailure(
+            """
+            min_interval: 3s
+            devices:
+              - name: a
+                address: C0:FF:EE:00:00:01
+                interval: 2s
+                read: [2a19]
+            """, .invalidValue, line: 5, column: 15, field: "devices[0].interval"
+        )
+        #expect(device.contains("shorter than min_interval 3s (line 1)"), "\(device)")
+        // A device's own floor: lower for one that bears it, or higher than the interval it inherits.
+        let own = try ConfigurationLoader.parse(
+            """
+            devices:
+              - name: a
+                address: C0:FF:EE:00:00:01
+                interval: 2s
+                min_interval: 1s
+                read: [2a19]
+            """, file: "test.yaml")
+        #expect(own.minInterval(of: own.devices[0]) == .seconds(1) && own.minInterval == .seconds(5))
+        let spared = expectFailure(
+            """
+            interval: 30s
+            devices:
+              - name: a
+                address: C0:FF:EE:00:00:01
+                min_interval: 1m
+                read: [2a19]
+            """, .invalidValue, line: 5, column: 19, field: "devices[0].min_interval"
+        )
+        #expect(spared.contains("longer than the interval 30s (line 1)"), "\(spared)")
+        // The floor itself is a duration like any other: positive, at most 24h.
+        expectFailure("min_interval: 0s\n" + oneDevice, .invalidValue, line: 1, column: 15, field: "min_interval")
+        expectFailure("min_interval: 25h\n" + oneDevice, .invalidValue, line: 1, column: 15, field: "min_interval")
+        expectFailure("min_interval: 5\n" + oneDevice, .badDuration, line: 1, column: 15, field: "min_interval")
+    }
+
     @Test func aWindowBudgetNotShorterThanTheIntervalIsRefused() {
         expectFailure(
             "interval: 10s\nwindow_budget: 10s\n" + oneDevice,
@@ -302,12 +351,13 @@ struct ConfigurationLoaderTests {
         // The derived budget (two thirds of 3s) never collides, but listening for longer than it does.
         expectFailure(
             """
+            min_interval: 1s
             devices:
               - name: a
                 address: C0:FF:EE:00:00:01
                 interval: 3s
                 notify: [{uuid: 2a6e, for: 2s}]
-            """, .invalidValue, line: 5, column: 32, field: "devices[0].notify[0].for"
+            """, .invalidValue, line: 6, column: 32, field: "devices[0].notify[0].for"
         )
     }
 

@@ -88,6 +88,19 @@ struct DaemonConfigurationValidationTests {
                 ]),
                 "devices[0].notify[0].expect_every"
             ),
+            // The floor (`min_interval`, 5 s by default), the rule an `interval/set` command obeys too.
+            (configuration([sensor]) { $0.interval = .seconds(1) }, "interval"),
+            (configuration([sensor]) { $0.minInterval = .zero }, "min_interval"),
+            (
+                configuration([
+                    .init(name: "fast", address: "C0:FF:EE:00:00:05", interval: .seconds(2), reads: [battery])
+                ]), "devices[0].interval"
+            ),
+            (
+                configuration([
+                    .init(name: "spared", address: "C0:FF:EE:00:00:05", minInterval: .seconds(60), reads: [battery])
+                ]), "devices[0].min_interval"
+            ),
         ]
         for (configuration, field) in cases {
             let error = refusal(configuration)

@@ -7,7 +7,8 @@ import MQTT
 import Testing
 
 /// `interval:` in the file and an `interval/set` command read durations the same way: one grammar and one range
-/// (DurationText). Forty spellings, right and wrong, go to both; the answers must agree, value for value.
+/// (DurationText), and one floor (`min_interval`, here 1ms). Forty spellings, right and wrong, go to both; the
+/// answers must agree, value for value.
 @Suite("One duration grammar")
 struct OneDurationGrammarTests {
     static let spellings = [
@@ -25,13 +26,17 @@ struct OneDurationGrammarTests {
             configuration: BridgeConfiguration(
                 mqtt: MQTTConfiguration(host: "127.0.0.1", port: 1, clientID: ""), gateway: "gw",
                 spoolDirectory: directory),
-            devices: [BridgeDevice(name: "a", address: "C0:FF:EE:00:00:01", interval: .seconds(30))],
+            devices: [
+                BridgeDevice(
+                    name: "a", address: "C0:FF:EE:00:00:01", interval: .seconds(30), minimumInterval: .milliseconds(1))
+            ],
             logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })
         )
         var accepted = 0
         for spelling in Self.spellings {
             let file = """
                 jitter: 0s
+                min_interval: 1ms
                 devices:
                   - name: a
                     address: C0:FF:EE:00:00:01

@@ -63,6 +63,44 @@ import Testing
         await running.stop()
     }
 
+    /// An interval below the device's floor (`min_interval`) is answered on its error topic, naming the floor, and
+    /// never reaches the daemon; the floor itself is accepted. Each device has its own.
+    @Test func anIntervalBelowTheFloorIsRefusedNamingIt() throws {
+        let directory = try makeTemporaryDirectory(prefix: "bridge-test")
+        defer { removeDirectory(directory) }
+        var fast = cellar
+        fast.minimumInterval = .milliseconds(500)
+        let bridge = try MQTTBridge(
+            configuration: bridgeConfiguration(port: 1, directory: directory), devices: [kitchen, fast],
+            logger: testLogger())
+        func parse(_ device: String, _ text: String) -> Result<BridgeCommand?, MQTTBridge.CommandRejection> {
+            bridge.parseCommand(
+                MQTTMessage(
+                    topic: "keepalive/gw/\(device)/interval/set", payload: Array(text.utf8), qos: .atLeastOnce,
+                    retain: false))
+        }
+        guard case .failure(let refused) = parse("kitchen", "1ms") else {
+            Issue.record("1ms was accepted")
+            return
+        }
+        #expect(refused.kind == "belowFloor" && refused.device == "kitchen")
+        #expect(refused.topic == "keepalive/gw/kitchen/error")
+        #expect(
+            refused.message
+                == "keepalive/gw/kitchen/interval/set: 1ms is shorter than min_interval 5s, the shortest interval "
+                + "allowed for this device")
+        #expect((try? parse("kitchen", "4.999s").get()) == nil)
+        #expect(try parse("kitchen", "5s").get() == .setInterval(device: "kitchen", .seconds(5)))
+        #expect(try parse("cellar", "500ms").get() == .setInterval(device: "cellar", .milliseconds(500)))
+        #expect((try? parse("cellar", "499ms").get()) == nil)
+        // A poll is no interval: the floor of polls on command is the daemon's (CommandPollLimiter).
+        #expect(
+            try bridge.parseCommand(
+                MQTTMessage(topic: "keepalive/gw/kitchen/poll", payload: [], qos: .atLeastOnce, retain: false)
+            ).get()
+                == .pollNow(device: "kitchen"))
+    }
+
     @Test func retainedCommandsAreRefusedAtEveryStartAndNeverCarriedOut() async throws {
         let broker = try await MosquittoBroker.start()
         let directory = try makeTemporaryDirectory(prefix: "bridge-test")

@@ -32,10 +32,11 @@ public enum ConfigurationLoader {
     static let topLevelKeys = [
         "interval", "jitter", "window_budget", "low_power", "adapter", "max_connections", "output", "mqtt", "fleet",
         "devices",
-        "adapter_power", "healing",
+        "adapter_power", "healing", "min_interval",
     ]
     static let deviceKeys = [
         "name", "address", "adapter", "interval", "budget", "profile", "fields", "read", "write", "notify", "shared",
+        "min_interval",
     ]
     static let profileKeys = ["profile", "manufacturer", "model", "description", "read", "write", "notify"]
 
@@ -75,6 +76,7 @@ public enum ConfigurationLoader {
             let value = pair.value
             switch pair.key {
             case "interval": configuration.interval = try document.duration(value, "interval")
+            case "min_interval": configuration.minInterval = try document.duration(value, "min_interval")
             case "jitter": configuration.jitter = try document.duration(value, "jitter", allowZero: true)
             case "window_budget": configuration.windowBudget = try document.duration(value, "window_budget")
             case "low_power":
@@ -224,6 +226,7 @@ public enum ConfigurationLoader {
             case "adapter": device.adapter = try document.adapter(value, field)
             case "interval": device.interval = try document.duration(value, field)
             case "budget": device.budget = try document.duration(value, field)
+            case "min_interval": device.minInterval = try document.duration(value, field)
             case "shared": device.shared = try document.boolean(value, field)
             case "read", "write", "notify": try operation(pair.key, value, field: field, into: &own, in: document)
             default: break  // profile and fields: below, once the rest is known

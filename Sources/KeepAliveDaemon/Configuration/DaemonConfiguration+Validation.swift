@@ -21,8 +21,8 @@ extension DaemonConfiguration {
 
     /// Every rule a configuration must keep, in one place: the scheduler's and the poll engine's own
     /// (``KeepAlive/ConfigurationValueError`` reasons), unique names, one entry per device and adapter, valid
-    /// addresses and adapters, every device's interval, budget and listening times, one name per reading, and the
-    /// fleet's settings.
+    /// addresses and adapters, every device's interval (no shorter than its floor, `min_interval`), budget and
+    /// listening times, one name per reading, and the fleet's settings.
     ///
     /// ``ConfigurationLoader`` checks only the file's shape and each value's own form, then calls this: an error
     /// then points at the line and column of the value that breaks the rule (``origins``).
@@ -59,6 +59,9 @@ extension DaemonConfiguration {
         } catch {
             let field = Self.fileField(error.field)
             throw refuse(field, error.reason)
+        }
+        guard minInterval > .zero else {
+            throw refuse("min_interval", "must be longer than 0, e.g. 5s")
         }
         guard (1...16).contains(maxConnections) else {
             throw refuse("max_connections", "must be from 1 to 16, not \(maxConnections)")
@@ -147,6 +150,9 @@ extension DaemonConfiguration {
                     "interval \(interval.compact) must be longer than jitter \(jitter.compact)"
                 )
             }
+            if let problem = floorProblem(of: device, index: index, interval: interval, at: location) {
+                throw problem
+            }
             do {
                 try KeepAlive.RegistrationOptions(interval: device.interval, budget: device.budget).validate(
                     against: scheduler)
@@ -196,6 +202,45 @@ extension DaemonConfiguration {
             let kind: ConfigurationError.Kind = fleet == nil ? .missingKey : .invalidValue
             throw ConfigurationError(kind, at: location, field: problem.field, problem.message)
         }
+    }
+
+    /// A device polled more often than its floor (`min_interval`, its own or the file's) allows: the rule an
+    /// `interval/set` command obeys, so that the file cannot do what a command may not. The error points at the
+    /// value the file wrote that breaks it: the device's `interval`, else its own `min_interval`, else the file's
+    /// `interval`, else the file's `min_interval` (raised above the default interval); nil when the device keeps it.
+    func floorProblem(of device: Device, index: Int, interval: Duration, at location: SourceLocation)
+        -> ConfigurationError?
+    {
+        let floor = minInterval(of: device)
+        guard interval < floor else { return nil }
+        let field = "devices[\(index)]"
+        func line(_ key: String) -> String { origins[key].map { " (line \($0.location.line))" } ?? " (the default)" }
+        let floorText =
+            device.minInterval != nil
+            ? "this device's min_interval \(floor.compact)\(line("\(field).min_interval"))"
+            : "min_interval \(floor.compact)\(line("min_interval"))"
+        let advice = "lengthen the interval, or lower min_interval for a device that bears being polled that often"
+        let blamed: (key: String, message: String)
+        if device.interval != nil {
+            blamed = ("\(field).interval", "interval \(interval.compact) is shorter than \(floorText): \(advice)")
+        } else if device.minInterval != nil {
+            blamed = (
+                "\(field).min_interval",
+                "min_interval \(floor.compact) is longer than the interval \(interval.compact)\(line("interval")) "
+                    + "this device is polled at: give it an interval of its own, at least \(floor.compact)"
+            )
+        } else if origins["interval"] != nil || origins["min_interval"] == nil {
+            blamed = ("interval", "interval \(interval.compact) is shorter than \(floorText): \(advice)")
+        } else {
+            blamed = (
+                "min_interval",
+                "min_interval \(floor.compact) is longer than the interval \(interval.compact) (the default): "
+                    + "set `interval:` to at least \(floor.compact)"
+            )
+        }
+        let origin = origins[blamed.key]
+        return ConfigurationError(
+            .invalidValue, at: origin?.location ?? location, field: origin?.field ?? blamed.key, blamed.message)
     }
 
     /// The files `run` must read at start can be read now (`mqtt.password_file`, the TLS files): checked by `run`

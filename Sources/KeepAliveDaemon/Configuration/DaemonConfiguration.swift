@@ -34,6 +34,9 @@ public struct DaemonConfiguration: Sendable, Hashable {
         public var adapter: String?
         public var interval: Duration?
         public var budget: Duration?
+        /// This device's floor (`min_interval`), when not the file's: a sensor that bears faster polling, or one
+        /// that must be spared more.
+        public var minInterval: Duration?
         public var reads: [BluetoothUUID]
         public var writes: [PeripheralSpec.Write]
         public var notifications: [PeripheralSpec.Subscription]
@@ -55,6 +58,7 @@ public struct DaemonConfiguration: Sendable, Hashable {
             adapter: String? = nil,
             interval: Duration? = nil,
             budget: Duration? = nil,
+            minInterval: Duration? = nil,
             reads: [BluetoothUUID] = [],
             writes: [PeripheralSpec.Write] = [],
             notifications: [PeripheralSpec.Subscription] = [],
@@ -70,6 +74,7 @@ public struct DaemonConfiguration: Sendable, Hashable {
             self.adapter = adapter
             self.interval = interval
             self.budget = budget
+            self.minInterval = minInterval
             self.reads = reads
             self.writes = writes
             self.notifications = notifications
@@ -83,6 +88,13 @@ public struct DaemonConfiguration: Sendable, Hashable {
     }
 
     public var interval: Duration = .seconds(30)
+    /// The floor of every interval (`min_interval`): the shortest interval the file may give a device and an
+    /// `interval/set` command may set, and the least time between two polls on command of one device. Anyone who
+    /// can publish to the broker can send commands; without a floor one made a sensor poll without pause (≈ 700
+    /// windows a second at `1ms`).
+    public var minInterval: Duration = Self.defaultMinInterval
+    /// 5 s: a sensor on a coin cell polled more often than this is being worn down, not kept alive.
+    public static let defaultMinInterval = Duration.seconds(5)
     public var jitter: Duration = .zero
     /// `nil`: the core's default (the smaller of 20 s and two thirds of the interval).
     public var windowBudget: Duration?
@@ -144,6 +156,11 @@ public struct DaemonConfiguration: Sendable, Hashable {
                 decoding: device.decoding
             )
         }
+    }
+
+    /// The floor of `device`'s interval and of its polls on command: its own `min_interval`, else the file's.
+    public func minInterval(of device: Device) -> Duration {
+        device.minInterval ?? minInterval
     }
 
     /// The adapters the devices use, sorted.

@@ -24,6 +24,11 @@ public enum ExampleConfiguration {
         # Time between two polls of a device, on mains power. Duration; default 30s.
         interval: 30s
 
+        # The floor: no interval may be shorter, here or in an MQTT `interval/set` command (refused on the
+        # device's error topic, naming it), and an MQTT `poll` command polls a device at most once per this long.
+        # Duration; default 5s. A device may have its own (`min_interval:` in its entry).
+        min_interval: 5s
+
         # Each poll starts up to this much later, at random, so devices are not all polled at the same
         # moment. Duration, shorter than interval; default 0s (no jitter).
         jitter: 2s
@@ -64,6 +69,7 @@ public enum ExampleConfiguration {
         #   adapter   optional: this device's adapter instead of the one above
         #   interval  optional duration: this device's own interval instead of the one above
         #   budget    optional duration: this device's window budget, shorter than its interval
+        #   min_interval  optional duration: this device's floor instead of the one above
         #   profile   optional: a kind of sensor (`keepalive profiles` lists them: mi-flora, lywsd03mmc,
         #             environmental-sensing, battery, heart-rate, health-thermometer) that brings its writes,
         #             reads, notifications and how to decode them; the entries below add to it

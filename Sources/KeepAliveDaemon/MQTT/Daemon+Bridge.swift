@@ -81,7 +81,8 @@ extension DaemonConfiguration {
             }
             return BridgeDevice(
                 name: device.name, address: device.address, manufacturer: device.manufacturer, model: device.model,
-                interval: device.interval ?? interval, expectedReadings: expected, shared: device.shared && fleet != nil
+                interval: device.interval ?? interval, minimumInterval: minInterval(of: device),
+                expectedReadings: expected, shared: device.shared && fleet != nil
             )
         }
     }
@@ -99,15 +100,33 @@ extension Daemon {
     }
 
     /// Carries out the bridge's commands: poll now, a new interval (echoed with the value in force).
-    static func followCommands(of bridge: MQTTBridge, engine: PollEngine, logger: Logger) async {
+    ///
+    /// Polls go through a ``CommandPollLimiter`` first, keyed by device with its floor from `floors` (devices
+    /// missing there get the configuration's default): one pending at most, and one per floor; the others are
+    /// answered on the device's error topic by the bridge (limited, and folded in the log) and cost no task and no
+    /// line of their own. `now` is a monotonic clock (tests may pass their own).
+    static func followCommands(
+        of bridge: MQTTBridge, engine: PollEngine, floors: [String: Duration], logger: Logger,
+        now: @escaping @Sendable () -> Duration = { .nanoseconds(clockNanoseconds(CLOCK_MONOTONIC)) }
+    ) async {
+        let limiter = Locked(CommandPollLimiter())
         await withDiscardingTaskGroup { group in
             for await command in bridge.commands {
                 switch command {
                 case .pollNow(let device):
+                    let floor = floors[device] ?? DaemonConfiguration.defaultMinInterval
+                    let decision = limiter.withLock { $0.admit(device, floor: floor, at: now()) }
+                    guard decision == .poll else {
+                        bridge.refuse(command, kind: decision.kind, reason: decision.reason)
+                        continue
+                    }
                     logger.info("poll on command", metadata: ["device": "\(device)"])
                     group.addTask {
+                        var polled = false
+                        defer { limiter.withLock { $0.finished(device, polled: polled, at: now()) } }
                         do {
                             _ = try await engine.pollNow(device)
+                            polled = true
                         } catch {
                             logger.warning(
                                 "a poll on command was refused", metadata: ["device": "\(device)", "error": "\(error)"])
