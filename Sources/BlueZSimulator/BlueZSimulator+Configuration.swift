@@ -52,6 +52,13 @@ extension BlueZSimulator {
         public var discovery: Duration = .milliseconds(30)
         /// Period of RSSI PropertiesChanged while discovering.
         public var rssiInterval: Duration = .seconds(1)
+        /// A subscription (the CCCD written, by StartNotify or by bluetoothd re-enabling a session on a new
+        /// connection) → the first notification or indication: the peripheral sends its current value at the
+        /// next connection event (Linux's default LE connection interval is 30–50 ms), then one per
+        /// `notifyInterval`; never later than `notifyInterval`. With the first value a whole period after the
+        /// subscription, a client listening for one period (the demo's heart-rate strap and thermometer, issue
+        /// #35) stopped listening just before it came, poll after poll.
+        public var firstNotification: Duration = .milliseconds(50)
         /// ATT transaction timeout (a hung read fails and the link drops).
         public var attTimeout: Duration = .seconds(30)
         /// A peripheral powered off drops its link after this: its controller ends the link (HCI reason 0x15,

@@ -170,7 +170,10 @@ extension SimulatorEngine {
             return first
         }
         if first { await emitChanged(path, Self.characteristicInterface, ["Notifying": .boolean(true)]) }
-        reconcileNotifiers(of: model.withLock { $0.characteristics[path]?.devicePath } ?? path)
+        // bluetoothd answers once the CCCD write is acknowledged, and only then can the peripheral notify: the
+        // notifier (whose first value is due within `latencies.firstNotification`) starts after the reply.
+        let devicePath = model.withLock { $0.characteristics[path]?.devicePath } ?? path
+        call.afterReply { [self] _ in reconcileNotifiers(of: devicePath) }
         return []
     }
 
@@ -228,12 +231,15 @@ extension SimulatorEngine {
         }
     }
 
-    /// Notifications as bluetoothd forwards them: PropertiesChanged(Value), one per interval, consecutive
-    /// sequence numbers.
+    /// Notifications as bluetoothd forwards them: PropertiesChanged(Value), consecutive sequence numbers. The
+    /// first comes `latencies.firstNotification` after the subscription (a new session, or a new connection
+    /// with a session), as a subscribed sensor sends its current value at once; then one per interval.
     private func notify(_ path: ObjectPath, link: Int, generation: Int) async {
         let interval = model.withLock { $0.characteristics[path]?.configuration.notifyInterval } ?? .seconds(1)
+        var wait = min(scaled(configuration.latencies.firstNotification), interval)
         while !Task.isCancelled {
-            try? await Task.sleep(for: interval)
+            try? await Task.sleep(for: wait)
+            wait = interval
             let value = model.withLock { model -> [UInt8]? in
                 guard !Task.isCancelled, model.generation == generation,
                     var characteristic = model.characteristics[path],

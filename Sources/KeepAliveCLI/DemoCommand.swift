@@ -58,12 +58,16 @@ struct DemoCommand: AsyncParsableCommand {
         let bus = try PrivateBus.start()
         defer { bus.stop() }
         // The bridge too: a private mosquitto on a free loopback port (Debian's `mosquitto`, which `make deps`
-        // installs); without it the demo runs as before and says why.
+        // installs); without it the demo runs as before and says why. It runs in a process group of its own: the
+        // terminal sends Ctrl-C's SIGINT to its whole foreground group, and a broker in ours quit at once, while the
+        // daemon was still ending its windows, so their records stayed in the spool (issue #35: "4 left in the
+        // spool"). Now only the demo gets the signal; the daemon's bridge drains the spool to the broker as it
+        // shuts down (`Daemon.drain(_:within:)`), and the demo removes the broker after that, last but the bus.
         var broker: MosquittoBroker?
         var mqttProblem: String?
         if !json {
             do {
-                let started = try await MosquittoBroker.start()
+                let started = try await MosquittoBroker.start(ownProcessGroup: true)
                 broker = started
                 configuration.mqtt = DaemonConfiguration.MQTT(
                     host: "127.0.0.1", port: started.port, gateway: "demo", spoolPath: started.directory + "/spool"

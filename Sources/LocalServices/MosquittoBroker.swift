@@ -20,14 +20,17 @@ public final class MosquittoBroker: Sendable {
     public let directory: String
     private let process: WatchedProcess
     private let configuration: String
+    private let ownProcessGroup: Bool
 
     /// Starts `mosquitto -c <dir>/mosquitto.conf` on `port` (a free one by default) with `extra` configuration
     /// lines for its listener, and waits until it accepts TCP connections. `persistent` keeps sessions, their
     /// subscriptions and queued messages, and retained messages in `<dir>/mosquitto.db` across ``stop()`` and
-    /// ``restart()`` (not across ``kill()``, which leaves no time to save).
+    /// ``restart()`` (not across ``kill()``, which leaves no time to save). `ownProcessGroup` keeps it out of a
+    /// terminal's Ctrl-C (``Subprocess/spawn(_:ownProcessGroup:)``): for a program that still publishes to it while
+    /// it shuts down, and stops it afterwards.
     public static func start(
         port: Int? = nil, directory: String? = nil, persistent: Bool = false,
-        listener extra: String = "allow_anonymous true"
+        listener extra: String = "allow_anonymous true", ownProcessGroup: Bool = false
     ) async throws -> MosquittoBroker {
         let directory = try directory ?? makeTemporaryDirectory()
         // A free port can be taken between finding it and mosquitto binding it (another test's client may get
@@ -37,7 +40,8 @@ public final class MosquittoBroker: Sendable {
             attempt += 1
             do {
                 return try await start(
-                    port: try port ?? freeLoopbackPort(), directory: directory, persistent: persistent, listener: extra)
+                    port: try port ?? freeLoopbackPort(), directory: directory, persistent: persistent, listener: extra,
+                    ownProcessGroup: ownProcessGroup)
             } catch let error as MosquittoBrokerFailed
                 where port == nil && attempt < 5 && error.output.contains("Address already in use")
             {
@@ -46,9 +50,9 @@ public final class MosquittoBroker: Sendable {
         }
     }
 
-    private static func start(port: Int, directory: String, persistent: Bool, listener extra: String)
-        async throws -> MosquittoBroker
-    {
+    private static func start(
+        port: Int, directory: String, persistent: Bool, listener extra: String, ownProcessGroup: Bool
+    ) async throws -> MosquittoBroker {
         let persistence = persistent ? "persistence true\npersistence_location \(directory)/" : "persistence false"
         let configuration = """
             per_listener_settings false
@@ -60,15 +64,18 @@ public final class MosquittoBroker: Sendable {
             \(extra)
 
             """
-        return try await MosquittoBroker(port: port, directory: directory, configuration: configuration)
+        return try await MosquittoBroker(
+            port: port, directory: directory, configuration: configuration, ownProcessGroup: ownProcessGroup)
     }
 
-    private init(port: Int, directory: String, configuration: String) async throws {
+    private init(port: Int, directory: String, configuration: String, ownProcessGroup: Bool) async throws {
         self.port = port
         self.directory = directory
         self.configuration = configuration
+        self.ownProcessGroup = ownProcessGroup
         try TextFile.write(configuration, to: directory + "/mosquitto.conf")
-        process = try WatchedProcess(["mosquitto", "-c", directory + "/mosquitto.conf"])
+        process = try WatchedProcess(
+            ["mosquitto", "-c", directory + "/mosquitto.conf"], ownProcessGroup: ownProcessGroup)
         let process = self.process
         try await waitUntil("mosquitto listens on \(port)", timeout: .seconds(10)) {
             if process.exitStatus != nil {
@@ -117,7 +124,8 @@ public final class MosquittoBroker: Sendable {
 
     /// Starts a new broker with the same configuration and port (after ``kill()``).
     public func restart() async throws -> MosquittoBroker {
-        try await MosquittoBroker(port: port, directory: directory, configuration: configuration)
+        try await MosquittoBroker(
+            port: port, directory: directory, configuration: configuration, ownProcessGroup: ownProcessGroup)
     }
 
     /// SIGKILL, and waits until the process is reaped.
@@ -167,8 +175,9 @@ public final class WatchedProcess: Sendable {
     public let pid: pid_t
     private let state = Locked((output: "", exited: Int32?.none, closedPipes: 0))
 
-    public init(_ arguments: [String]) throws {
-        let (pid, stdout, stderr) = try Subprocess.spawn(arguments)
+    /// Starts `arguments`; `ownProcessGroup` as ``Subprocess/spawn(_:ownProcessGroup:)`` has it.
+    public init(_ arguments: [String], ownProcessGroup: Bool = false) throws {
+        let (pid, stdout, stderr) = try Subprocess.spawn(arguments, ownProcessGroup: ownProcessGroup)
         self.pid = pid
         let state = self.state
         for descriptor in [stdout, stderr] {

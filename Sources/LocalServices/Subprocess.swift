@@ -34,14 +34,24 @@ public enum Subprocess {
 
     /// Spawns `arguments` with stdin from /dev/null and stdout and stderr on pipes; returns the pid and the
     /// read ends (the caller closes them and reaps the pid).
-    public static func spawn(_ arguments: [String]) throws -> (pid: pid_t, stdout: Int32, stderr: Int32) {
+    ///
+    /// `ownProcessGroup` puts the child in a new process group (its pgid is its pid) instead of the caller's. A
+    /// terminal sends Ctrl-C's SIGINT to its whole foreground process group: a service the caller still needs
+    /// while it shuts down (the demo's private mosquitto, which the bridge drains its spool to) must not be in
+    /// it, and the caller stops it itself when done. Only for such children: one in the caller's group is what
+    /// makes a Ctrl-C'd test run take its helpers down with it.
+    public static func spawn(_ arguments: [String], ownProcessGroup: Bool = false) throws -> (
+        pid: pid_t, stdout: Int32, stderr: Int32
+    ) {
         try spawns.withLock { count in
             count += 1
-            return try spawnSerially(arguments)
+            return try spawnSerially(arguments, ownProcessGroup: ownProcessGroup)
         }
     }
 
-    private static func spawnSerially(_ arguments: [String]) throws -> (pid: pid_t, stdout: Int32, stderr: Int32) {
+    private static func spawnSerially(_ arguments: [String], ownProcessGroup: Bool) throws -> (
+        pid: pid_t, stdout: Int32, stderr: Int32
+    ) {
         precondition(!arguments.isEmpty, "Subprocess.spawn needs a program name")
         var outPipe: [Int32] = [0, 0]
         var errPipe: [Int32] = [0, 0]
@@ -79,7 +89,12 @@ public enum Subprocess {
         var allSignals = sigset_t()
         sigfillset(&allSignals)
         posix_spawnattr_setsigdefault(&attributes, &allSignals)
-        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+        var flags = POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF
+        if ownProcessGroup {
+            posix_spawnattr_setpgroup(&attributes, 0)
+            flags |= POSIX_SPAWN_SETPGROUP
+        }
+        posix_spawnattr_setflags(&attributes, Int16(flags))
         var pid: pid_t = 0
         let result = posix_spawnp(&pid, arguments[0], &actions, &attributes, argv, environ)
         close(outPipe[1])

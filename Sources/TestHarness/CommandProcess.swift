@@ -54,12 +54,14 @@ public final class CommandProcess: Sendable {
     private let output = Locked((standardOutput: "", standardError: "", exited: Int32?.none, closedPipes: 0))
 
     /// Starts `keepalive` with `arguments`; `environment` is added to this process's (through `env(1)`, which
-    /// execs in place: `pid` is keepalive's).
-    public init(_ arguments: [String], environment: [String: String] = [:]) throws {
+    /// execs in place: `pid` is keepalive's). `ownProcessGroup` starts it as a shell with job control starts a
+    /// command, in a process group of its own, so that ``signalGroup(_:)`` is what a terminal's Ctrl-C does.
+    public init(_ arguments: [String], environment: [String: String] = [:], ownProcessGroup: Bool = false) throws {
         let prefix =
             environment.isEmpty
             ? [] : ["/usr/bin/env"] + environment.keys.sorted().map { "\($0)=\(environment[$0] ?? "")" }
-        let (pid, stdout, stderr) = try Subprocess.spawn(prefix + [keepaliveBinary] + arguments)
+        let (pid, stdout, stderr) = try Subprocess.spawn(
+            prefix + [keepaliveBinary] + arguments, ownProcessGroup: ownProcessGroup)
         self.pid = pid
         let output = self.output
         Self.drain(
@@ -126,6 +128,13 @@ public final class CommandProcess: Sendable {
 
     public func signal(_ number: Int32) {
         kill(pid, number)
+    }
+
+    /// Sends `number` to keepalive's whole process group, as a terminal sends Ctrl-C's SIGINT to its foreground
+    /// job: keepalive and every child it left in its group. Only for one started with `ownProcessGroup` (else
+    /// the group is the test runner's).
+    public func signalGroup(_ number: Int32) {
+        kill(-pid, number)
     }
 
     /// Waits for the exit (and the pipes' last bytes); returns the status.

@@ -193,6 +193,48 @@ extension BlueZSimulatorTests {
             }
         }
 
+        /// A subscribed sensor sends its current value at once, on every new subscription, not a whole period
+        /// later. The demo listens to the heart-rate strap and the thermometer for exactly their period (1 s):
+        /// with the first value a period after StartNotify, it came just after the listening ended, and no poll
+        /// showed a reading (issue #35). Here the period is 4 s and the first value must come within half of it,
+        /// on a first subscription and again on the next connection's.
+        @Test func heartRateAndThermometerSendAValueSoonAfterEverySubscription() async throws {
+            let period = Duration.seconds(4)
+            let configuration = Harness.configuration(devices: 0) {
+                $0.devices = .profileSensors(notifyInterval: period)
+            }
+            try await Harness.with(configuration) { harness in
+                // Each one's value 0 (as heartRateAndThermometerNotifyTheirMeasurements spells it out).
+                let sensors: [(address: String, uuid: String, firstValue: [UInt8])] = [
+                    (Address.heartRateMonitor, SimulatedUUID.full("2A37"), [0x10, 72, 0x55, 0x03]),
+                    (Address.thermometer, SimulatedUUID.full("2A1C"), [0x00, 0x46, 0x0E, 0x00, 0xFE]),
+                ]
+                for (address, uuid, firstValue) in sensors {
+                    var heard: [[UInt8]] = []
+                    for connection in 1...2 {
+                        try await harness.connect(address)
+                        let characteristic = try await harness.characteristic(uuid, of: address)
+                        let values = try await harness.client.signals(
+                            matching: MatchRule(
+                                path: characteristic, interface: "org.freedesktop.DBus.Properties",
+                                member: "PropertiesChanged"))
+                        try await harness.characteristicCall(harness.client, characteristic, "StartNotify")
+                        heard += try await withTimeout(
+                            "connection \(connection) of \(address) hears \(uuid) within half a period", period / 2
+                        ) {
+                            try await firstValues(values, count: 1)
+                        }
+                        try await harness.characteristicCall(harness.client, characteristic, "StopNotify")
+                        try await harness.device(harness.client, address, "Disconnect")
+                        try await waitUntil("\(address) disconnected") { harness.simulator.connectedDevices.isEmpty }
+                    }
+                    // Value 0 first, then value 1: the sensor's measurements go on across subscriptions.
+                    #expect(heard.first == firstValue, "\(address): \(heard)")
+                    #expect(heard.count == 2 && heard[0] != heard[1], "\(address): \(heard)")
+                }
+            }
+        }
+
         @Test func profileSensorsFitBesideAnyNumberOfPlainSensors() throws {
             let devices = [SimulatedDevice].sensors(count: 65_535) + .profileSensors()
             #expect(Set(devices.map(\.address)).count == 65_540)

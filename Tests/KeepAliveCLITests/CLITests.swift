@@ -406,5 +406,56 @@ struct CLITests {
             #expect(result.stdout.contains("✓ \(name)"), "\(name) never polled: \(result.stdout)")
         }
         #expect(result.stdout.contains("0 windows open, 0 links up"))
+        if !result.stdout.contains("mqtt       not shown") {
+            let last = result.stdout.split(separator: "\n").last ?? ""
+            #expect(last.hasSuffix(", 0 left in the spool"), "last line: \(last)")
+        }
+    }
+
+    /// Every sensor's first poll shows its readings, the heart-rate strap's and the thermometer's too: the demo
+    /// listens to them for 1 s, their period, and their first notification used to come a period after the
+    /// subscription, just too late (issue #35).
+    @Test func demoShowsTheReadingsOfEveryProfileSensor() async throws {
+        let demo = try CommandProcess(["demo", "--no-fault"])
+        defer { demo.terminate() }
+        let expected = [
+            "fern": "moisture 41 %", "bedroom": "humidity", "freezer": "probe_temperature -18.2",
+            "runner": "heart_rate 7", "patient": "temperature 36.5",
+        ]
+        // A record's line: two spaces, its mark (✓ · ✗ –), a space, the device's name padded.
+        @Sendable func lines(of device: String) -> [Substring] {
+            demo.standardOutput.split(separator: "\n").filter { $0.dropFirst(4).hasPrefix(device + " ") }
+        }
+        try await waitUntil("every profile sensor polled once", timeout: .seconds(60)) {
+            expected.keys.allSatisfy { !lines(of: $0).isEmpty }
+        }
+        demo.signal(SIGTERM)
+        #expect(try await demo.waitForExit(within: .seconds(30)) == 0, "\(demo.standardError)")
+        for (device, reading) in expected.sorted(by: { $0.key < $1.key }) {
+            let first = lines(of: device).first ?? ""
+            #expect(first.hasPrefix("  ✓ ") && first.contains(reading), "\(device): \(first)")
+        }
+    }
+
+    /// Ctrl-C as a terminal sends it, to the demo's whole process group, while windows are open: their records
+    /// still reach the private broker, because only the demo got the signal and it removes the broker once the
+    /// daemon has drained its spool. With the broker in the demo's group it quit at once, and the last line said
+    /// "N left in the spool" (issue #35).
+    @Test func ctrlCDrainsTheSpoolBeforeTheDemosBrokerStops() async throws {
+        let demo = try CommandProcess(["demo", "--no-fault"], ownProcessGroup: true)
+        defer { demo.terminate() }
+        // The Mi Flora's first record: the other profile sensors' first windows are open or waiting for a slot.
+        try await waitUntil("the first profile sensor polled", timeout: .seconds(60)) {
+            demo.standardOutput.contains(" fern ")
+        }
+        let mark = demo.mark()
+        demo.signalGroup(SIGINT)
+        #expect(try await demo.waitForExit(within: .seconds(30)) == 0, "\(demo.standardError)")
+        let output = demo.standardOutput
+        try #require(output.contains("(a private mosquitto)"), "the demo ran without its broker: \(output)")
+        #expect(
+            demo.standardOutput(since: mark).contains("window #"), "no record came after Ctrl-C, nothing to drain")
+        let last = output.split(separator: "\n").last ?? ""
+        #expect(last.hasPrefix("mqtt: ") && last.hasSuffix(", 0 left in the spool"), "last line: \(last)")
     }
 }
