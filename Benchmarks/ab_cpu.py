@@ -16,12 +16,24 @@ minutes apart cannot promise. Needs run.py's products in .build-bench (bluez-sim
 import argparse
 import os
 import shutil
+import subprocess
 import sys
 import types
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import run  # noqa: E402  (the benchmark driver: simulator, daemon runs, the C floor)
+
+
+def knows_key(ctx, build, key):
+    """Whether the `keepalive` in `build` accepts the top-level configuration `key` (a build from before a key was
+    added refuses it as unknown, exit 78): so that builds on either side of a new key can be compared."""
+    path = ctx.path(f"knows-{key}.yaml")
+    with open(path, "w") as f:
+        f.write(f"interval: 30s\n{key}: 30s\ndevices:\n  - {{name: d1, address: \"{run.address(1)}\", read: [2a19]}}\n")
+    result = subprocess.run([os.path.join(build, "keepalive"), "run", "--check", "--config", path],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    return not (result.returncode == 78 and key in result.stderr)
 
 
 def main():
@@ -37,6 +49,7 @@ def main():
         if not os.access(os.path.join(build, "keepalive"), os.X_OK):
             raise SystemExit(f"ab_cpu: no keepalive in {build}")
     ctx = run.Context(types.SimpleNamespace(quick=False, scratch=args.scratch))
+    knows_min_interval = {build: knows_key(ctx, build, "min_interval") for build in builds}
     ctx.cfloor = os.path.join(ctx.scratch, "bluez_poll")
     simulator_bin = os.path.join(ctx.scratch, "release")
     results = {n: {name: [] for name in ["c", "c_paced", *builds]} for n in plan}
@@ -53,6 +66,7 @@ def main():
                 results[n]["c_paced"].append(result["cpu_us"])
                 for build in builds:
                     ctx.bin = build
+                    ctx.knows_min_interval = knows_min_interval[build]
                     result = run.run_daemon_ticks(ctx, sim, n, ticks)
                     problems += [f"{build} N={n}: {p}" for p in result["problems"]]
                     results[n][build].append(result.get("cpu_us"))

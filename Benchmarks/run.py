@@ -374,8 +374,10 @@ def write_config(ctx, name, devices, interval, budget=None, extra=""):
     path = ctx.path(name)
     with open(path, "w") as f:
         f.write(f"interval: {duration_text(interval)}\n")
-        # The floor (min_interval, 5 s by default) lowered to the interval: benchmarks poll faster than that.
-        f.write(f"min_interval: {duration_text(interval)}\n")
+        # The floor (min_interval, 5 s by default) lowered to the interval: benchmarks poll faster than that. A
+        # build from before the key had no floor (ab_cpu.py compares across it): it gets none.
+        if getattr(ctx, "knows_min_interval", True):
+            f.write(f"min_interval: {duration_text(interval)}\n")
         if budget:
             f.write(f"window_budget: {duration_text(budget)}\n")
         f.write(extra)
