@@ -42,8 +42,9 @@ final class MQTTRecordSink: RecordSink {
                 device: record.device, sequence: sequenced.sequence, succeeded: record.result != .failed,
                 readings: record.readings, payload: Array(sequenced.line.utf8)
             )
-            if trouble.withLock({ $0.isFailing }) {
-                event = trouble.withLock { $0.wrote(at: .nanoseconds(clockNanoseconds(CLOCK_MONOTONIC))) }
+            // One lock per record; the clock only when a failure ends.
+            event = trouble.withLock {
+                $0.isFailing ? $0.wrote(at: .nanoseconds(clockNanoseconds(CLOCK_MONOTONIC))) : nil
             }
         } catch  where error.recordLost {
             let reason = error.errno.map { String(cString: strerror($0)) } ?? error.message

@@ -40,14 +40,26 @@ public struct OutputError: Error, Sendable, Hashable, CustomStringConvertible {
 public final class JSONLinesSink: RecordSink {
     /// Where the lines go: standard output, or a file (regular, or a FIFO a reader drains).
     public let output: DaemonConfiguration.Output
-    /// The descriptor, -1 once closed, and the file it has open (device and inode; 0 for standard output). Its
-    /// own lock: a close or a reopen never races a write.
-    private let descriptor: Locked<(fd: Int32, owned: Bool, device: UInt64, inode: UInt64)>
+    /// The file open and how writing to it goes.
+    private struct State {
+        /// The descriptor, -1 once closed.
+        var fd: Int32
+        var owned: Bool
+        /// The file it has open (0 for standard output): a file moved or removed is noticed by these.
+        var device: UInt64 = 0
+        var inode: UInt64 = 0
+        /// The last line was left cut short (a failed write whose part could not be cut off): the next starts
+        /// with a newline.
+        var unterminated = false
+        /// Lines lost to a file that cannot be written.
+        var trouble = SinkTrouble()
+    }
+
+    /// Its own lock, one per record: a close or a reopen never races a write.
+    private let state: Locked<State>
     public let neverBlocks: Bool
     /// Told when the file was opened again, and why (for the log).
     private let onReopen: (@Sendable (String) -> Void)?
-    /// Lines lost to a file that cannot be written, and whether the last one was left cut short.
-    private let trouble = Locked((account: SinkTrouble(), unterminated: false))
     private let reporter: SinkTrouble.Reporter?
 
     /// Opens the output: standard output, or a file opened for appending (created 0640 when missing). `.none` is
@@ -67,14 +79,14 @@ public final class JSONLinesSink: RecordSink {
         self.reporter = reporter
         switch output {
         case .none:
-            descriptor = Locked((-1, false, 0, 0))
+            state = Locked(State(fd: -1, owned: false))
         case .standardOutput:
-            descriptor = Locked((STDOUT_FILENO, false, 0, 0))
+            state = Locked(State(fd: STDOUT_FILENO, owned: false))
         case .file(let path):
             let (fd, device, inode) = try Self.open(path)
-            descriptor = Locked((fd, true, device, inode))
+            state = Locked(State(fd: fd, owned: true, device: device, inode: inode))
         }
-        self.neverBlocks = Self.neverBlocks(descriptor.withLock { $0.fd })
+        self.neverBlocks = Self.neverBlocks(state.withLock { $0.fd })
     }
 
     /// Opens `path` for appending, and the identity of the file it opened.
@@ -99,28 +111,25 @@ public final class JSONLinesSink: RecordSink {
     /// standard output. On failure the old file stays in use.
     public func reopen() throws(OutputError) {
         guard case .file(let path) = output else { return }
-        let result: Result<Void, OutputError> = descriptor.withLock { descriptor in
-            guard descriptor.fd >= 0 else { return .success(()) }
-            return Result { () throws(OutputError) in try Self.replace(&descriptor, path: path) }
+        let result: Result<Void, OutputError> = state.withLock { state in
+            guard state.fd >= 0 else { return .success(()) }
+            return Result { () throws(OutputError) in try Self.replace(&state, path: path) }
         }
         try result.get()
     }
 
-    private static func replace(
-        _ descriptor: inout (fd: Int32, owned: Bool, device: UInt64, inode: UInt64), path: String
-    ) throws(OutputError) {
+    /// The file at `path` instead of the one open (``open(_:)`` ends a cut-short last line of its own).
+    private static func replace(_ state: inout State, path: String) throws(OutputError) {
         let (fd, device, inode) = try open(path)
-        _ = Glibc.close(descriptor.fd)
-        descriptor = (fd, true, device, inode)
+        _ = Glibc.close(state.fd)
+        (state.fd, state.owned, state.device, state.inode, state.unterminated) = (fd, true, device, inode, false)
     }
 
     /// Whether the file open is no longer the one at `path` (moved away or removed).
-    private static func moved(
-        _ descriptor: (fd: Int32, owned: Bool, device: UInt64, inode: UInt64), path: String
-    ) -> Bool {
+    private static func moved(_ state: State, path: String) -> Bool {
         var status = stat()
         guard stat(path, &status) == 0 else { return errno == ENOENT }
-        return UInt64(status.st_dev) != descriptor.device || UInt64(status.st_ino) != descriptor.inode
+        return UInt64(status.st_dev) != state.device || UInt64(status.st_ino) != state.inode
     }
 
     deinit {
@@ -142,39 +151,35 @@ public final class JSONLinesSink: RecordSink {
         // Under this sink's own lock (never another's): a close cannot free the descriptor mid-write.
         var reopened = false
         var event: SinkTrouble.Event?
-        let error: OutputError? = descriptor.withLock { descriptor -> OutputError? in
-            guard descriptor.fd >= 0 else { return nil }
-            if case .file(let path) = output, Self.moved(descriptor, path: path) {
+        let error: OutputError? = state.withLock { state -> OutputError? in
+            guard state.fd >= 0 else { return nil }
+            if case .file(let path) = output, Self.moved(state, path: path) {
                 do throws(OutputError) {
-                    try Self.replace(&descriptor, path: path)
+                    try Self.replace(&state, path: path)
                     reopened = true
-                    trouble.withLock { $0.unterminated = false }
                 } catch {
                     return error
                 }
             }
-            let fd = descriptor.fd
-            return trouble.withLock { trouble -> OutputError? in
-                let line = (trouble.unterminated ? "\n" : "") + record.line + "\n"
-                let (written, failed) = ProcessIO.writeCounting(line, to: fd)
-                let now = Duration.nanoseconds(clockNanoseconds(CLOCK_MONOTONIC))
-                guard let failed else {
-                    trouble.unterminated = false
-                    if trouble.account.isFailing { event = trouble.account.wrote(at: now) }
-                    return nil
-                }
-                let error = OutputError(path: output.description, errno: failed, operation: "write to")
-                guard neverBlocks else { return error }
-                // A regular file: lose this line only. What went out of it is cut off again.
-                if written > 0 {
-                    var status = stat()
-                    trouble.unterminated =
-                        fstat(fd, &status) != 0 || ftruncate(fd, status.st_size - off_t(written)) != 0
-                }
-                event = trouble.account.failed(
-                    sequence: record.sequence, reason: String(cString: strerror(failed)), at: now)
+            let line = state.unterminated ? "\n" + record.line + "\n" : record.line + "\n"
+            let (written, failed) = ProcessIO.writeCounting(line, to: state.fd)
+            guard let failed else {
+                state.unterminated = false
+                // The clock only when a failure ends, not for every line.
+                if state.trouble.isFailing { event = state.trouble.wrote(at: Self.now()) }
                 return nil
             }
+            let error = OutputError(path: output.description, errno: failed, operation: "write to")
+            guard neverBlocks else { return error }
+            // A regular file: lose this line only. What went out of it is cut off again.
+            if written > 0 {
+                var status = stat()
+                state.unterminated =
+                    fstat(state.fd, &status) != 0 || ftruncate(state.fd, status.st_size - off_t(written)) != 0
+            }
+            event = state.trouble.failed(
+                sequence: record.sequence, reason: String(cString: strerror(failed)), at: Self.now())
+            return nil
         }
         if reopened { onReopen?("the output file was moved or removed; writing to a new one at its path") }
         if let event { reporter?.report(event) }
@@ -183,10 +188,14 @@ public final class JSONLinesSink: RecordSink {
 
     /// Closes a file output; standard output is left open. Idempotent.
     public func close() {
-        descriptor.withLock { descriptor in
-            if descriptor.owned, descriptor.fd >= 0 { _ = Glibc.close(descriptor.fd) }
-            descriptor.fd = -1
+        state.withLock { state in
+            if state.owned, state.fd >= 0 { _ = Glibc.close(state.fd) }
+            state.fd = -1
         }
+    }
+
+    private static func now() -> Duration {
+        .nanoseconds(clockNanoseconds(CLOCK_MONOTONIC))
     }
 
     private static func writeAll(_ line: String, to descriptor: Int32, path: String) -> OutputError? {
