@@ -18,7 +18,7 @@ struct RunCommand: AsyncParsableCommand {
             A lost bus (dbus-daemon restarted) is reconnected with backoff; meanwhile every tick is recorded as \
             failed (serviceUnavailable).
 
-            Exit status: 0 stopped cleanly, 1 runtime failure (no bus at start, output unwritable), \
+            Exit status: 0 stopped cleanly, 1 runtime failure (no bus at start, an output pipe whose reader is gone), \
             78 bad configuration.
             """
     )
