@@ -175,7 +175,9 @@ func voluntaryContextSwitches(thread id: String) -> Int? {
             broker.remove()
         }
         var settings = configuration(broker)
-        settings.connectTimeout = .milliseconds(300)
+        // Short, so the test is quick, but with room for a loaded machine (the whole suite on two cores) to answer
+        // CONNECT in time once the broker runs again: with 300 ms the client once did not come back within 30 s.
+        settings.connectTimeout = .seconds(1)
         let client = try MQTTClient(configuration: settings)
         let events = EventLog(client)
         try await client.connect()
@@ -190,7 +192,9 @@ func voluntaryContextSwitches(thread id: String) -> Int? {
         try await waitUntil("a reconnection timed out", timeout: .seconds(20)) { !timeouts().isEmpty }
         #expect(timeouts().allSatisfy { $0 > .zero && $0 <= .milliseconds(240) }, "the policy's delays, jittered")
         broker.signal(SIGCONT)
-        try await waitUntil("the client is back", timeout: .seconds(20)) { events.connections == 2 }
+        // At least: the resumed broker may still read a stale attempt's CONNECT and take the session over, and the
+        // client then connects again.
+        try await waitUntil("the client is back", timeout: .seconds(20)) { events.connections >= 2 }
         await client.close()
     }
 }
