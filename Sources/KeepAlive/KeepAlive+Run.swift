@@ -375,11 +375,17 @@ extension KeepAlive {
         let interval = launch.interval
         let maxMultiplier = configuration.maxFailureBackoffMultiplier
         state.withLock { state in
-            if result.isFailure { state.statistics.failures += 1 }
+            if launched.isContention {
+                state.statistics.contended += 1
+            } else if result.isFailure {
+                state.statistics.failures += 1
+            }
             if window.outcome == .forcedEnd { state.statistics.forcedEnds += 1 }
             guard var registration = state.registrations[launch.token] else { return }
             if finished { registration.inFlight = false }
-            if result.isFailure {
+            if launched.isContention {
+                // Neither the registration's failure nor its success: the backoff stays as it was.
+            } else if result.isFailure {
                 registration.consecutiveFailures += 1
                 let exponent = min(registration.consecutiveFailures - 1, 62)
                 let multiplier = min(Int64(1) << exponent, Int64(maxMultiplier))

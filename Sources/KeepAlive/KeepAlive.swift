@@ -234,5 +234,8 @@ public final class KeepAlive: Service, Sendable {
         public var forcedEnds: UInt64 = 0
         /// Ticks a registration's gate declined (another gateway's device): neither run nor failed.
         public var declined: UInt64 = 0
+        /// Ticks whose window ended while the gate waited for what the others held (a connection slot): reported
+        /// as failed, but not counted in ``failures`` and not toward backoff.
+        public var contended: UInt64 = 0
     }
 }

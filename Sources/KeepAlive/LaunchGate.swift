@@ -37,10 +37,15 @@ package struct LaunchResult: Sendable {
     package var result: PollResult
     /// Handed back untouched in the report (the poll engine's `PollOutcome` (module Polling)).
     package var detail: (any Sendable)?
+    /// A failure of the host's, not the registration's: the work never got what its gate waits for (a connection
+    /// slot the other registrations held). Reported as the failure it is, counted in
+    /// ``KeepAlive/Statistics/contended``, and leaves the backoff as it was.
+    package var isContention: Bool
 
-    package init(_ result: PollResult, detail: (any Sendable)? = nil) {
+    package init(_ result: PollResult, detail: (any Sendable)? = nil, isContention: Bool = false) {
         self.result = result
         self.detail = detail
+        self.isContention = isContention
     }
 }
 

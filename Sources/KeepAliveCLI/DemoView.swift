@@ -64,12 +64,14 @@ final class DemoView: Sendable {
         switch record.result {
         case .newData: mark = green("✓")
         case .noData: mark = green("·")
-        case .failed: mark = record.window == nil ? yellow("–") : red("✗")
+        case .failed: mark = record.window == nil || record.isContention ? yellow("–") : red("✗")
         }
         var line = "  \(mark) \(record.device.padded(17)) "
         if let failure = record.failure {
-            line += (record.window == nil ? yellow(failure.message) : red(failure.message))
-            if record.window != nil {
+            // A skipped tick or a wait for a slot is not the device's failure: yellow, without its code.
+            let notTheDevice = record.window == nil || record.isContention
+            line += (notTheDevice ? yellow(failure.message) : red(failure.message))
+            if !notTheDevice {
                 line += dim(
                     """
                          [\(failure.code), \(failure.transient ? "transient" : "permanent"), \(record.attempts) \

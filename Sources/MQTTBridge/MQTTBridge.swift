@@ -130,7 +130,8 @@ public final class MQTTBridge: Service, Sendable {
     /// the moment it is written: the sync proceeds beside the publish (the broker may have the record before
     /// this returns).
     ///
-    /// Also updates the device's availability (`succeeded`), announces a sensor for each reading name seen for
+    /// Also updates the device's availability (`succeeded`; `nil` for a record that says nothing about the device,
+    /// a poll that found no free connection slot), announces a sensor for each reading name seen for
     /// the first time, and takes `manufacturer`, `model`, `firmware_revision`/`software_revision` and
     /// `hardware_revision` text readings into the device's Home Assistant description.
     ///
@@ -143,12 +144,12 @@ public final class MQTTBridge: Service, Sendable {
     ///   written is lost (``BridgeError/recordLost``), counted on ``BridgeStatistics/dropped`` and the `dropped`
     ///   topic.
     public func submit(
-        device: String, sequence: UInt64, succeeded: Bool, readings: [Reading] = [], payload: [UInt8]
+        device: String, sequence: UInt64, succeeded: Bool?, readings: [Reading] = [], payload: [UInt8]
     ) throws(BridgeError) {
         guard state.withLock({ $0.devices[device] != nil }) else {
             throw BridgeError(code: .unknownDevice, message: "no device \"\(device)\" is configured for MQTT")
         }
-        let record = SpoolRecord(sequence: sequence, succeeded: succeeded, device: device, payload: payload)
+        let record = SpoolRecord(sequence: sequence, succeeded: succeeded == true, device: device, payload: payload)
         // The sync is made outside the spool's lock, after the record was handed over or the delivery woken: the
         // record is published while the disk flushes (1–3 ms here), and `submit` still returns only once it is
         // durable.
@@ -181,7 +182,7 @@ public final class MQTTBridge: Service, Sendable {
         // woken, sends what is queued, then the spool in order, in batches.
         let client = state.withLock { state -> MQTTClient? in
             if var entry = state.devices[device] {
-                if let change = entry.availability.record(succeeded: succeeded) {
+                if let succeeded, let change = entry.availability.record(succeeded: succeeded) {
                     state.enqueue(.message(retained(topics.availability(device), change.rawValue)))
                 }
                 if entry.publishedFailures != entry.availability.consecutiveFailures {

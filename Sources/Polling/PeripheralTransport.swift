@@ -118,6 +118,13 @@ public protocol PeripheralTransport: Sendable {
     /// the descriptor describes the characteristic, not a value, so it does not change between connections.
     func presentationFormat(of characteristic: BluetoothUUID, from peripheral: Peripheral) async throws -> [UInt8]?
 
+    /// How long the link made by the last ``connect(_:options:)`` of `peripheral` was up, once
+    /// ``disconnect(_:timeout:)`` returned: from the stack's own signals (BlueZ's `Connected` true → false), not
+    /// from when the calls were made, so it is the airtime the sensor paid for. `.zero` when that connect brought
+    /// no link up; `nil` when the transport cannot say (the default) or the link is not down yet. ``PollEngine``
+    /// asks after every attempt's disconnect and records the sum as ``PollRecord/link``.
+    func linkTime(of peripheral: Peripheral) -> Duration?
+
     /// Where this transport's work runs cheapest, or nil (the default): for BlueZ, the D-Bus connection's
     /// thread. ``PollEngine`` runs each poll with it as the task executor preference, so a poll's D-Bus calls,
     /// replies and signals resume it on the thread that read them instead of hopping through the cooperative
@@ -127,6 +134,8 @@ public protocol PeripheralTransport: Sendable {
 
 extension PeripheralTransport {
     public var preferredExecutor: (any TaskExecutor)? { nil }
+
+    public func linkTime(of peripheral: Peripheral) -> Duration? { nil }
 
     public func presentationFormat(of characteristic: BluetoothUUID, from peripheral: Peripheral) async throws
         -> [UInt8]?

@@ -48,6 +48,8 @@ extension PollEngine {
             attempts: outcome.attempts, interval: interval, power: power, trigger: trigger
         )
         record.holder = outcome.holder
+        record.slotWait = outcome.slotWait
+        record.link = outcome.link
         if let holder = outcome.holder { record.peripheral.adapter = holder.adapter }
         switch outcome.result {
         case .newData: record.result = .newData

@@ -123,9 +123,9 @@ public final class PollEngine: Sendable {
                     field: "PollEngine.peripherals[\(index)].name",
                     reason:
                         """
-                            '\(spec.name)' is already the name of peripherals[\(first)]: names identify records and \
-                            must be unique
-                            """
+                        '\(spec.name)' is already the name of peripherals[\(first)]: names identify records and \
+                        must be unique
+                        """
                 )
             }
             firstIndex[spec.name] = index
@@ -195,11 +195,14 @@ public final class PollEngine: Sendable {
     struct Admitted: Sendable {
         var spec: PeripheralSpec
         var holder: PollRecord.Holder?
+        /// How long the poll waited for its connection slot, once it has one.
+        var slotWait: Duration?
 
-        /// An outcome that carries the admission's decision, before any attempt.
+        /// An outcome that carries the admission's decision and the slot wait, before any attempt.
         func outcome(_ result: PollResult) -> PollOutcome {
             var outcome = PollOutcome(result: result)
             outcome.holder = holder
+            outcome.slotWait = slotWait
             return outcome
         }
     }
@@ -227,6 +230,9 @@ public final class PollEngine: Sendable {
         guard let admitted = admit(device) else { return .declined }
         let work: LaunchWork = { [weak self] window in
             guard let self else { return LaunchResult(.failed(CancellationError())) }
+            var admitted = admitted
+            // The window began when the launch asked for its slot: what has passed since is the wait.
+            admitted.slotWait = window.began.duration(to: window.time.now)
             let outcome = await self.pollAdmitted(admitted, device: device, in: window)
             return LaunchResult(outcome.result, detail: outcome)
         }
@@ -236,10 +242,11 @@ public final class PollEngine: Sendable {
             start(work)
             return LaunchRequest(fallbackDetail: unfinished)
         }
-        return LaunchRequest(fallbackDetail: unfinished) { [limiter] in
+        return LaunchRequest(fallbackDetail: unfinished) { [limiter, configuration] in
             guard limiter.withdraw(ticket) else { return nil }
-            let outcome = Self.slotWaitEnded(admitted)
-            return LaunchResult(outcome.result, detail: outcome)
+            let outcome = Self.slotWaitEnded(
+                admitted, waited: window.began.duration(to: window.time.now), slots: configuration.maxConnections)
+            return LaunchResult(outcome.result, detail: outcome, isContention: true)
         }
     }
 
@@ -248,19 +255,32 @@ public final class PollEngine: Sendable {
     /// (``requestSlot(in:device:start:)``); both take the slot before the device's gate, so neither can hold what
     /// the other waits for.
     func poll(_ device: PolledDevice, in window: PollWindow) async -> PollOutcome {
-        guard let admitted = admit(device) else { return .declined }
+        guard var admitted = admit(device) else { return .declined }
+        let asked = window.time.now
         do {
             try await limiter.acquire(adapter: admitted.spec.peripheral.adapter, key: admitted.spec.name)
         } catch {
-            return Self.slotWaitEnded(admitted)
+            return Self.slotWaitEnded(
+                admitted, waited: asked.duration(to: window.time.now), slots: configuration.maxConnections)
         }
+        admitted.slotWait = asked.duration(to: window.time.now)
         return await pollAdmitted(admitted, device: device, in: window)
     }
 
-    private static func slotWaitEnded(_ admitted: Admitted) -> PollOutcome {
+    /// The window ended before a slot was free: `noSlot`, the other devices' doing, not this one's.
+    private static func slotWaitEnded(_ admitted: Admitted, waited: Duration, slots: Int) -> PollOutcome {
+        var admitted = admitted
+        admitted.slotWait = waited
         let adapter = admitted.spec.peripheral.adapter
         return admitted.outcome(
-            .failed(TransportError(.timeout, "window ended while waiting for a connection slot on \(adapter)")))
+            .failed(
+                TransportError(
+                    .noSlot,
+                    """
+                    no connection slot free on \(adapter) within the window (waited \(waited.compact); other devices \
+                    held all \(slots))
+                    """
+                )))
     }
 
     /// The poll once admitted and holding its connection slot, which it gives back at the end: the device's
@@ -304,7 +324,13 @@ public final class PollEngine: Sendable {
             let gathered = Gathered()
             let failure: TransportError
             do {
-                try await pollOnce(spec, device: device, window: window, into: gathered)
+                do {
+                    try await pollOnce(spec, device: device, window: window, into: gathered)
+                } catch {
+                    outcome.link = Self.adding(transport.linkTime(of: peripheral), to: outcome.link)
+                    throw error
+                }
+                outcome.link = Self.adding(transport.linkTime(of: peripheral), to: outcome.link)
                 (outcome.values, outcome.notifications) = gathered.contents
                 outcome.result =
                     device.succeeded(values: outcome.values, notifications: outcome.notifications) ? .newData : .noData
@@ -486,6 +512,12 @@ public final class PollEngine: Sendable {
             _ = try? await pending.value()
             limiter.release(adapter: adapter)
         }
+    }
+
+    /// Link times over attempts: the known ones summed, `nil` while none is known.
+    private static func adding(_ link: Duration?, to total: Duration?) -> Duration? {
+        guard let link else { return total }
+        return (total ?? .zero) + link
     }
 
     static func transportError(_ error: any Error) -> TransportError {

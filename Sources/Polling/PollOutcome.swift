@@ -14,6 +14,11 @@ public struct PollOutcome: Sendable {
     public var readings: [Reading] = []
     /// Connection attempts made (0: the poll never held a connection slot).
     public var attempts = 0
+    /// How long the poll waited for a connection slot on its adapter (`nil`: it never asked for one).
+    public var slotWait: Duration?
+    /// How long its links were up, over all its attempts, from the stack's own connection signals
+    /// (``PeripheralTransport/linkTime(of:)``); `nil` when the transport could not say.
+    public var link: Duration?
     /// For a device shared by a fleet: which gateway polled it, on which adapter, and after which handover.
     public var holder: PollRecord.Holder?
     /// The fleet's admission declined the poll: another gateway holds the device. No radio work was done and

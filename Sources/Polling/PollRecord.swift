@@ -88,12 +88,26 @@ public struct PollRecord: Sendable {
     public var window: Window?
     /// Connection attempts made in the window (0 when skipped or never admitted to a connection slot).
     public var attempts: Int
+    /// How long the poll waited for a connection slot on its adapter: the time the other devices held all of
+    /// them. `nil` for a skipped tick (no window, nothing asked for).
+    public var slotWait: Duration?
+    /// How long the device's link was up during the poll, over all its attempts: Bluetooth stack's own
+    /// `Connected` true → false. The sensor's battery pays for this. `nil` when not known (the transport does
+    /// not say, or the window ended before the disconnect did).
+    public var link: Duration?
     /// The effective interval at the time (stretched in low power).
     public var interval: Duration
     public var power: PowerState
     public var trigger: Trigger = .schedule
     /// For a device shared by a fleet of gateways: which one polled it, and how it got it (nil otherwise).
     public var holder: Holder?
+
+    /// The poll found no free connection slot before its window ended (failure code `noSlot`): contention on the
+    /// host's adapter, which says nothing about the device. It counts toward neither the device's backoff nor
+    /// its availability nor the adapter's health.
+    public var isContention: Bool {
+        failure?.code == TransportError.Code.noSlot.rawValue
+    }
 
     /// A record as the engine makes them; for sinks, tests and tools that handle records of their own.
     public init(

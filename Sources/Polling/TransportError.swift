@@ -53,6 +53,10 @@ public struct TransportError: Error, Hashable, Sendable, CustomStringConvertible
         public static let silentLink = Code("silentLink", retry: .transient)
         /// An unrecognised `org.bluez.Error.Failed`: assumed transient, never retried in a tight loop.
         public static let failed = Code("failed", retry: .transient)
+        /// The window ended before a connection slot on the adapter was free: the other devices held all of them.
+        /// Contention on the host's side, not the device's failure: ``PollEngine`` counts it toward neither the
+        /// device's backoff nor its availability nor the adapter's health (``PollRecord/isContention``).
+        public static let noSlot = Code("noSlot", retry: .transient)
 
         // Permanent: the same request will fail the same way.
         /// `NotSupported`.

@@ -21,7 +21,7 @@ public enum AdapterSignal: Sendable, Hashable {
     case notFound
     /// A failure of the device or the request (ATT error, not permitted…): the adapter worked.
     case deviceFailure
-    /// The tick was skipped (backoff, overlap, asleep): says nothing.
+    /// The tick was skipped (backoff, overlap, asleep) or found no free connection slot: says nothing.
     case neutral
 
     /// Classifies a record's result and error code (the codes of ``TransportError/Code`` and the record's own
@@ -47,7 +47,7 @@ public enum AdapterSignal: Sendable, Hashable {
             self = .bluetoothdDown
         case "deviceNotFound":
             self = .notFound
-        case "skipped", "cancelled", "forcedEnd":
+        case "skipped", "cancelled", "forcedEnd", "noSlot":
             self = .neutral
         default:
             self = .deviceFailure

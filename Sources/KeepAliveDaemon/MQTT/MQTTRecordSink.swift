@@ -39,7 +39,8 @@ final class MQTTRecordSink: RecordSink {
         var event: SinkTrouble.Event?
         do {
             try bridge.submit(
-                device: record.device, sequence: sequenced.sequence, succeeded: record.result != .failed,
+                device: record.device, sequence: sequenced.sequence,
+                succeeded: record.isContention ? nil : record.result != .failed,
                 readings: record.readings, payload: Array(sequenced.line.utf8)
             )
             // One lock per record; the clock only when a failure ends.

@@ -79,6 +79,12 @@ public enum RecordLine {
             line.null("window")
         }
         line.integer("attempts", record.attempts)
+        if let slotWait = record.slotWait {
+            line.integer("slot_wait_ms", slotWait.milliseconds)
+        } else {
+            line.null("slot_wait_ms")
+        }
+        if let link = record.link { line.integer("link_ms", link.milliseconds) } else { line.null("link_ms") }
         line.integer("interval_ms", record.interval.milliseconds)
         line.string("power", record.power.rawValue)
         return line.finished
