@@ -48,4 +48,32 @@ extension KeepAlive {
         alarm.ring()
         return effective
     }
+
+    /// Places registrations on their grids: each ticks on `start + phase + k·interval` from now on (`start`: when
+    /// the scheduler started, the origin every phase is measured from), with whatever interval it ticks at, also
+    /// after a change of interval, power or a sleep. The first tick after the change is the first grid point a
+    /// whole interval or more after the last tick: never sooner than the interval, once later. Set before ``run()``,
+    /// phases apply from the second tick (the first fires at start). Unknown tokens are ignored (unregistered
+    /// meanwhile). The poll engine uses it to keep the links of devices sharing an adapter apart.
+    package func align(_ phases: [(token: RegistrationToken, phase: Duration)]) {
+        let now = time.now
+        let jitterLimit = configuration.jitter
+        state.withLock { state in
+            for (token, phase) in phases {
+                guard var registration = state.registrations[token] else { continue }
+                registration.phase = phase
+                if let epoch = state.epoch {
+                    registration.schedule?.align(to: epoch + phase, now: now) { state.jitter(upTo: jitterLimit) }
+                }
+                state.registrations[token] = registration
+            }
+        }
+        alarm.ring()
+    }
+
+    /// The grid point a registration ticks at next (no jitter), `nil` while paused or unknown: for tests and the
+    /// placement's own checks.
+    package func nextGridPoint(of token: RegistrationToken) -> KeepAliveInstant? {
+        state.withLock { $0.registrations[token]?.schedule?.nextGrid }
+    }
 }

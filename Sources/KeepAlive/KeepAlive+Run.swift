@@ -12,15 +12,20 @@ extension KeepAlive {
             state.isRunning = true
             state.stopRequested = false
             state.power = powerSource.state
+            state.epoch = now
             // By index, in place: iterating `keys` while writing would copy the whole dictionary (4.7 MB at
             // 10,000 registrations).
             var index = state.registrations.startIndex
             while index != state.registrations.endIndex {
                 let base = state.registrations.values[index].baseInterval
-                state.registrations.values[index].schedule = RegistrationSchedule(
+                var schedule = RegistrationSchedule(
                     startingAt: now,
                     interval: configuration.lowPower.effectiveInterval(base, in: state.power)
                 )
+                if let phase = state.registrations.values[index].phase {
+                    schedule.align(to: now + phase, now: now) { .zero }
+                }
+                state.registrations.values[index].schedule = schedule
                 state.registrations.formIndex(after: &index)
             }
             return true
@@ -52,6 +57,7 @@ extension KeepAlive {
         let waiters = state.withLock { state in
             state.isRunning = false
             state.stopRequested = false
+            state.epoch = nil
             var index = state.registrations.startIndex
             while index != state.registrations.endIndex {
                 state.registrations.values[index].schedule = nil

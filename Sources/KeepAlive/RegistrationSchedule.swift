@@ -13,6 +13,9 @@ struct RegistrationSchedule {
     private(set) var nextFire: KeepAliveInstant?
     /// The grid point the last tick stood for (for a catch-up tick: the latest grid point at or before it).
     private(set) var lastTick: KeepAliveInstant?
+    /// Set by placement (``align(to:now:jitter:)``): the grid's points fall on `origin + k·interval`, whatever the
+    /// interval, also after a change of interval or a sleep. `nil`: the grid is laid from its anchor alone.
+    private(set) var origin: KeepAliveInstant?
 
     init(startingAt now: KeepAliveInstant, interval: Duration?) {
         anchor = now
@@ -50,7 +53,47 @@ struct RegistrationSchedule {
         index = 0
         nextGrid = now
         nextFire = now
+        continueAligned(afterFiringAt: now)
         return missed
+    }
+
+    /// Puts the grid's points on `origin + k·interval` (placement: devices sharing an adapter get phases that keep
+    /// their links apart). The next point is the first at least a whole interval after the last tick (and not
+    /// before now): a device is never polled sooner than its interval says, and later by less than one interval,
+    /// once. A first tick still to fire (at start) fires as it would; the grid continues aligned after it.
+    /// Paused: applied when an interval is set again.
+    mutating func align(to origin: KeepAliveInstant, now: KeepAliveInstant, jitter: () -> Duration) {
+        self.origin = origin
+        guard let interval, let grid = nextGrid else { return }
+        guard let lastTick else {
+            continueAligned(afterFiringAt: grid)
+            return
+        }
+        let next = Self.point(on: origin, interval, notBefore: max(lastTick + interval, now))
+        anchor = next
+        index = 0
+        nextGrid = next
+        nextFire = next + jitter()
+    }
+
+    /// For a grid whose next tick fires at `fire`, off the aligned points (now, at start, after a sleep or an
+    /// overdue change): the ticks after it fall on the aligned points again.
+    private mutating func continueAligned(afterFiringAt fire: KeepAliveInstant) {
+        guard let origin, let interval else { return }
+        let next = Self.point(on: origin, interval, notBefore: fire + interval)
+        // `advance` moves to `anchor + interval·(index + 1)` after the tick at `nextGrid`.
+        anchor = next.advanced(by: Duration.zero - interval)
+        index = 0
+    }
+
+    /// The first point of `origin + k·interval` at or after `earliest`.
+    static func point(on origin: KeepAliveInstant, _ interval: Duration, notBefore earliest: KeepAliveInstant)
+        -> KeepAliveInstant
+    {
+        let step = interval.attoseconds
+        var (quotient, remainder) = origin.duration(to: earliest).attoseconds.quotientAndRemainder(dividingBy: step)
+        if remainder > 0 { quotient += 1 }
+        return origin + Duration(attoseconds: quotient * step)
     }
 
     /// Applies a new effective interval at once: the next deadline is recomputed from the last tick and fires
@@ -63,10 +106,18 @@ struct RegistrationSchedule {
             return
         }
         if let lastTick, lastTick + newInterval > now {
-            anchor = lastTick
-            index = 1
-            nextGrid = lastTick + newInterval
-            nextFire = lastTick + newInterval + jitter()
+            guard let origin else {
+                anchor = lastTick
+                index = 1
+                nextGrid = lastTick + newInterval
+                nextFire = lastTick + newInterval + jitter()
+                return
+            }
+            let next = Self.point(on: origin, newInterval, notBefore: max(lastTick + newInterval, now))
+            anchor = next
+            index = 0
+            nextGrid = next
+            nextFire = next + jitter()
             return
         }
         // Overdue (or never fired, paused since start): fire now and lay the new grid from here, so the
@@ -75,5 +126,6 @@ struct RegistrationSchedule {
         index = 0
         nextGrid = now
         nextFire = now
+        continueAligned(afterFiringAt: now)
     }
 }

@@ -14,6 +14,8 @@ struct Registration {
     let maxTicks: UInt64?
     /// `nil` until the scheduler starts.
     var schedule: RegistrationSchedule?
+    /// Where placement put the grid: ticks on `epoch + phase + k·interval` (``KeepAlive/align(_:)``).
+    var phase: Duration?
     var nextTick: UInt64 = 0
     var inFlight = false
     var consecutiveFailures = 0
@@ -46,6 +48,8 @@ struct SchedulerState {
     var unreportedLaunches = 0
     var reportWaiters: [CheckedContinuation<Void, Never>] = []
     var startedTask: Task<Void, Never>?
+    /// When the running scheduler started: the origin phases are measured from.
+    var epoch: KeepAliveInstant?
 
     init(power: PowerState, random: any RandomNumberGenerator & Sendable) {
         self.power = power

@@ -4,6 +4,14 @@ extension PollEngine {
     /// skipped tick of a device another gateway holds, write none: their holder records them.
     func record(_ report: TickReport, device: PolledDevice) {
         let spec = device.spec
+        // Placement follows what the scheduler reports: the interval in force, and whether the tick was ours.
+        var declined = false
+        if case .declined = report.outcome { declined = true }
+        if configuration.placement {
+            placement.observe(spec.name, interval: report.interval, active: !declined)
+            let phases = placement.replanIfDue(at: keepAlive.time.now)
+            if !phases.isEmpty { keepAlive.align(phases) }
+        }
         let outcome: PollOutcome
         let window: BackgroundTaskRecord?
         switch report.outcome {

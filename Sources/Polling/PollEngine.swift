@@ -32,6 +32,10 @@ public final class PollEngine: Sendable {
         /// thread switch per poll, but every other poll on that thread waits while `onRecord` runs: set it only
         /// when `onRecord` never blocks (it writes to a regular file, say, not to a pipe or over the network).
         public var recordsOnTransportExecutor: Bool
+        /// Slot-aware placement (default on): each device's grid gets a phase that keeps the links of an adapter's
+        /// devices within `maxConnections`, learned from how long their polls hold a slot (``SlotPlanner``). Off:
+        /// every grid runs from the start, and devices whose ticks coincide wait for slots.
+        public var placement: Bool
 
         public init(
             maxConnections: Int = 3,
@@ -39,8 +43,10 @@ public final class PollEngine: Sendable {
             connectTimeout: Duration = .seconds(10),
             disconnectTimeout: Duration = .seconds(3),
             maxTicks: UInt64? = nil,
-            recordsOnTransportExecutor: Bool = false
+            recordsOnTransportExecutor: Bool = false,
+            placement: Bool = true
         ) {
+            self.placement = placement
             self.maxConnections = maxConnections
             self.retry = retry
             self.connectTimeout = connectTimeout
@@ -85,6 +91,8 @@ public final class PollEngine: Sendable {
     let devices: [String: PolledDevice]
     /// One poll of a device at a time, scheduled or on command.
     let gate = DeviceGate()
+    /// Where each device polls in its interval, so that the devices of an adapter keep within its slots.
+    let placement: SlotPlacement
     /// Registration tokens by device name, for commands that name a device.
     var tokensByName: [String: RegistrationToken] {
         Dictionary(uniqueKeysWithValues: zip(peripherals.map(\.name), tokens.withLock { $0 }))
@@ -140,6 +148,8 @@ public final class PollEngine: Sendable {
         self.keepAlive = keepAlive
         self.logger = logger
         self.limiter = ConnectionLimiter(maxPerAdapter: configuration.maxConnections)
+        self.placement = SlotPlacement(
+            slots: configuration.maxConnections, jitter: keepAlive.configuration.jitter, logger: logger)
         let devices = peripherals.map(PolledDevice.init(spec:))
         self.devices = Dictionary(uniqueKeysWithValues: devices.map { ($0.spec.name, $0) })
         self.tokens = Locked([])
@@ -162,6 +172,16 @@ public final class PollEngine: Sendable {
             )
         }
         self.tokens.withLock { $0 = tokens }
+        let power = keepAlive.powerState
+        for (device, token) in zip(devices, tokens) {
+            let spec = device.spec
+            let base = spec.interval ?? keepAlive.configuration.interval
+            placement.add(
+                key: spec.name, token: token, adapter: spec.peripheral.adapter,
+                interval: keepAlive.configuration.lowPower.effectiveInterval(base, in: power) ?? base,
+                budget: spec.budget ?? keepAlive.configuration.budget(forInterval: base))
+        }
+        if configuration.placement { keepAlive.align(placement.replanIfDue(at: keepAlive.time.now)) }
     }
 
     /// Unregisters every device from the scheduler.
@@ -188,6 +208,12 @@ public final class PollEngine: Sendable {
         limiter.highWater(adapter: adapter)
     }
 
+    /// Where placement put each device in its interval (``SlotPlanner``), measured from the scheduler's start; a
+    /// device not placed yet is absent.
+    package var placementPhases: [String: Duration] {
+        placement.phases()
+    }
+
     // MARK: One device, one window
 
     /// Who polls a device this time, as the admission decided: the spec (on the holder's adapter for a shared
@@ -197,6 +223,8 @@ public final class PollEngine: Sendable {
         var holder: PollRecord.Holder?
         /// How long the poll waited for its connection slot, once it has one.
         var slotWait: Duration?
+        /// When the slot became the poll's.
+        var granted: KeepAliveInstant?
 
         /// An outcome that carries the admission's decision and the slot wait, before any attempt.
         func outcome(_ result: PollResult) -> PollOutcome {
@@ -232,7 +260,10 @@ public final class PollEngine: Sendable {
             guard let self else { return LaunchResult(.failed(CancellationError())) }
             var admitted = admitted
             // The window began when the launch asked for its slot: what has passed since is the wait.
-            admitted.slotWait = window.began.duration(to: window.time.now)
+            let granted = window.time.now
+            admitted.granted = granted
+            admitted.slotWait = window.began.duration(to: granted)
+            if let late = self.tooLate(admitted, in: window) { return late }
             let outcome = await self.pollAdmitted(admitted, device: device, in: window)
             return LaunchResult(outcome.result, detail: outcome)
         }
@@ -263,31 +294,52 @@ public final class PollEngine: Sendable {
             return Self.slotWaitEnded(
                 admitted, waited: asked.duration(to: window.time.now), slots: configuration.maxConnections)
         }
-        admitted.slotWait = asked.duration(to: window.time.now)
+        let granted = window.time.now
+        admitted.granted = granted
+        admitted.slotWait = asked.duration(to: granted)
         return await pollAdmitted(admitted, device: device, in: window)
     }
 
+    /// A slot that came too late, after a wait: less of the window left than an attempt needs (the retry policy's
+    /// `minimumAttemptTime`, at most half the budget). Connecting then would most likely end in the window's
+    /// expiry, on the sensor's battery: the slot goes back at once and the poll is `noSlot`, the others' doing.
+    private func tooLate(_ admitted: Admitted, in window: PollWindow) -> LaunchResult? {
+        let needed = min(configuration.retry.minimumAttemptTime, window.budget / 2)
+        guard let waited = admitted.slotWait, waited > .zero, window.timeRemaining < needed else { return nil }
+        limiter.release(adapter: admitted.spec.peripheral.adapter)
+        let outcome = Self.slotWaitEnded(
+            admitted, waited: admitted.slotWait ?? .zero, slots: configuration.maxConnections,
+            left: window.timeRemaining)
+        return LaunchResult(outcome.result, detail: outcome, isContention: true)
+    }
+
     /// The window ended before a slot was free: `noSlot`, the other devices' doing, not this one's.
-    private static func slotWaitEnded(_ admitted: Admitted, waited: Duration, slots: Int) -> PollOutcome {
+    private static func slotWaitEnded(_ admitted: Admitted, waited: Duration, slots: Int, left: Duration? = nil)
+        -> PollOutcome
+    {
         var admitted = admitted
         admitted.slotWait = waited
         let adapter = admitted.spec.peripheral.adapter
-        return admitted.outcome(
-            .failed(
-                TransportError(
-                    .noSlot,
-                    """
-                    no connection slot free on \(adapter) within the window (waited \(waited.compact); other devices \
-                    held all \(slots))
-                    """
-                )))
+        let message =
+            if let left {
+                """
+                no connection slot free on \(adapter) in time: one came after \(waited.compact) with \(left.compact) \
+                of the window left, too little for a poll of this device (other devices held all \(slots))
+                """
+            } else {
+                """
+                no connection slot free on \(adapter) within the window (waited \(waited.compact); other devices held \
+                all \(slots))
+                """
+            }
+        return admitted.outcome(.failed(TransportError(.noSlot, message)))
     }
 
     /// The poll once admitted and holding its connection slot, which it gives back at the end: the device's
     /// gate (one poll of a device at a time), the previous poll's disconnect, then the attempts.
     func pollAdmitted(_ admitted: Admitted, device: PolledDevice, in window: PollWindow) async -> PollOutcome {
         let spec = admitted.spec
-        defer { releaseSlot(adapter: spec.peripheral.adapter, device: spec.name) }
+        defer { releaseSlot(adapter: spec.peripheral.adapter, device: spec.name, granted: admitted.granted) }
         do {
             try await gate.enter(spec.name)
         } catch {
@@ -501,15 +553,19 @@ public final class PollEngine: Sendable {
         _ = await done.valueUnlessCancelled()
     }
 
-    /// Gives the connection slot back, or, while the device's disconnect still runs, once it has finished.
-    private func releaseSlot(adapter: String, device: String) {
+    /// Gives the connection slot back, or, while the device's disconnect still runs, once it has finished; the
+    /// placement learns how long the poll held it.
+    private func releaseSlot(adapter: String, device: String, granted: KeepAliveInstant?) {
+        let time = keepAlive.time
         guard let pending = teardowns.withLock({ $0.running[device]?.done }) else {
+            if let granted { placement.learn(device, hold: granted.duration(to: time.now)) }
             limiter.release(adapter: adapter)
             return
         }
-        let limiter = self.limiter
+        let (limiter, placement) = (self.limiter, self.placement)
         Task {
             _ = try? await pending.value()
+            if let granted { placement.learn(device, hold: granted.duration(to: time.now)) }
             limiter.release(adapter: adapter)
         }
     }

@@ -36,6 +36,8 @@ struct HealingLadderTests {
         #expect(AdapterSignal(result: .failed, failureCode: "deviceNotFound", message: "") == .notFound)
         #expect(AdapterSignal(result: .failed, failureCode: "attError", message: "") == .deviceFailure)
         #expect(AdapterSignal(result: .failed, failureCode: "skipped", message: "") == .neutral)
+        // A poll that found no free connection slot: the other devices held them, the adapter carried them.
+        #expect(AdapterSignal(result: .failed, failureCode: "noSlot", message: "") == .neutral)
     }
 
     @Test func aRoundEndsWhenEveryDeviceHasReportedAndOneWorkingDeviceMakesItHealthy() {

@@ -49,13 +49,24 @@ import Testing
         let failures = try await subscriber.wait(for: "keepalive/gw/kitchen/failures")
         #expect(failures.payload == "0" && failures.retain)
 
-        // Three failed polls: online twice more, then offline (and the count on its topic).
+        // Three polls that found no connection slot (succeeded nil): delivered, but they say nothing about the
+        // device: neither its failures nor its availability move.
         for sequence in 1...3 {
+            try bridge.submit(
+                device: "kitchen", sequence: UInt64(sequence), succeeded: nil, payload: recordPayload(UInt64(sequence)))
+        }
+        try await subscriber.wait(for: "keepalive/gw/kitchen/state") { $0.contains("\"seq\":3,") }
+        // Three failed polls: online twice more, then offline (and the count on its topic).
+        for sequence in 4...6 {
             try bridge.submit(
                 device: "kitchen", sequence: UInt64(sequence), succeeded: false,
                 payload: recordPayload(UInt64(sequence)))
         }
         try await subscriber.wait(for: "keepalive/gw/kitchen/failures") { $0 == "3" }
+        #expect(
+            subscriber.lines.filter { $0.topic == "keepalive/gw/kitchen/failures" }.map(\.payload) == [
+                "0", "1", "2", "3",
+            ])
         let offline = try await subscriber.wait(for: "keepalive/gw/kitchen/availability") { $0 == "offline" }
         #expect(offline.retain && offline.qos == 1)
         #expect(
@@ -65,9 +76,9 @@ import Testing
 
         // A new reading name: its sensor is announced the first time a record carries it.
         try bridge.submit(
-            device: "cellar", sequence: 4, succeeded: true,
+            device: "cellar", sequence: 7, succeeded: true,
             readings: [Reading(name: "pm2_5", value: .number(3), unit: "µg/m³")],
-            payload: recordPayload(4, device: "cellar"))
+            payload: recordPayload(7, device: "cellar"))
         let pm = try await subscriber.wait(for: "homeassistant/sensor/gw/aabbccddee02_pm2_5/config")
         #expect(jsonObject(Array(pm.payload.utf8))?["device_class"] as? String == "pm25")
 

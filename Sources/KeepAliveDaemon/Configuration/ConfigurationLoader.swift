@@ -32,7 +32,7 @@ public enum ConfigurationLoader {
     static let topLevelKeys = [
         "interval", "jitter", "window_budget", "low_power", "adapter", "max_connections", "output", "mqtt", "fleet",
         "devices",
-        "adapter_power", "healing", "min_interval",
+        "adapter_power", "healing", "min_interval", "placement",
     ]
     static let deviceKeys = [
         "name", "address", "adapter", "interval", "budget", "profile", "fields", "read", "write", "notify", "shared",
@@ -85,6 +85,7 @@ public enum ConfigurationLoader {
             case "adapter": configuration.adapter = try document.adapter(value, "adapter")
             case "max_connections":
                 configuration.maxConnections = try document.integer(value, "max_connections", in: 1...16)
+            case "placement": configuration.placement = try document.boolean(value, "placement")
             case "output":
                 let output = try document.nonEmptyText(
                     value, "output", expected: "`-` (standard output), `none` or a path")

@@ -116,6 +116,9 @@ public struct DaemonConfiguration: Sendable, Hashable {
     public var adapter = "hci0"
     /// Simultaneous connections per adapter.
     public var maxConnections = 3
+    /// Slot-aware placement of the devices' grids (``PollEngine/Configuration/placement``); `placement: false`
+    /// lays every grid from the start, for setups that want their polls together.
+    public var placement = true
     public var output = Output.standardOutput
     public var devices: [Device] = []
     /// The MQTT bridge, when configured (README: MQTT).
@@ -139,7 +142,7 @@ public struct DaemonConfiguration: Sendable, Hashable {
 
     /// The poll engine's configuration.
     public var pollEngineConfiguration: PollEngine.Configuration {
-        PollEngine.Configuration(maxConnections: maxConnections)
+        PollEngine.Configuration(maxConnections: maxConnections, placement: placement)
     }
 
     /// One spec per device, adapters resolved.

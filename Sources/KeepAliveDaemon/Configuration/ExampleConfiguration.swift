@@ -59,6 +59,11 @@ public enum ExampleConfiguration {
         # default 3.
         max_connections: 3
 
+        # Give each device a place in its interval so that the devices of an adapter need no more than
+        # max_connections links at once (learned from how long their polls take; none waits for a slot when
+        # they fit). false polls every device at the same moments. Default true.
+        placement: true
+
         # Where poll records go, one JSON object per line: "-" for standard output, else a file path
         # (appended to). Default "-".
         output: "-"
