@@ -42,7 +42,7 @@ def run(binary, bus, directory, devices, interval, ticks, placement):
             f.write(f'  - {{name: d{n}, address: "{address(n)}", read: [{COUNTER}]}}\n')
     output = os.path.join(directory, f"slots-{placement}.jsonl")
     log = open(os.path.join(directory, f"slots-{placement}.log"), "w")
-    timeout = interval * (ticks + 2) + 60
+    timeout = float(interval) * (ticks + 2) + 60
     status = subprocess.run(
         [binary, "run", "--config", config, "--bus", bus, "--ticks", str(ticks), "--output", output],
         stdout=subprocess.DEVNULL, stderr=log, timeout=timeout).returncode

@@ -72,7 +72,7 @@ package enum SlotPlanner {
         // the cell and spread quick devices further apart than their links need.
         let shortest = placed.lazy.map(\.hold).filter { $0 > 0 }.min() ?? 400
         let cell = max(min(max(shortest / 4, 5), 100), (horizon + maximumCells - 1) / maximumCells)
-        var timeline = Timeline(cells: Int((horizon + cell - 1) / cell), cell: cell)
+        var timeline = Timeline(horizon: horizon, cell: cell)
 
         if plan.load > Double(slots) {
             // Overbooked: nothing fits; spread evenly, in name order.
@@ -147,22 +147,26 @@ package enum SlotPlanner {
 
         var links: [Int32]
         let cell: Int64
+        let horizon: Int64
         private(set) var peak = 0
 
-        init(cells: Int, cell: Int64) {
-            links = Array(repeating: 0, count: max(1, cells))
+        init(horizon: Int64, cell: Int64) {
+            links = Array(repeating: 0, count: Int(max(1, (horizon + cell - 1) / cell)))
             self.cell = cell
+            self.horizon = horizon
         }
 
-        /// The cells of each of the device's polls over the horizon, wrapping at its end.
+        /// The cells of each of the device's polls over the horizon; a poll that runs past its end goes on at its
+        /// start (the grids repeat on the horizon).
         private func forEachCell(of device: Placed, at phase: Int64, _ body: (Int) -> Void) {
             guard device.hold > 0 else { return }
-            let horizon = Int64(links.count) * cell
             var start = phase
             while start < horizon {
-                let first = start / cell
-                let last = (start + device.hold) / cell
-                for index in first...last { body(Int(index % Int64(links.count))) }
+                let end = start + device.hold
+                for index in start / cell...min(end, horizon - 1) / cell { body(Int(index)) }
+                if end >= horizon {
+                    for index in 0...(end - horizon) / cell { body(Int(index)) }
+                }
                 start += device.interval
             }
         }
