@@ -412,6 +412,27 @@ struct CLITests {
         }
     }
 
+    /// The demo shows only what it means to show (issue #35): the injected fault (cold-room's reads) is the only
+    /// ✗, also in the first ticks, when every sensor polls at once and most wait for a connection slot; every
+    /// other poll shows readings.
+    @Test func theDemosOnlyFailureIsItsInjectedFault() async throws {
+        let result = try await CommandProcess.run(["demo", "--duration", "40s"], within: .seconds(120))
+        #expect(result.status == 0, "\(result.stderr)")
+        let polls = result.stdout.split(separator: "\n").filter { line in
+            ["✓", "·", "✗", "–"].contains { line.hasPrefix("  \($0) ") }
+        }
+        #expect(polls.count >= 20, "\(result.stdout)")
+        let crosses = polls.filter { $0.hasPrefix("  ✗ ") }
+        #expect(crosses.allSatisfy { $0.hasPrefix("  ✗ cold-room ") }, "\(crosses)")
+        #expect(!crosses.isEmpty, "the fault was injected: \(result.stdout)")
+        let empty = polls.filter { line in
+            (line.hasPrefix("  ✓ ") || line.hasPrefix("  · "))
+                && line.dropFirst(22).split(separator: "window #").first?.trimmingCharacters(in: .whitespaces)
+                    .isEmpty ?? true
+        }
+        #expect(empty.isEmpty, "polls without readings: \(empty)")
+    }
+
     /// Every sensor's first poll shows its readings, the heart-rate strap's and the thermometer's too: the demo
     /// listens to them for 1 s, their period, and their first notification used to come a period after the
     /// subscription, just too late (issue #35).
