@@ -121,6 +121,11 @@ struct DiscoveryPayloads: Sendable {
                 "window_used", "Window used", "{{ value_json.window.used_ms if value_json.window else '' }}", "ms",
                 "duration"
             ),
+            // The airtime the sensor's battery pays for per poll (BlueZ's Connected true → false).
+            (
+                "link_time", "Link time", "{{ value_json.link_ms if value_json.link_ms is not none else '' }}", "ms",
+                "duration"
+            ),
             (
                 "last_error", "Last error",
                 """

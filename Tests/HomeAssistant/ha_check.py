@@ -71,6 +71,7 @@ DEVICES = [
 DIAGNOSTICS = {
     "last_result": (None, None, None, False),
     "window_used": ("duration", "ms", "measurement", True),
+    "link_time": ("duration", "ms", "measurement", True),
     "last_error": (None, None, None, False),
     "consecutive_failures": (None, None, "measurement", True),
 }

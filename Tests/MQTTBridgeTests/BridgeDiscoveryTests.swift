@@ -52,6 +52,7 @@ import Testing
             "homeassistant/sensor/gw/aabbccddee02_last_result/config",
             "homeassistant/sensor/gw/aabbccddee02_consecutive_failures/config",
             "homeassistant/sensor/gw/aabbccddee02_window_used/config",
+            "homeassistant/sensor/gw/aabbccddee02_link_time/config",
             "homeassistant/sensor/gw/aabbccddee02_last_error/config",
             "homeassistant/button/gw/aabbccddee02_poll/config",
         ]

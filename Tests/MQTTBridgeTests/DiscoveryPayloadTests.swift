@@ -19,7 +19,7 @@ import Testing
 
     @Test func everyConfigHasIdentifiersUniqueIDOriginAndTheGatewayAsViaDevice() throws {
         let configs = payloads.configs(for: device)
-        #expect(configs.count == 5 + 4 + 1)
+        #expect(configs.count == 5 + 5 + 1)
         var uniqueIDs = Set<String>()
         for config in configs {
             let json = try #require(jsonObject(config.payload), "\(config.topic) is not JSON")
@@ -92,7 +92,7 @@ import Testing
 
     @Test func diagnosticsAndThePollButton() throws {
         let configs = payloads.configs(for: device)
-        for object in ["last_result", "consecutive_failures", "window_used", "last_error"] {
+        for object in ["last_result", "consecutive_failures", "window_used", "link_time", "last_error"] {
             let config = try #require(
                 configs.first { $0.topic == "homeassistant/sensor/gw/aabbccddee01_\(object)/config" })
             #expect(jsonObject(config.payload)?["entity_category"] as? String == "diagnostic")
