@@ -177,7 +177,7 @@ final class SlotPlacement: Sendable {
         return changes
     }
 
-    /// The phases now in force, by device: for tests and `explain`.
+    /// The phases now in force, by device (for tests).
     func phases() -> [String: Duration] {
         state.withLock { state in state.devices.compactMapValues(\.phase) }
     }
