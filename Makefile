@@ -39,9 +39,12 @@
 #   mosquitto        a real broker for the MQTT tests and the demo (started on a free loopback port, never as a service)
 #   mosquitto-clients mosquitto_sub, the independent subscriber of the MQTT tests and the demo's watch command
 #   openssl          the MQTT TLS tests make a CA and certificates of their own
+#   libssl-dev       the CLibCrypto system library: <openssl/evp.h> for the advertisement decryption, and libssl3's
+#                    libcrypto.so.3, which the LibCrypto module loads with dlopen when it first decrypts
 
 SWIFT ?= swift
 APT_PACKAGES := libdbus-1-dev libbluetooth-dev dbus-daemon systemd libglib2.0-bin libxml2-utils bluez python3-venv gcc pkg-config python3-dbusmock libmosquitto-dev libyaml-dev mosquitto mosquitto-clients openssl \
+  libssl-dev \
   libstdc++-12-dev
 
 PREFIX ?= /usr/local

@@ -14,6 +14,8 @@ let package = Package(
         .library(name: "KeepAlive", targets: ["KeepAlive"]),
         .library(name: "Polling", targets: ["Polling"]),
         .library(name: "Readings", targets: ["Readings"]),
+        // AES-128-CCM over OpenSSL's libcrypto, loaded with dlopen on first use, for encrypted advertisements.
+        .library(name: "LibCrypto", targets: ["LibCrypto"]),
         .library(name: "BlueZ", targets: ["BlueZ"]),
         .library(name: "DBus", targets: ["DBus"]),
         .library(name: "HostPower", targets: ["HostPower"]),
@@ -52,8 +54,17 @@ let package = Package(
         // GATT values into numbers with units: the SIG's formats as data, the 0x2904 descriptor, configured field
         // layouts. Pure (bytes in, readings out: no I/O, no clock, no Foundation), so the core can hand readings to
         // callbacks without importing anything Bluetooth-transport. See Sources/Readings/ReadingsDecoder.swift.
+        // Advertisements too (Sources/Readings/Advertisements: BTHome, pvvx, ATC1441, MiBeacon, Ruuvi), whose
+        // cryptography comes in through the `AESCCM` protocol, so the module stays free of C.
         .target(name: "Readings", dependencies: ["Basics"]),
-        .testTarget(name: "ReadingsTests", dependencies: ["Readings", "Basics"]),
+        .testTarget(name: "ReadingsTests", dependencies: ["Readings", "LibCrypto", "Basics"]),
+        // OpenSSL 3's libcrypto, as a system library: a module map and a shim header. Headers only, like
+        // CMosquitto: LibCrypto loads libcrypto.so.3 with dlopen the first time an advertisement is decrypted, so a
+        // daemon without advertisement keys never maps it (no pkgConfig, whose flags would link it).
+        .systemLibrary(name: "CLibCrypto", providers: [.apt(["libssl-dev"])]),
+        // `AESCCM` (Readings) over libcrypto's EVP AES-128-CCM: the one module that touches a libcrypto pointer.
+        .target(name: "LibCrypto", dependencies: ["CLibCrypto", "Readings"]),
+        .testTarget(name: "LibCryptoTests", dependencies: ["LibCrypto", "Readings"]),
         // The fleet protocol (#12, docs/FLEET.md): several gateways on one broker, every shared device held by one
         // of them through a lease. A pure state machine (events in, effects out: no I/O, no Foundation), and a
         // seeded deterministic simulator of gateways, a broker, delays, kills, partitions and clock drift that

@@ -71,28 +71,48 @@ extension NumberDescription {
     ) -> Reading {
         do throws(ReadingError) {
             let bits = try format.readBits(from: reader, at: offset)
-            var remark: ReadingError?
-            for special in specials where special.raw == bits {
-                let error = ReadingError(
-                    .specialValue,
-                    "\(HexText.number(bits, digits: (format.byteCount ?? 1) * 2)): \(special.meaning)"
-                )
-                guard special.keepsValue else { return .failed(name, unit: unit, error) }
-                remark = error
-            }
-            let raw = try format.number(fromBits: bits)
-            let value = value(of: raw, extraDecimalExponent: extraDecimalExponent)
-            guard let number = value.doubleValue, number.isFinite else {
-                throw ReadingError(.outOfRange, "the scaled value is too large to represent")
-            }
-            if let valid, !valid.contains(number) {
-                let unitText = unit.map { " \($0)" } ?? ""
-                throw ReadingError(.outOfRange, "\(number)\(unitText) is outside the valid range \(valid)\(unitText)")
-            }
-            return Reading(name: name, value: value, unit: unit, error: remark)
+            return try reading(named: name, bits: bits, extraDecimalExponent: extraDecimalExponent)
         } catch {
             return .failed(name, unit: unit, error)
         }
+    }
+
+    /// Decodes raw bits already read (or cut out of a wider field, as Ruuvi packs two values in 16 bits): the
+    /// specials, the scale, the valid range. A failure is thrown, for ``reading(named:from:at:extraDecimalExponent:)``
+    /// and the advertisement decoders to turn into the reading's error.
+    ///
+    /// - Parameter rawOffset: added to the raw integer before the scale, exactly (Ruuvi's pressure is the raw
+    ///   value + 50 000 Pa: 100 044 Pa in hPa is 1000.44, where scaling first and adding 500 after gives
+    ///   1000.4400000000001). Specials are compared before it is added.
+    func reading(
+        named name: String, bits: UInt64, extraDecimalExponent: Int = 0, rawOffset: Int64 = 0
+    ) throws(ReadingError) -> Reading {
+        var remark: ReadingError?
+        for special in specials where special.raw == bits {
+            let error = ReadingError(
+                .specialValue,
+                "\(HexText.number(bits, digits: (format.byteCount ?? 1) * 2)): \(special.meaning)"
+            )
+            guard special.keepsValue else { return .failed(name, unit: unit, error) }
+            remark = error
+        }
+        var raw = try format.number(fromBits: bits)
+        if rawOffset != 0 {
+            switch raw {
+            case .signed(let integer): raw = .signed(integer &+ rawOffset)
+            case .unsigned(let integer): raw = .signed(Int64(clamping: integer) &+ rawOffset)
+            case .binary, .decimal: break
+            }
+        }
+        let value = value(of: raw, extraDecimalExponent: extraDecimalExponent)
+        guard let number = value.doubleValue, number.isFinite else {
+            throw ReadingError(.outOfRange, "the scaled value is too large to represent")
+        }
+        if let valid, !valid.contains(number) {
+            let unitText = unit.map { " \($0)" } ?? ""
+            throw ReadingError(.outOfRange, "\(number)\(unitText) is outside the valid range \(valid)\(unitText)")
+        }
+        return Reading(name: name, value: value, unit: unit, error: remark)
     }
 
     /// The scaled value: an exact integer when no scale or offset applies, else a `Double`.

@@ -13,7 +13,7 @@ extension Reading: CustomStringConvertible {
 
 extension Reading.Value: CustomStringConvertible {
     /// The value without its unit: integers as written, numbers in their shortest exact form without a
-    /// trailing `.0`, several numbers separated by commas, text as it is.
+    /// trailing `.0`, several numbers separated by commas, text as it is, booleans as `true` and `false`.
     public var description: String {
         switch self {
         case .integer(let value): String(value)
@@ -21,6 +21,7 @@ extension Reading.Value: CustomStringConvertible {
         case .number(let value): Self.text(value)
         case .numbers(let values): values.map(Self.text).joined(separator: ", ")
         case .text(let value): value
+        case .boolean(let value): value ? "true" : "false"
         }
     }
 

@@ -15,8 +15,11 @@ public struct Reading: Sendable, Hashable {
         case number(Double)
         /// Several numbers of the same kind, e.g. RR intervals.
         case numbers([Double])
-        /// Text: strings, date-times, enumeration names.
+        /// Text: strings, date-times, enumeration names (a button's `double_press`).
         case text(String)
+        /// A two-state value: a binary sensor of an advertisement (door open, motion, leak), `true` in the state
+        /// its format calls "on".
+        case boolean(Bool)
     }
 
     /// The reading's name in snake_case, e.g. `temperature`, `battery`, `rr_intervals`.
@@ -44,13 +47,14 @@ public struct Reading: Sendable, Hashable {
 }
 
 extension Reading.Value {
-    /// The value as a `Double` when it is a single number (integers converted), else `nil`.
+    /// The value as a `Double` when it is a single number (integers converted), else `nil` (a boolean is not a
+    /// number).
     public var doubleValue: Double? {
         switch self {
         case .integer(let value): Double(value)
         case .unsigned(let value): Double(value)
         case .number(let value): value
-        case .numbers, .text: nil
+        case .numbers, .text, .boolean: nil
         }
     }
 }

@@ -32,6 +32,7 @@ extension JSONObject {
             rawValue(
                 "value", "[" + numbers.map { $0.isFinite ? Self.numberText($0) : "null" }.joined(separator: ",") + "]")
         case .text(let text): string("value", text)
+        case .boolean(let flag): bool("value", flag)
         }
     }
 
