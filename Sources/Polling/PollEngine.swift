@@ -33,7 +33,7 @@ public final class PollEngine: Sendable {
         /// when `onRecord` never blocks (it writes to a regular file, say, not to a pipe or over the network).
         public var recordsOnTransportExecutor: Bool
         /// Slot-aware placement (default on): each device's grid gets a phase that keeps the links of an adapter's
-        /// devices within `maxConnections`, learned from how long their polls hold a slot (``SlotPlanner``). Off:
+        /// devices within `maxConnections`, learned from how long their polls hold a slot (`SlotPlanner`). Off:
         /// every grid runs from the start, and devices whose ticks coincide wait for slots.
         public var placement: Bool
 
