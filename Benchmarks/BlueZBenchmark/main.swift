@@ -3,6 +3,13 @@
 // simulator in `Benchmarks/bluez-bench/run.sh`, which runs bleak on the same devices in the same run).
 //
 //   BlueZBenchmark N [ROUNDS]   → prints one line: n=… cpu_us_per_device=… wall_ms_per_round=… failures=…
+//   BlueZBenchmark --link POLLS [--every SECONDS] ADDRESS… → link time (issue #35): POLLS polls one after another,
+//     round robin over the addresses (on hci0, after one warm-up poll each), each starting SECONDS after the last
+//     one started (default 0: back to back), connect → read the counter → disconnect, one line each:
+//     `poll address=… warmup=0|1 connect_ns=… read_ns=… disconnect_ns=… returned_ns=… reported_ns=… ok=1`, the
+//     instants on CLOCK_MONOTONIC (what Python's time.monotonic_ns reads, so `link_time.py`'s observer can be
+//     compared with them): the connect call, the read done, the disconnect call, disconnect returned;
+//     `reported_ns` is BlueZTransport.linkTime(of:) once disconnect returned (-1: nil).
 //   BlueZBenchmark --sync [REPEATS] → the object cache's first sync of BlueZ's whole tree (issue #8): a new
 //     connection each time, then BlueZTransport.run() until the cache is ready (match rules, GetManagedObjects,
 //     the cache built); then a bare GetManagedObjects decoded into DBusValues on the same connection, to tell the
@@ -68,8 +75,74 @@ if arguments.count >= 2, arguments[1] == "--sync" {
     exit(0)
 }
 
+if arguments.count >= 4, arguments[1] == "--link", let polls = Int(arguments[2]), polls > 0 {
+    var addresses = Array(arguments[3...])
+    var every = Duration.zero
+    if addresses.count >= 3, addresses[0] == "--every", let seconds = Double(addresses[1]) {
+        every = .milliseconds(Int64(seconds * 1_000))
+        addresses.removeFirst(2)
+    }
+    try await linkTimes(polls: polls, every: every, addresses: addresses)
+    exit(0)
+}
+
+/// CLOCK_MONOTONIC in nanoseconds.
+func monotonicNanoseconds() -> Int64 {
+    var now = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &now)
+    return Int64(now.tv_sec) * 1_000_000_000 + Int64(now.tv_nsec)
+}
+
+/// `--link`: one poll at a time, each one's instants and the transport's own link time.
+func linkTimes(polls: Int, every: Duration, addresses: [String]) async throws {
+    let quiet = Logger(label: "bench", factory: { _ in SwiftLogNoOpLogHandler() })
+    let counter = try BluetoothUUID("4b410002-6b65-6570-616c-697665000000")
+    let connection = try await DBusConnection(bus: .system)
+    let transport = BlueZTransport(connection: connection, logger: quiet)
+    let cacheTask = Task { try await transport.run() }
+    try await transport.waitUntilReady(timeout: .seconds(30))
+    let peripherals = addresses.map { Peripheral(address: $0, adapter: "hci0") }
+    var failures = 0
+    let start = ContinuousClock.now
+    for index in 0..<(peripherals.count + polls) {
+        // Paced like the daemon's ticks when asked: bluetoothd 5.66 loses a Connect sent while the last link's
+        // ATT channel is still being torn down, though Connected=false has been signalled (the qemu lab).
+        try await Task.sleep(until: start + every * index)
+        let peripheral = peripherals[index % peripherals.count]
+        let connectCall = monotonicNanoseconds()
+        do {
+            try await transport.connect(
+                peripheral, options: ConnectOptions(timeout: .seconds(10), characteristics: [counter]))
+            _ = try await transport.read(counter, from: peripheral)
+        } catch {
+            failures += 1
+            print("failed address=\(peripheral.address) error=\(error)")
+            await transport.disconnect(peripheral, timeout: .seconds(10))
+            continue
+        }
+        let readDone = monotonicNanoseconds()
+        let disconnectCall = monotonicNanoseconds()
+        await transport.disconnect(peripheral, timeout: .seconds(10))
+        let returned = monotonicNanoseconds()
+        let reported = transport.linkTime(of: peripheral).map {
+            $0.components.seconds * 1_000_000_000 + $0.components.attoseconds / 1_000_000_000
+        }
+        print(
+            """
+            poll address=\(peripheral.address) warmup=\(index < peripherals.count ? 1 : 0) \
+            connect_ns=\(connectCall) read_ns=\(readDone) disconnect_ns=\(disconnectCall) returned_ns=\(returned) \
+            reported_ns=\(reported ?? -1) ok=1
+            """
+        )
+    }
+    print("done polls=\(polls) failures=\(failures)")
+    cacheTask.cancel()
+    _ = await cacheTask.result
+    await connection.close()
+}
+
 guard arguments.count >= 2, let count = Int(arguments[1]), count > 0 else {
-    print("usage: BlueZBenchmark N [ROUNDS]")
+    print("usage: BlueZBenchmark N [ROUNDS] | --link POLLS ADDRESS… | --sync [REPEATS]")
     exit(2)
 }
 let rounds = arguments.count >= 3 ? Int(arguments[2]) ?? 3 : 3

@@ -108,8 +108,8 @@ public enum BlueZ {
 
     /// `/org/bluez/hci0/dev_AA_BB_CC_DD_EE_FF` — BlueZ's path for a device, derived from its address.
     ///
-    /// Called three times per poll: one pass over the address's UTF-8 (splitting it and testing `Character`s for hex
-    /// digits was one of the largest items of a poll's profile).
+    /// Called four times per poll (connect, read, disconnect, link time): one pass over the address's UTF-8
+    /// (splitting it and testing `Character`s for hex digits was one of the largest items of a poll's profile).
     public static func devicePath(_ peripheral: Peripheral) throws -> ObjectPath {
         var octets: [UInt8] = []
         octets.reserveCapacity(17)

@@ -84,7 +84,7 @@ extension BlueZObjectCache {
             state.syncs += 1
             state.syncing -= 1
             if state.syncing == 0 {
-                for change in state.takePending() { Self.apply(change, to: &state, effects: &effects) }
+                for change in state.takePending() { Self.apply(change, to: &state, effects: &effects, time: time) }
             }
             Self.evaluate(&state, effects: &effects, devices: nil)
             defer { state.readyWaiters = [:] }
@@ -109,7 +109,7 @@ extension BlueZObjectCache {
                 return nil
             }
             var effects = Effects()
-            Self.apply(change, to: &state, effects: &effects)
+            Self.apply(change, to: &state, effects: &effects, time: time)
             return effects
         }
         if let effects { perform(effects) }
@@ -155,17 +155,25 @@ extension BlueZObjectCache {
         var malformed: [(member: String, path: ObjectPath, signature: DBusSignature)] = []
     }
 
-    static func apply(_ change: TreeChange, to state: inout State, effects: inout Effects) {
+    /// Applies one change to the tree; `time` stamps the `Connected` changes of the devices whose link is timed.
+    static func apply(_ change: TreeChange, to state: inout State, effects: inout Effects, time: TimeBase) {
         switch change {
         case .interfacesAdded(let path, let interfaces):
             for (interface, properties) in interfaces {
                 if let interface = BlueZ.cachedInterface(interface) { state.store(path, interface, properties) }
             }
-            if interfaces.contains(where: { $0.name == BlueZ.deviceInterface }) { effects.changedDevices.append(path) }
+            if interfaces.contains(where: { $0.name == BlueZ.deviceInterface }) {
+                effects.changedDevices.append(path)
+                if !state.links.isEmpty {
+                    state.noteLink(of: path, connected: state.devices[path]?.flag(.connected) == true) { time.now }
+                }
+            }
             evaluate(&state, effects: &effects, devices: [BlueZ.deviceOwning(path) ?? path])
         case .interfacesRemoved(let path, let interfaces):
             for interface in interfaces { state.remove(path, interface) }
             if interfaces.contains(BlueZ.deviceInterface) {
+                // No object, no link: bluetoothd removes a device only once it is disconnected.
+                state.noteLink(of: path, connected: false) { time.now }
                 state.removeGATT(of: path)
                 finishNotifications(
                     below: path, TransportError(.deviceVanished, "device \(path) disappeared"), &state, &effects)
@@ -196,10 +204,13 @@ extension BlueZObjectCache {
             }
             if interface == BlueZ.deviceInterface {
                 effects.changedDevices.append(path)
-                if change["Connected"]?.unwrappingVariants.boolean == false {
-                    finishNotifications(
-                        below: path, TransportError(.notConnected, "Not connected: the link to \(path) dropped"),
-                        &state, &effects)
+                if let connected = change["Connected"]?.unwrappingVariants.boolean {
+                    state.noteLink(of: path, connected: connected) { time.now }
+                    if !connected {
+                        finishNotifications(
+                            below: path, TransportError(.notConnected, "Not connected: the link to \(path) dropped"),
+                            &state, &effects)
+                    }
                 }
             }
             evaluate(&state, effects: &effects, devices: [BlueZ.deviceOwning(path) ?? path])

@@ -94,6 +94,8 @@ public final class BlueZObjectCache: Sendable {
         var descriptorIndex: [ObjectPath: Set<ObjectPath>] = [:]
         /// Device path → operations in flight on it.
         var invalidators: [ObjectPath: [UInt64: Invalidator]] = [:]
+        /// Device path → how long its link was up, for the devices the transport connects (`LinkClock`).
+        var links: [ObjectPath: LinkClock] = [:]
         /// Resyncs in flight: signals are buffered meanwhile and replayed in order on top of the snapshot.
         var syncing = 0
         var pending: [TreeChange] = []
@@ -251,6 +253,9 @@ public final class BlueZObjectCache: Sendable {
             var effects = Effects()
             let changed = values.map { PropertiesChange.Property(name: $0.key, value: $0.value) }
             guard state.change(path, interface, changed: changed, invalidated: []) else { return effects }
+            if interface == BlueZ.deviceInterface, let connected = values["Connected"]?.boolean {
+                state.noteLink(of: path, connected: connected) { time.now }
+            }
             Self.evaluate(&state, effects: &effects, devices: [BlueZ.deviceOwning(path) ?? path])
             return effects
         }

@@ -13,8 +13,16 @@ extension BlueZTransport {
 
     private func connectOnThread(_ peripheral: Peripheral, options: ConnectOptions) async throws {
         let deadline = time.now + options.timeout
+        let path: ObjectPath
+        do {
+            path = try BlueZ.devicePath(peripheral)
+        } catch {
+            _ = try checkAdapter(peripheral.adapter)  // an adapter that is wrong too is said first, as always
+            throw error
+        }
+        // Before anything can fail: a connect that brings no link up reads `.zero`, never the last poll's time.
+        cache.startLinkClock(path)
         _ = try checkAdapter(peripheral.adapter)
-        let path = try BlueZ.devicePath(peripheral)
         if cache.deviceObject(path) == nil {
             try await discover(path, of: peripheral, before: deadline)
         }
@@ -61,6 +69,8 @@ extension BlueZTransport {
             guard connected.first?.unwrappingVariants.boolean == true else {
                 throw TransportError(.notConnected, "Connect \(address) returned but the device is not connected")
             }
+            // The link is timed from here: later than bluetoothd's Connected=true (which was not signalled), by
+            // one Get.
             cache.update(path, BlueZ.deviceInterface, ["Connected": .boolean(true)])
         }
 
@@ -370,9 +380,11 @@ extension BlueZTransport {
             logger.warning("Disconnect failed", metadata: ["address": "\(peripheral.address)", "error": "\(error)"])
             return
         }
-        // bluetoothd 5.66 replies with ServicesResolved=false and drops Connected ~6 ms later (the qemu lab): a
-        // Connect sent in between finds the old link still up and then loses it. So the link is down when this
-        // returns (or the Disconnect's deadline has passed).
+        // bluetoothd 5.66 replies with ServicesResolved=false and drops Connected ~6 ms later (the qemu lab): its
+        // device_remove_connection sends the Disconnect reply at once and Connected=false through GDBus's batched
+        // PropertiesChanged, on a later turn of its main loop. A Connect sent in between finds the old link still
+        // up and then loses it, and the link's time (`linkTime(of:)`) is not known yet. So the link is down, and
+        // its Connected=false applied to the cache, when this returns (or the Disconnect's deadline has passed).
         let deadline = started + timeout
         do {
             try await cache.wait(until: deadline, for: "\(peripheral.address) to read Connected=false") { tree in
@@ -385,6 +397,20 @@ extension BlueZTransport {
                 "Disconnect returned but the link stayed up",
                 metadata: ["address": "\(peripheral.address)", "error": "\(error)"])
         }
+    }
+
+    // MARK: Link time
+
+    /// How long the link of the last ``connect(_:options:)`` was up: bluetoothd's `Connected` true → false, as the
+    /// object cache applied the two changes (instants on the transport's clock, read as each signal is applied;
+    /// the `Get` that stands in for a Connected=true that never came is stamped when it is answered). `.zero` when
+    /// that connect brought no link up; `nil` while the link is still up (a Disconnect past its deadline) or for a
+    /// device never connected by this transport. A device that was already connected when the connect began
+    /// counts from the connect.
+    public func linkTime(of peripheral: Peripheral) -> Duration? {
+        // Not an address: no connect could have made a link.
+        guard let path = try? BlueZ.devicePath(peripheral) else { return .zero }
+        return cache.linkTime(path)
     }
 
     // MARK: Discovery

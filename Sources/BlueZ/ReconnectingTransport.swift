@@ -74,6 +74,12 @@ package final class ReconnectingTransport: PeripheralTransport {
         current.withLock { $0 }?.preferredExecutor
     }
 
+    /// The current connection's answer; `nil` while there is none (a link made on a lost connection is not
+    /// known to the next one).
+    package func linkTime(of peripheral: Peripheral) -> Duration? {
+        current.withLock { $0 }?.linkTime(of: actual(peripheral))
+    }
+
     package func disconnect(_ peripheral: Peripheral, timeout: Duration) async {
         // With no bus there is nothing to disconnect through (and bluetoothd lost its bus too).
         guard let transport = current.withLock({ $0 }) else { return }

@@ -24,6 +24,14 @@ extension MockTransport {
     }
 
     public func connect(_ peripheral: Peripheral, options: ConnectOptions) async throws {
+        let started = time.now
+        state.withLock { state in
+            // A new link time: a link still up (connected twice) counts from here.
+            state.connects += 1
+            var link = Link(connect: state.connects)
+            if state.connected.contains(peripheral) { link.up(at: started) }
+            state.links[peripheral] = link
+        }
         try await perform(.connect, on: peripheral, latency: latency.connect, hangLimit: options.timeout) { state in
             guard let device = state.devices[peripheral], device.present else {
                 throw TransportError(.deviceNotFound, "device \(peripheral.address) not found on \(peripheral.adapter)")
@@ -33,6 +41,7 @@ extension MockTransport {
             }
             state.connected.insert(peripheral)
             state.maxSimultaneous = max(state.maxSimultaneous, state.connected.count)
+            state.links[peripheral, default: Link()].up(at: time.now)
         }
     }
 
@@ -108,9 +117,10 @@ extension MockTransport {
 
     public func disconnect(_ peripheral: Peripheral, timeout: Duration) async {
         let at = time.now
-        state.withLock { state in
+        let link: UInt64? = state.withLock { state in
             state.calls.append(Call(operation: .disconnect, peripheral: peripheral, at: at))
             state.connected.remove(peripheral)
+            return state.links[peripheral]?.connect
         }
         // Disconnect's latency runs in a task that ignores the caller's cancellation (as the contract says:
         // disconnect works in a cancelled task), bounded by `timeout`.
@@ -118,6 +128,11 @@ extension MockTransport {
         if delay > .zero {
             let time = self.time
             await Task { try? await time.sleep(for: delay) }.value
+        }
+        // The link was up until the stack's disconnect was done.
+        let now = time.now
+        state.withLock { state in
+            if let link, state.links[peripheral]?.connect == link { state.links[peripheral]?.down(at: now) }
         }
     }
 

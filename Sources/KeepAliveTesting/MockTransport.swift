@@ -118,6 +118,28 @@ public final class MockTransport: PeripheralTransport {
         /// Cancels everything in flight for a device when it vanishes.
         var inFlight: [Peripheral: [UInt64: @Sendable () -> Void]] = [:]
         var nextFlightID: UInt64 = 0
+        /// The link of each device's last connect, for ``linkTime(of:)``.
+        var links: [Peripheral: Link] = [:]
+        var connects: UInt64 = 0
+    }
+
+    /// A device's link since its last connect began, on the transport's clock.
+    struct Link {
+        /// Which connect this is (a disconnect that ends after the next connect began must not end its link).
+        var connect: UInt64 = 0
+        /// When the link came up, while it is up.
+        var upSince: KeepAliveInstant?
+        var total: Duration = .zero
+
+        mutating func up(at now: KeepAliveInstant) {
+            if upSince == nil { upSince = now }
+        }
+
+        mutating func down(at now: KeepAliveInstant) {
+            guard let since = upSince else { return }
+            total += since.duration(to: now)
+            upSince = nil
+        }
     }
 
     struct ScriptState {
@@ -170,9 +192,11 @@ public final class MockTransport: PeripheralTransport {
     /// The device disappears: calls in flight fail at once with `deviceVanished`, later connects with
     /// `deviceNotFound`, its link (if any) is gone.
     public func vanish(_ peripheral: Peripheral) {
+        let now = time.now
         let cancels: [@Sendable () -> Void] = state.withLock { state in
             state.devices[peripheral]?.present = false
             state.connected.remove(peripheral)
+            state.links[peripheral]?.down(at: now)
             defer { state.inFlight[peripheral] = nil }
             return Array(state.inFlight[peripheral, default: [:]].values)
         }
@@ -197,6 +221,16 @@ public final class MockTransport: PeripheralTransport {
     /// Peripherals connected right now.
     public var connected: Set<Peripheral> {
         state.withLock { $0.connected }
+    }
+
+    /// How long the link of the last ``connect(_:options:)`` of `peripheral` was up, on this transport's clock:
+    /// from the moment that connect succeeded (after its latency) until its disconnect returned (after its
+    /// latency: the stack's own disconnect time, during which the link is still up) or the device vanished.
+    /// `.zero` when that connect failed; `nil` while the link is up, or before any connect.
+    public func linkTime(of peripheral: Peripheral) -> Duration? {
+        state.withLock { state in
+            state.links[peripheral].flatMap { $0.upSince == nil ? $0.total : nil }
+        }
     }
 
     /// The most links that were ever up at once.

@@ -73,9 +73,13 @@ struct ObjectCacheTreeTests {
         return state
     }
 
-    static func apply(_ signal: BlueZObjectCache.TreeChange, to state: inout BlueZObjectCache.State) {
+    static let time = TimeBase(ContinuousClock())
+
+    static func apply(
+        _ signal: BlueZObjectCache.TreeChange, to state: inout BlueZObjectCache.State, time: TimeBase = time
+    ) {
         var effects = BlueZObjectCache.Effects()
-        BlueZObjectCache.apply(signal, to: &state, effects: &effects)
+        BlueZObjectCache.apply(signal, to: &state, effects: &effects, time: time)
         #expect(effects.malformed.isEmpty)
     }
 

@@ -64,6 +64,29 @@ struct HILTests {
         }
     }
 
+    /// The link time is bluetoothd's own Connected true → false, known once disconnect returns: more than
+    /// nothing, and no more than the connect → disconnect that made it.
+    @Test func linkTimeIsKnownOnceDisconnectReturnsAndFitsItsPoll() async throws {
+        try await HILSession.with { session in
+            let environment = session.environment
+            let started = ContinuousClock.now
+            _ = try await session.connect()
+            _ = try await session.transport.read(environment.counter, from: environment.peripheral)
+            let disconnectStarted = ContinuousClock.now
+            await session.transport.disconnect(environment.peripheral, timeout: .seconds(10))
+            let poll = started.duration(to: .now)
+            let link = try #require(
+                session.transport.linkTime(of: environment.peripheral), "no link time once disconnect returned")
+            #expect(link > .zero && link <= poll, "link \(link), poll \(poll)")
+            HILReport.line(
+                """
+                    link: \(HILReport.milliseconds(link)) of a \(HILReport.milliseconds(poll)) poll (disconnect \
+                    \(HILReport.milliseconds(since: disconnectStarted)))
+                    """
+            )
+        }
+    }
+
     @Test func notificationsCountUpWithoutGaps() async throws {
         try await HILSession.with { session in
             let environment = session.environment
@@ -268,9 +291,16 @@ struct HILTests {
                 line.contains("\"values\":{\"\(environment.counter)\":\""),
                 "tick \(index) has no counter value: \(line)")
             #expect(line.contains("\"outcome\":\"completed\""), "tick \(index)'s window did not complete: \(line)")
+            // The link's time is BlueZ's own, known by the record: more than nothing, within the 4-s window.
+            let link = HILRecord.integer("link_ms", in: line)
+            #expect(link.map { $0 > 0 && $0 <= 4_000 } == true, "tick \(index)'s link_ms is not plausible: \(line)")
         }
+        let links = lines.compactMap { HILRecord.integer("link_ms", in: $0) }.map(String.init)
         HILReport.line(
-            "daemon: \(lines.count) records for \(environment.ticks) ticks in \(HILReport.milliseconds(since: started))"
+            """
+                daemon: \(lines.count) records for \(environment.ticks) ticks in \
+                \(HILReport.milliseconds(since: started)), link_ms \(links.joined(separator: ", "))
+                """
         )
     }
 }
@@ -368,6 +398,20 @@ struct HILSession: Sendable {
     }
 }
 
+enum HILRecord {
+    /// The whole number `"key":N` of a record line; nil when absent or null.
+    static func integer(_ key: String, in line: String) -> Int? {
+        let needle = Array("\"\(key)\":".utf8)
+        let bytes = Array(line.utf8)
+        guard bytes.count >= needle.count else { return nil }
+        for start in 0...(bytes.count - needle.count) where bytes[start..<start + needle.count].elementsEqual(needle) {
+            let digits = bytes[(start + needle.count)...].prefix { UInt8(ascii: "0")...UInt8(ascii: "9") ~= $0 }
+            return Int(String(decoding: digits, as: UTF8.self))
+        }
+        return nil
+    }
+}
+
 enum HILValue {
     static func counter(_ bytes: [UInt8]) throws -> UInt32 {
         guard bytes.count == 4 else { throw HILFailure("a counter value is 4 bytes, not \(bytes.count): \(bytes)") }
@@ -392,9 +436,11 @@ enum HILReport {
     }
 
     static func milliseconds(since start: ContinuousClock.Instant) -> String {
-        let elapsed = start.duration(to: .now)
-        let milliseconds = elapsed.components.seconds * 1_000 + elapsed.components.attoseconds / 1_000_000_000_000_000
-        return "\(milliseconds) ms"
+        milliseconds(start.duration(to: .now))
+    }
+
+    static func milliseconds(_ duration: Duration) -> String {
+        "\(duration.components.seconds * 1_000 + duration.components.attoseconds / 1_000_000_000_000_000) ms"
     }
 }
 
