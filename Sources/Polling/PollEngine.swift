@@ -23,7 +23,9 @@ public final class PollEngine: Sendable {
         public var retry: RetryPolicy
         /// Upper bound for one connect attempt (also bounded by the window).
         public var connectTimeout: Duration
-        /// Disconnect's own deadline: it runs even after expiry or cancellation.
+        /// Disconnect's own deadline: it runs even after expiry or cancellation. bluetoothd 5.66 drops a link when a
+        /// 2-s timer in whole seconds fires, 1.8–2.8 s after `Disconnect`: the default 4 s leaves a loaded host
+        /// room, so the link's end is seen and its time (``PollRecord/link``) known.
         public var disconnectTimeout: Duration
         /// Poll each device this many ticks, then stop scheduling it (`nil`: forever).
         public var maxTicks: UInt64?
@@ -41,7 +43,7 @@ public final class PollEngine: Sendable {
             maxConnections: Int = 3,
             retry: RetryPolicy = .standard,
             connectTimeout: Duration = .seconds(10),
-            disconnectTimeout: Duration = .seconds(3),
+            disconnectTimeout: Duration = .seconds(4),
             maxTicks: UInt64? = nil,
             recordsOnTransportExecutor: Bool = false,
             placement: Bool = true

@@ -236,8 +236,8 @@ struct PollEngineTests {
     }
 
     @Test func anExpiredWindowEndsWithoutWaitingForASlowDisconnectWhichStillHappensAndHoldsTheSlot() async throws {
-        // A read longer than the window, and a disconnect (4 s, like BlueZ's ~2 s) longer than the ledger's 2-s grace.
-        let transport = MockTransport(clock: clock, latency: .init(read: .seconds(5), disconnect: .seconds(4)))
+        // A read longer than the window, and a disconnect (6 s, like BlueZ's 2–3 s) longer than the ledger's 2-s grace.
+        let transport = MockTransport(clock: clock, latency: .init(read: .seconds(5), disconnect: .seconds(6)))
         addSensors(transport, 0..<1)
         let keepAlive = try makeKeepAlive(.init(interval: .seconds(30), windowBudget: .seconds(1)))
         let engine = try PollEngine(
@@ -251,11 +251,11 @@ struct PollEngineTests {
             // Expired (the handler returned within the grace), not force-ended.
             #expect(record.window?.outcome == .expired)
             #expect(record.result == .failed)
-            // The window ended while the disconnect was still running: its latency (bounded by the 3-s
-            // disconnect timeout) sleeps until 1 + 3 s, after the window's end and after its grace.
+            // The window ended while the disconnect was still running: its latency (bounded by the 4-s
+            // disconnect timeout) sleeps until 1 + 4 s, after the window's end and after its grace.
             #expect(transport.calls.last?.operation == .disconnect)
-            try await clock.waitForSleeper(until: clock.instant(.seconds(4)))
-            clock.advance(to: clock.instant(.seconds(4)))
+            try await clock.waitForSleeper(until: clock.instant(.seconds(5)))
+            clock.advance(to: clock.instant(.seconds(5)))
             await engine.waitUntilDisconnected()
             #expect(transport.connected.isEmpty)
         }
