@@ -310,8 +310,7 @@ public final class PollEngine: Sendable {
         guard let waited = admitted.slotWait, waited > .zero, window.timeRemaining < needed else { return nil }
         limiter.release(adapter: admitted.spec.peripheral.adapter)
         let outcome = Self.slotWaitEnded(
-            admitted, waited: admitted.slotWait ?? .zero, slots: configuration.maxConnections,
-            left: window.timeRemaining)
+            admitted, waited: waited, slots: configuration.maxConnections, left: window.timeRemaining)
         return LaunchResult(outcome.result, detail: outcome, isContention: true)
     }
 
