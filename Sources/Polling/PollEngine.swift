@@ -340,7 +340,9 @@ public final class PollEngine: Sendable {
     /// gate (one poll of a device at a time), the previous poll's disconnect, then the attempts.
     func pollAdmitted(_ admitted: Admitted, device: PolledDevice, in window: PollWindow) async -> PollOutcome {
         let spec = admitted.spec
-        defer { releaseSlot(adapter: spec.peripheral.adapter, device: spec.name, granted: admitted.granted) }
+        // The hold is learned only for placement: with it off, nothing reads it.
+        let granted = configuration.placement ? admitted.granted : nil
+        defer { releaseSlot(adapter: spec.peripheral.adapter, device: spec.name, granted: granted) }
         do {
             try await gate.enter(spec.name)
         } catch {
