@@ -215,6 +215,18 @@ public struct Device1: Sendable, Hashable {
         }
         return result
     }
+    /// `a{sv}`: service UUID → payload.
+    public var serviceData: [BluetoothUUID: [UInt8]] {
+        var result: [BluetoothUUID: [UInt8]] = [:]
+        for entry in properties["ServiceData"]?.dictionaryEntries ?? [] {
+            if let text = entry.key.string, let uuid = try? BluetoothUUID(text),
+                let bytes = entry.value.unwrappingVariants.bytes
+            {
+                result[uuid] = bytes
+            }
+        }
+        return result
+    }
 }
 
 /// `org.bluez.GattService1`.

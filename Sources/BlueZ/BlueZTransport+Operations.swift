@@ -119,9 +119,9 @@ extension BlueZTransport {
             throw TransportError(
                 .characteristicNotFound,
                 """
-                    \(address) has no characteristic \(stillMissing.map(\.shortDescription).joined(separator: ", ")) \
-                    (found: \(found.isEmpty ? "none" : found))
-                    """
+                \(address) has no characteristic \(stillMissing.map(\.shortDescription).joined(separator: ", ")) \
+                (found: \(found.isEmpty ? "none" : found))
+                """
             )
         }
     }
@@ -135,15 +135,15 @@ extension BlueZTransport {
                 tree.device(path) != nil ? .satisfied : .waiting
             }
         } catch let error as TransportError where error.code == .timeout {
-            await discovery.release(adapter: peripheral.adapter)
+            await discovery.release(adapter: peripheral.adapter, filter: DiscoveryFilter())
             throw TransportError(
                 .deviceNotFound,
                 "\(peripheral.address) not found on \(peripheral.adapter): not advertising, or out of range")
         } catch {
-            await discovery.release(adapter: peripheral.adapter)
+            await discovery.release(adapter: peripheral.adapter, filter: DiscoveryFilter())
             throw error
         }
-        await discovery.release(adapter: peripheral.adapter)
+        await discovery.release(adapter: peripheral.adapter, filter: DiscoveryFilter())
     }
 
     /// Stale-cache escalation: a device that keeps failing to connect gets its BlueZ object removed, so the next
@@ -420,24 +420,32 @@ extension BlueZTransport {
         let task = Task(executorPreference: connection.taskExecutor) {
             do {
                 _ = try self.checkAdapter(adapter)
+                // With addresses, a change is looked at only when its path is one of theirs: a lookup, nothing read.
+                let paths = Set(
+                    filter.addresses.compactMap { try? BlueZ.devicePath(Peripheral(address: $0, adapter: adapter)) })
+                let prefix = "/org/bluez/\(adapter)/"
                 let changes = self.cache.deviceChanges.subscribe()
                 try await self.discovery.acquire(adapter: adapter, filter: filter)
                 // Devices BlueZ already holds count as found.
-                for device in self.cache.devices(on: adapter) {
+                for device in self.cache.devices(on: adapter)
+                where paths.isEmpty || paths.contains(device.path) {
                     if let advertisement = self.advertisement(device, adapter: adapter, filter: filter) {
                         continuation.yield(advertisement)
                     }
                 }
                 for await path in changes {
                     if Task.isCancelled { break }
-                    guard path.rawValue.hasPrefix("/org/bluez/\(adapter)/"), let device = self.cache.device(path) else {
-                        continue
+                    if paths.isEmpty {
+                        guard path.rawValue.hasPrefix(prefix) else { continue }
+                    } else {
+                        guard paths.contains(path) else { continue }
                     }
+                    guard let device = self.cache.device(path) else { continue }
                     if let advertisement = self.advertisement(device, adapter: adapter, filter: filter) {
                         continuation.yield(advertisement)
                     }
                 }
-                await self.discovery.release(adapter: adapter)
+                await self.discovery.release(adapter: adapter, filter: filter)
                 continuation.finish()
             } catch {
                 continuation.finish(throwing: error)
@@ -456,7 +464,8 @@ extension BlueZTransport {
             name: device.name ?? device.alias,
             rssi: device.rssi,
             serviceUUIDs: device.uuids,
-            manufacturerData: device.manufacturerData
+            manufacturerData: device.manufacturerData,
+            serviceData: device.serviceData
         )
     }
 }

@@ -200,43 +200,68 @@ public final class BlueZTransport: PeripheralTransport, Service {
 }
 
 /// One discovery session per adapter for this connection (BlueZ answers a second StartDiscovery on the same
-/// connection with InProgress), shared by everyone who needs it and stopped when the last one is done.
+/// connection with InProgress), shared by everyone who needs it and stopped when the last one is done. Its
+/// filter is the widest of its users' (no UUIDs when one wants every device, `DuplicateData` when one wants
+/// repeats), set again when a new user widens it.
 actor DiscoverySessions {
     let connection: DBusConnection
     let logger: Logger
-    private var users: [String: Int] = [:]
+    private var users: [String: [DiscoveryFilter]] = [:]
+    /// The filter BlueZ has for each adapter's session.
+    private var applied: [String: DiscoveryFilter] = [:]
 
     init(connection: DBusConnection, logger: Logger) {
         self.connection = connection
         self.logger = logger
     }
 
+    /// The filter that lets through what every one of `filters` wants (addresses are the caller's own check).
+    static func merged(_ filters: [DiscoveryFilter]) -> DiscoveryFilter {
+        var merged = DiscoveryFilter()
+        guard !filters.isEmpty else { return merged }
+        if filters.allSatisfy({ !$0.serviceUUIDs.isEmpty }) {
+            var seen = Set<BluetoothUUID>()
+            merged.serviceUUIDs = filters.flatMap(\.serviceUUIDs).filter { seen.insert($0).inserted }
+        }
+        merged.rssi = filters.allSatisfy({ $0.rssi != nil }) ? filters.compactMap(\.rssi).min() : nil
+        merged.duplicateData = filters.contains { $0.duplicateData }
+        return merged
+    }
+
     func acquire(adapter: String, filter: DiscoveryFilter) async throws {
-        users[adapter, default: 0] += 1
-        guard users[adapter] == 1 else { return }
+        users[adapter, default: []].append(filter)
+        let wanted = Self.merged(users[adapter] ?? [])
+        let first = users[adapter]?.count == 1
+        guard first || applied[adapter] != wanted else { return }
         do {
             let path = try BlueZ.adapterPath(adapter)
             var entries: [DBusDictionaryEntry] = [.init(key: .string("Transport"), value: .variant(.string("le")))]
-            if !filter.serviceUUIDs.isEmpty {
+            if !wanted.serviceUUIDs.isEmpty {
                 entries.append(
                     .init(
                         key: .string("UUIDs"),
-                        value: .variant(.array(element: "s", filter.serviceUUIDs.map { .string($0.description) }))))
+                        value: .variant(.array(element: "s", wanted.serviceUUIDs.map { .string($0.description) }))))
             }
-            if let rssi = filter.rssi {
+            if let rssi = wanted.rssi {
                 entries.append(.init(key: .string("RSSI"), value: .variant(.int16(rssi))))
+            }
+            if wanted.duplicateData {
+                entries.append(.init(key: .string("DuplicateData"), value: .variant(.boolean(true))))
             }
             let filtered = try await connection.call(
                 destination: BlueZ.service, path: path, interface: BlueZ.adapterInterface, method: "SetDiscoveryFilter",
                 arguments: [.dictionary(key: "s", value: "v", entries)], timeout: .seconds(5))
             try BlueZTransport.check(filtered, is: "", context: "SetDiscoveryFilter on \(adapter)")
+            applied[adapter] = wanted
+            guard first else { return }
             let started = try await connection.call(
                 destination: BlueZ.service, path: path, interface: BlueZ.adapterInterface, method: "StartDiscovery",
                 timeout: .seconds(5))
             try BlueZTransport.check(started, is: "", context: "StartDiscovery on \(adapter)")
             logger.debug("discovery started", metadata: ["adapter": "\(adapter)"])
         } catch {
-            users[adapter, default: 1] -= 1
+            if let index = users[adapter]?.lastIndex(of: filter) { users[adapter]?.remove(at: index) }
+            if users[adapter]?.isEmpty ?? true { applied[adapter] = nil }
             if let error = error as? DBusError {
                 throw BlueZErrors.transportError(error, context: "StartDiscovery on \(adapter)")
             }
@@ -244,9 +269,12 @@ actor DiscoverySessions {
         }
     }
 
-    func release(adapter: String) async {
-        users[adapter, default: 1] -= 1
-        guard users[adapter] == 0, let path = try? BlueZ.adapterPath(adapter) else { return }
+    func release(adapter: String, filter: DiscoveryFilter) async {
+        if let index = users[adapter]?.lastIndex(of: filter) { users[adapter]?.remove(at: index) }
+        guard users[adapter]?.isEmpty ?? true else { return }
+        users[adapter] = nil
+        applied[adapter] = nil
+        guard let path = try? BlueZ.adapterPath(adapter) else { return }
         // Outside the caller's cancellation: a listener that was cancelled (the usual way to stop listening) must
         // still stop the discovery, or the next StartDiscovery of this connection is refused with InProgress.
         let connection = self.connection

@@ -10,17 +10,21 @@ extension MockTransport {
                     Advertisement(
                         peripheral: peripheral, name: device.name, rssi: device.rssi, serviceUUIDs: device.services)
                 }
-                .filter { advertisement in
-                    (filter.rssi.map { (advertisement.rssi ?? .min) >= $0 } ?? true)
-                        && (filter.serviceUUIDs.isEmpty
-                            || !Set(filter.serviceUUIDs).isDisjoint(with: advertisement.serviceUUIDs))
-                }
+                .filter { filter.admits($0) }
                 .sorted { $0.peripheral.address < $1.peripheral.address }
         }
-        return AsyncThrowingStream { continuation in
-            for advertisement in found { continuation.yield(advertisement) }
-            // Discovery runs until the consumer stops, like a real scan.
+        let (stream, continuation) = AsyncThrowingStream<Advertisement, any Error>.makeStream()
+        for advertisement in found { continuation.yield(advertisement) }
+        // Discovery runs until the consumer stops, like a real scan; ``advertise(_:)`` feeds it meanwhile.
+        let id = state.withLock { state in
+            let id = state.nextListenerID
+            state.nextListenerID += 1
+            state.listeners[id] = Listener(adapter: adapter, filter: filter, continuation: continuation)
+            return id
         }
+        let state = self.state
+        continuation.onTermination = { _ in _ = state.withLock { $0.listeners.removeValue(forKey: id) } }
+        return stream
     }
 
     public func connect(_ peripheral: Peripheral, options: ConnectOptions) async throws {
@@ -224,5 +228,14 @@ extension MockTransport {
         } onCancel: {
             task.cancel()
         }
+    }
+}
+
+extension DiscoveryFilter {
+    /// Whether `advertisement` passes this filter (addresses, RSSI, service UUIDs), as a stack would apply it.
+    func admits(_ advertisement: Advertisement) -> Bool {
+        (addresses.isEmpty || addresses.contains(advertisement.peripheral.address))
+            && (rssi.map { (advertisement.rssi ?? .min) >= $0 } ?? true)
+            && (serviceUUIDs.isEmpty || !Set(serviceUUIDs).isDisjoint(with: advertisement.serviceUUIDs))
     }
 }

@@ -121,6 +121,16 @@ public final class MockTransport: PeripheralTransport {
         /// The link of each device's last connect, for ``linkTime(of:)``.
         var links: [Peripheral: Link] = [:]
         var connects: UInt64 = 0
+        /// The discovery streams running now, by id: ``advertise(_:)`` reaches each of them.
+        var listeners: [UInt64: Listener] = [:]
+        var nextListenerID: UInt64 = 0
+    }
+
+    /// One running ``discover(on:filter:)``.
+    struct Listener {
+        var adapter: String
+        var filter: DiscoveryFilter
+        var continuation: AsyncThrowingStream<Advertisement, any Error>.Continuation
     }
 
     /// A device's link since its last connect began, on the transport's clock.
@@ -206,6 +216,24 @@ public final class MockTransport: PeripheralTransport {
     /// The device is back.
     public func reappear(_ peripheral: Peripheral) {
         state.withLock { $0.devices[peripheral]?.present = true }
+    }
+
+    /// Delivers one advertisement to every discovery running on its adapter whose filter lets it through, as
+    /// BlueZ's property changes would. Returns how many discoveries got it.
+    @discardableResult
+    public func advertise(_ advertisement: Advertisement) -> Int {
+        let continuations = state.withLock { state in
+            state.listeners.values.filter {
+                $0.adapter == advertisement.peripheral.adapter && $0.filter.admits(advertisement)
+            }.map(\.continuation)
+        }
+        for continuation in continuations { continuation.yield(advertisement) }
+        return continuations.count
+    }
+
+    /// How many discoveries are running on `adapter`.
+    public func listeners(on adapter: String) -> Int {
+        state.withLock { $0.listeners.values.filter { $0.adapter == adapter }.count }
     }
 
     // MARK: Inspecting

@@ -41,10 +41,21 @@ public struct DiscoveryFilter: Hashable, Sendable {
     public var serviceUUIDs: [BluetoothUUID]
     /// Only devices at least this strong.
     public var rssi: Int16?
+    /// Report every advertisement, not only those whose data changed (BlueZ's `DuplicateData`): what listening
+    /// to sensors needs, whose repeated advertisements are their heartbeat.
+    public var duplicateData: Bool
+    /// Only these addresses (upper case, `AA:BB:CC:DD:EE:FF`); empty: every device. Checked before anything of
+    /// a device is read, so a busy neighbourhood costs a lookup per advertisement and nothing else.
+    public var addresses: Set<String>
 
-    public init(serviceUUIDs: [BluetoothUUID] = [], rssi: Int16? = nil) {
+    public init(
+        serviceUUIDs: [BluetoothUUID] = [], rssi: Int16? = nil, duplicateData: Bool = false,
+        addresses: Set<String> = []
+    ) {
         self.serviceUUIDs = serviceUUIDs
         self.rssi = rssi
+        self.duplicateData = duplicateData
+        self.addresses = addresses
     }
 }
 
@@ -56,19 +67,23 @@ public struct Advertisement: Hashable, Sendable {
     public var serviceUUIDs: [BluetoothUUID]
     /// Company identifier → payload.
     public var manufacturerData: [UInt16: [UInt8]]
+    /// Service UUID → payload (the bytes after the UUID): BTHome, pvvx, MiBeacon live here.
+    public var serviceData: [BluetoothUUID: [UInt8]]
 
     public init(
         peripheral: Peripheral,
         name: String? = nil,
         rssi: Int16? = nil,
         serviceUUIDs: [BluetoothUUID] = [],
-        manufacturerData: [UInt16: [UInt8]] = [:]
+        manufacturerData: [UInt16: [UInt8]] = [:],
+        serviceData: [BluetoothUUID: [UInt8]] = [:]
     ) {
         self.peripheral = peripheral
         self.name = name
         self.rssi = rssi
         self.serviceUUIDs = serviceUUIDs
         self.manufacturerData = manufacturerData
+        self.serviceData = serviceData
     }
 }
 
