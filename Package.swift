@@ -173,6 +173,12 @@ let package = Package(
             ],
             path: "Benchmarks/MQTTBenchmark"
         ),
+        // Decode cost per advertisement against the Python decoders (issue #36; Benchmarks/advert_peer.py).
+        .executableTarget(
+            name: "AdvertsBenchmark",
+            dependencies: ["Readings", "LibCrypto", "Basics"],
+            path: "Benchmarks/AdvertsBenchmark"
+        ),
         .executableTarget(
             name: "DBusBenchmark",
             dependencies: ["DBus", "Basics"],

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The benchmark suite (issue #8): one command, one table, BENCHMARKS.md.
 
-    Benchmarks/run.py [--quick] [--sections cpu,idle,lateness,memory,startup,core,dbus,mqtt] [--reps R]
+    Benchmarks/run.py [--quick] [--sections cpu,idle,lateness,memory,startup,core,dbus,mqtt,adverts] [--reps R]
                       [--lateness-ticks T] [--output FILE] [--scratch PATH] [--skip-build] [--keep]
 
 `make bench` runs it in full (about 27 minutes on 2 cores) and writes BENCHMARKS.md at the repository root;
@@ -24,6 +24,10 @@ Sections:
   mqtt     the MQTT bridge (Benchmarks/MQTTBenchmark) against a paho-mqtt publisher (Benchmarks/mqtt_peer.py):
            CPU per published record, poll end -> subscriber latency (mosquitto_sub) on a private mosquitto;
            the RSS `keepalive run` adds with an `mqtt:` section
+  adverts  decode cost per advertisement (issue #36): Benchmarks/AdvertsBenchmark (AdvertisementDecoder over
+           libcrypto) against Home Assistant's bthome-ble, xiaomi-ble and ruuvitag-ble and ble_monitor's bleparser
+           (Benchmarks/advert_peer.py, pinned, in their own venv), the same published vectors
+           (Benchmarks/advert_vectors.tsv): CPU ns per advertisement, per format
 
 Only the standard library; everything it starts (simulators, daemons, strace) it stops by PID.
 """
@@ -48,7 +52,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 COUNTER = "4b410002-6b65-6570-616c-697665000000"
 # `make bench-quick` fails above this peak RSS of the idle section's daemon (see section_idle).
 RSS_GATE_MIB = 12
-SECTIONS = ["cpu", "idle", "lateness", "memory", "startup", "core", "dbus", "mqtt"]
+SECTIONS = ["cpu", "idle", "lateness", "memory", "startup", "core", "dbus", "mqtt", "adverts"]
 
 
 class SectionFailed(Exception):
@@ -270,7 +274,8 @@ def stale_objects(scratch):
 
 
 def build(ctx):
-    products = ["keepalive", "bluez-sim", "KeepAliveBenchmarks", "BlueZBenchmark", "DBusBenchmark", "MQTTBenchmark"]
+    products = ["keepalive", "bluez-sim", "KeepAliveBenchmarks", "BlueZBenchmark", "DBusBenchmark", "MQTTBenchmark",
+                "AdvertsBenchmark"]
     if stale_objects(ctx.scratch):
         log(f"{ctx.scratch}: objects compiled without -function-sections; building afresh")
         shutil.rmtree(os.path.realpath(os.path.join(ctx.scratch, "release")))
@@ -1213,6 +1218,68 @@ def section_mqtt(ctx):
     if problems:
         raise SectionFailed("; ".join(problems))
 
+# ---------------------------------------------------------------------------------------------------------
+# 9. Decode cost per advertisement against the Python decoders (issue #36)
+
+# The Python peers, pinned, in a venv of their own (xiaomi-ble brings bleak, habluetooth and their dependencies;
+# the bleak venv stays as it is): ADVERTS_VENV, or adverts-venv in the scratch directory.
+ADVERT_PEERS = ["bthome-ble==3.25.0", "xiaomi-ble==1.21.2", "ruuvitag-ble==0.4.0", "bleparser==3.7.3"]
+# The issue's goal: at least this many times faster per advertisement than the Python decoders.
+ADVERT_GOAL = 20
+
+
+def advert_venv(ctx):
+    venv = os.path.expanduser(os.environ.get("ADVERTS_VENV", os.path.join(ctx.scratch, "adverts-venv")))
+    python = os.path.join(venv, "bin", "python")
+    if not os.path.exists(python):
+        log(f"creating the advertisement decoders' venv in {venv}")
+        subprocess.run([sys.executable, "-m", "venv", venv], check=True)
+    subprocess.run([python, "-m", "pip", "install", "-q", "--disable-pip-version-check", *ADVERT_PEERS], check=True)
+    return python
+
+
+def section_adverts(ctx):
+    quick = ["--quick"] if ctx.quick else []
+    vectors = os.path.join(ROOT, "Benchmarks", "advert_vectors.tsv")
+    ours = subprocess.run([os.path.join(ctx.bin, "AdvertsBenchmark"), *quick, "--vectors", vectors],
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=900)
+    python = advert_venv(ctx)
+    peers = subprocess.run([python, os.path.join(ROOT, "Benchmarks", "advert_peer.py"), *quick, "--vectors", vectors],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=900)
+    versions = subprocess.run(
+        [python, "-c", "import importlib.metadata as m, sys; print(' '.join(f'{p}={m.version(p)}' for p in sys.argv[1:]))",
+         "bthome-ble", "xiaomi-ble", "ruuvitag-ble", "bleparser", "sensor-state-data", "habluetooth", "cryptography",
+         "pycryptodomex"],
+        stdout=subprocess.PIPE, text=True).stdout.split()
+    rows = {}
+    for line in ours.stdout.splitlines():
+        if line.startswith("advert "):
+            fields = parse_fields(line)
+            rows[fields["name"]] = {"name": fields["name"], "ours": fields["ns"], "ours_min": fields["min"],
+                                    "ours_max": fields["max"], "readings": int(fields["readings"]),
+                                    "repeat": bool(fields.get("repeat"))}
+    for line in peers.stdout.splitlines():
+        if line.startswith("advert "):
+            fields = parse_fields(line)
+            row = rows.setdefault(fields["name"], {"name": fields["name"]})
+            if "ns" in fields:
+                row[fields["peer"]] = fields["ns"]
+                row[fields["peer"] + "_values"] = int(fields["values"])
+    for row in rows.values():
+        row["vs_ha"] = ratio(row.get("ha"), row.get("ours"))
+        row["vs_bleparser"] = ratio(row.get("bleparser"), row.get("ours"))
+        # The goal is judged against the library Home Assistant ships for the format, bleparser where it has none.
+        row["peer"] = "ha" if row.get("ha") else "bleparser"
+        row["vs_python"] = row["vs_ha"] if row.get("ha") else row["vs_bleparser"]
+    ctx.results["adverts"] = {
+        "rows": list(rows.values()), "versions": dict(v.split("=", 1) for v in versions),
+        "iterations": (20000, 3, 2000, 3) if ctx.quick else (200000, 7, 20000, 7),
+    }
+    if ours.returncode != 0 or peers.returncode != 0 or not rows or any(
+            r.get("ours") is None or r.get("vs_python") is None for r in rows.values()):
+        raise SectionFailed(f"adverts: AdvertsBenchmark {ours.returncode} {ours.stdout[-300:]}; "
+                            f"advert_peer.py {peers.returncode} {peers.stdout[-300:]}")
+
 
 # ---------------------------------------------------------------------------------------------------------
 # Machine, goals, report
@@ -1355,6 +1422,14 @@ def goals(ctx):
                     f"({rss['VmRSS'][0] / 1024:.1f} → {rss['VmRSS'][1] / 1024:.1f} MiB), "
                     f"Pss {'+' if (pss or 0) >= 0 else ''}{fmt(pss / 1024 if pss is not None else None, 2)} MiB; "
                     f"{rss['devices']} devices", own <= 2))
+    adverts = ctx.results.get("adverts", {}).get("rows", [])
+    if adverts and all(r.get("vs_python") for r in adverts):
+        worst = min(r["vs_python"] for r in adverts)
+        out.append((f"decode per advertisement ≥ {ADVERT_GOAL}× faster than the Python decoders (Home Assistant's "
+                    "library for the format; bleparser for pvvx and ATC1441, which they do not decode)",
+                    ", ".join(f"{r['name']} {r['vs_python']:.1f}× ({r['ours']:,.0f} vs {r[r['peer']]:,.0f} ns"
+                              + ("" if r["peer"] == "ha" else ", bleparser") + ")" for r in adverts),
+                    worst >= ADVERT_GOAL))
     return out
 
 
@@ -1628,6 +1703,33 @@ def markdown(ctx, started, notes=True):
                     add(f"| {label} | {v[0] / 1024:.2f} MiB | {v[1] / 1024:.2f} MiB | {'+' if v[2] >= 0 else ''}{v[2] / 1024:.2f} MiB |")
             threads = [median([x.get("threads") for x in rss[k]]) for k in ("plain", "mqtt")]
             add(f"| threads | {fmt(threads[0])} | {fmt(threads[1])} | |")
+    if "adverts" in r and r["adverts"].get("rows"):
+        ad = r["adverts"]
+        ours_n, ours_runs, peer_n, peer_runs = ad["iterations"]
+        add("")
+        add("## 9. Decode cost per advertisement")
+        add("")
+        add("The same published vectors on both sides (`Benchmarks/advert_vectors.tsv`, one per format, from "
+            "Tests/ReadingsTests), each decoded again and again by one decoder object per device. **ours** is "
+            f"`Benchmarks/AdvertsBenchmark`: `AdvertisementDecoder(cipher: LibCryptoAESCCM()).decode` ({ours_n:,} "
+            f"decodes a run, median of {ours_runs} runs), one `ReplayGuard` per device kept across the runs, so an "
+            "encrypted advertisement is a repeat: its counter checked, the tag verified, the objects decoded. "
+            "**HA** is Home Assistant's library for the format through its parser API (`update(service_info)` of "
+            "bthome-ble, xiaomi-ble, ruuvitag-ble), **bleparser** ble_monitor's parser (`parse_advertisement`), "
+            f"in `Benchmarks/advert_peer.py` ({peer_n:,} calls a run, median of {peer_runs} runs). CPU time of the "
+            "decoding thread ÷ advertisements. Python peers: " + ", ".join(f"{k} {v}" for k, v in ad["versions"].items())
+            + ".")
+        add("")
+        add("| format | ours | HA library | ÷ ours | bleparser | ÷ ours | readings: ours / HA / bleparser |")
+        add("|---|---:|---:|---:|---:|---:|---|")
+        for row in ad["rows"]:
+            add(f"| {row['name']} | {fmt(row.get('ours'), 0)} ns | {fmt(row.get('ha'), 0)}{' ns' if row.get('ha') else ''} | "
+                f"{fmt(row.get('vs_ha'), 1)}{'×' if row.get('vs_ha') else ''} | {fmt(row.get('bleparser'), 0)} ns | "
+                f"{fmt(row.get('vs_bleparser'), 1)}× | {row.get('readings', '—')} / {row.get('ha_values', '—')} / "
+                f"{row.get('bleparser_values', '—')} |")
+        add("")
+        add("HA's libraries do not decode pvvx's and ATC1441's custom formats (Home Assistant reads those "
+            "firmwares through BTHome): for them the goal is judged against bleparser.")
     if notes and ctx.args.notes and os.path.exists(ctx.args.notes):
         add("")
         with open(ctx.args.notes) as f:
@@ -1663,7 +1765,8 @@ def main():
         ctx.durations["build"] = time.monotonic() - build_started
     ctx.machine = machine(ctx)
     functions = {"cpu": section_cpu, "idle": section_idle, "lateness": section_lateness, "memory": section_memory,
-                 "startup": section_startup, "core": section_core, "dbus": section_dbus, "mqtt": section_mqtt}
+                 "startup": section_startup, "core": section_core, "dbus": section_dbus, "mqtt": section_mqtt,
+                 "adverts": section_adverts}
     wanted = [s.strip() for s in args.sections.split(",") if s.strip()]
     for name in wanted:
         if name not in functions:
