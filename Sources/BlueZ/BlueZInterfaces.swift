@@ -7,6 +7,8 @@ public enum BlueZ {
     public static let service = "org.bluez"
     public static let adapterInterface = "org.bluez.Adapter1"
     public static let deviceInterface = "org.bluez.Device1"
+    /// The `Device1` properties whose change means an advertisement was heard.
+    static let heardProperties: Set<String> = ["RSSI", "ServiceData", "ManufacturerData"]
     public static let gattServiceInterface = "org.bluez.GattService1"
     public static let gattCharacteristicInterface = "org.bluez.GattCharacteristic1"
     public static let gattDescriptorInterface = "org.bluez.GattDescriptor1"

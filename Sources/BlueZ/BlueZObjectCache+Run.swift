@@ -150,6 +150,8 @@ extension BlueZObjectCache {
         var notifications: [(AsyncThrowingStream<[UInt8], any Error>.Continuation, [UInt8])] = []
         var finished: [(AsyncThrowingStream<[UInt8], any Error>.Continuation, TransportError)] = []
         var changedDevices: [ObjectPath] = []
+        /// Devices whose change was an advertisement heard: RSSI or advertising data (a Connected is not).
+        var heardDevices: [ObjectPath] = []
         var watchers: [(Watcher, Result<Void, any Error>)] = []
         var invalidations: [(@Sendable (TransportError) -> Void, TransportError)] = []
         var malformed: [(member: String, path: ObjectPath, signature: DBusSignature)] = []
@@ -162,8 +164,11 @@ extension BlueZObjectCache {
             for (interface, properties) in interfaces {
                 if let interface = BlueZ.cachedInterface(interface) { state.store(path, interface, properties) }
             }
-            if interfaces.contains(where: { $0.name == BlueZ.deviceInterface }) {
+            if let device = interfaces.first(where: { $0.name == BlueZ.deviceInterface }) {
                 effects.changedDevices.append(path)
+                if device.properties.contains(where: { BlueZ.heardProperties.contains($0.key) }) {
+                    effects.heardDevices.append(path)
+                }
                 if !state.links.isEmpty {
                     state.noteLink(of: path, connected: state.devices[path]?.flag(.connected) == true) { time.now }
                 }
@@ -204,6 +209,9 @@ extension BlueZObjectCache {
             }
             if interface == BlueZ.deviceInterface {
                 effects.changedDevices.append(path)
+                if change.changed.contains(where: { BlueZ.heardProperties.contains($0.name) }) {
+                    effects.heardDevices.append(path)
+                }
                 if let connected = change["Connected"]?.unwrappingVariants.boolean {
                     state.noteLink(of: path, connected: connected) { time.now }
                     if !connected {
@@ -262,6 +270,7 @@ extension BlueZObjectCache {
         for (watcher, result) in effects.watchers { watcher.resume(with: result) }
         for (fire, error) in effects.invalidations { fire(error) }
         if deviceChanges.hasSubscribers { for path in effects.changedDevices { deviceChanges.publish(path) } }
+        if heardDevices.hasSubscribers { for path in effects.heardDevices { heardDevices.publish(path) } }
         for signal in effects.malformed {
             logger.warning(
                 "ignoring a malformed signal from org.bluez",

@@ -114,6 +114,9 @@ public final class BlueZObjectCache: Sendable {
     let state = Locked(State())
     /// Paths of devices that appeared or changed (for discovery streams).
     let deviceChanges = Broadcast<ObjectPath>(bufferSize: 16_384)
+    /// Devices heard advertising: a change of RSSI, ServiceData or ManufacturerData (with `DuplicateData`, one
+    /// per advertisement), or a device that appears with one of them.
+    let heardDevices = Broadcast<ObjectPath>(bufferSize: 16_384)
 
     public init(connection: DBusConnection, clock: any Clock<Duration> = TimerFDClock(), logger: Logger) {
         self.connection = connection

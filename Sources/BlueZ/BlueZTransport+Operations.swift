@@ -424,10 +424,11 @@ extension BlueZTransport {
                 let paths = Set(
                     filter.addresses.compactMap { try? BlueZ.devicePath(Peripheral(address: $0, adapter: adapter)) })
                 let prefix = "/org/bluez/\(adapter)/"
-                let changes = self.cache.deviceChanges.subscribe()
+                let changes =
+                    filter.heardOnly ? self.cache.heardDevices.subscribe() : self.cache.deviceChanges.subscribe()
                 try await self.discovery.acquire(adapter: adapter, filter: filter)
                 // Devices BlueZ already holds count as found.
-                for device in self.cache.devices(on: adapter)
+                for device in filter.heardOnly ? [] : self.cache.devices(on: adapter)
                 where paths.isEmpty || paths.contains(device.path) {
                     if let advertisement = self.advertisement(device, adapter: adapter, filter: filter) {
                         continuation.yield(advertisement)

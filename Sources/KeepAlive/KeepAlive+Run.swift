@@ -389,7 +389,7 @@ extension KeepAlive {
             if window.outcome == .forcedEnd { state.statistics.forcedEnds += 1 }
             guard var registration = state.registrations[launch.token] else { return }
             if finished { registration.inFlight = false }
-            if launched.isContention {
+            if launched.isContention || launched.keepsBackoff {
                 // Neither the registration's failure nor its success: the backoff stays as it was.
             } else if result.isFailure {
                 registration.consecutiveFailures += 1

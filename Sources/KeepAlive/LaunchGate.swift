@@ -41,11 +41,17 @@ package struct LaunchResult: Sendable {
     /// slot the other registrations held). Reported as the failure it is, counted in
     /// ``KeepAlive/Statistics/contended``, and leaves the backoff as it was.
     package var isContention: Bool
+    /// A failure that says nothing of how hard the device is to reach (it was not heard advertising, so nothing
+    /// was tried): counted as a failure, and leaves the backoff as it was, like contention.
+    package var keepsBackoff: Bool
 
-    package init(_ result: PollResult, detail: (any Sendable)? = nil, isContention: Bool = false) {
+    package init(
+        _ result: PollResult, detail: (any Sendable)? = nil, isContention: Bool = false, keepsBackoff: Bool = false
+    ) {
         self.result = result
         self.detail = detail
         self.isContention = isContention
+        self.keepsBackoff = keepsBackoff
     }
 }
 

@@ -14,7 +14,7 @@ extension MockTransport {
                 .sorted { $0.peripheral.address < $1.peripheral.address }
         }
         let (stream, continuation) = AsyncThrowingStream<Advertisement, any Error>.makeStream()
-        for advertisement in found { continuation.yield(advertisement) }
+        for advertisement in found where !filter.heardOnly { continuation.yield(advertisement) }
         // Discovery runs until the consumer stops, like a real scan; ``advertise(_:)`` feeds it meanwhile.
         let id = state.withLock { state in
             let id = state.nextListenerID

@@ -55,6 +55,30 @@ public struct PeripheralSpec: Hashable, Sendable {
         }
     }
 
+    /// What the device's advertisements are and how to open them: for a passive sensor (nothing to read, write
+    /// or listen to) its only input, for a polled one what `pollWhen` listens for.
+    public struct Advertising: Hashable, Sendable {
+        /// The format its data is in; `nil`: whichever of the known formats it sends (`auto`).
+        public var format: AdvertisementFormat?
+        /// The device's key (BTHome's encryption key, Xiaomi's bind key): then only encrypted advertisements
+        /// that authenticate with it are accepted.
+        public var key: AdvertisementKey?
+
+        public init(format: AdvertisementFormat? = nil, key: AdvertisementKey? = nil) {
+            self.format = format
+            self.key = key
+        }
+    }
+
+    /// When a scheduled tick connects.
+    public enum PollWhen: String, Hashable, Sendable {
+        /// At every tick.
+        case always
+        /// Only when the device was heard advertising since its last tick (or during its window): a sensor that
+        /// is away costs no Connect, and the tick is recorded as `notHeard`.
+        case heard
+    }
+
     /// Unique among the engine's devices: names the device in records, logs and the ledger.
     public var name: String
     public var peripheral: Peripheral
@@ -69,6 +93,10 @@ public struct PeripheralSpec: Hashable, Sendable {
     /// Per characteristic, how its values become readings; a characteristic not listed is decoded by the SIG
     /// table, else its 0x2904 descriptor, else shown as hex (`ReadingsDecoder`).
     public var decoding: [BluetoothUUID: Decoding]
+    /// The device's advertisements, when they are listened to (see ``isPassive`` and ``pollWhen``).
+    public var advertising: Advertising?
+    /// `.heard`: connect only when the device was heard advertising. Default `.always`.
+    public var pollWhen: PollWhen
 
     public init(
         name: String,
@@ -78,7 +106,9 @@ public struct PeripheralSpec: Hashable, Sendable {
         writes: [Write] = [],
         reads: [BluetoothUUID] = [],
         notifications: [Subscription] = [],
-        decoding: [BluetoothUUID: Decoding] = [:]
+        decoding: [BluetoothUUID: Decoding] = [:],
+        advertising: Advertising? = nil,
+        pollWhen: PollWhen = .always
     ) {
         self.name = name
         self.peripheral = peripheral
@@ -88,6 +118,19 @@ public struct PeripheralSpec: Hashable, Sendable {
         self.reads = reads
         self.notifications = notifications
         self.decoding = decoding
+        self.advertising = advertising
+        self.pollWhen = pollWhen
+    }
+
+    /// A sensor that is only listened to: advertisements and nothing to read, write or listen to. Never connected
+    /// to; each tick records what was heard since the last.
+    public var isPassive: Bool {
+        advertising != nil && writes.isEmpty && reads.isEmpty && notifications.isEmpty
+    }
+
+    /// Whether the device's advertisements are listened to: a passive sensor, or a poll gated on hearing it.
+    public var listensToAdvertisements: Bool {
+        isPassive || pollWhen == .heard
     }
 
     /// Every characteristic the poll touches, for ``ConnectOptions/characteristics``.

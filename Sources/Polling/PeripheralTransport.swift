@@ -47,15 +47,20 @@ public struct DiscoveryFilter: Hashable, Sendable {
     /// Only these addresses (upper case, `AA:BB:CC:DD:EE:FF`); empty: every device. Checked before anything of
     /// a device is read, so a busy neighbourhood costs a lookup per advertisement and nothing else.
     public var addresses: Set<String>
+    /// Only what is heard from now on: neither the devices the stack already holds (one in its cache may be long
+    /// gone) nor changes that are no advertisement (a link's `Connected`). For listeners that count what they
+    /// hear; off by default (a scan reports every device it knows of).
+    public var heardOnly: Bool
 
     public init(
         serviceUUIDs: [BluetoothUUID] = [], rssi: Int16? = nil, duplicateData: Bool = false,
-        addresses: Set<String> = []
+        addresses: Set<String> = [], heardOnly: Bool = false
     ) {
         self.serviceUUIDs = serviceUUIDs
         self.rssi = rssi
         self.duplicateData = duplicateData
         self.addresses = addresses
+        self.heardOnly = heardOnly
     }
 }
 
@@ -107,7 +112,7 @@ public struct Advertisement: Hashable, Sendable {
 /// - **Sendable and re-entrant**: many peripherals are polled at once, each call independent.
 public protocol PeripheralTransport: Sendable {
     /// Streams advertisements on `adapter` until the consumer stops; devices the stack already holds count as
-    /// found.
+    /// found, unless `filter.heardOnly`.
     func discover(on adapter: String, filter: DiscoveryFilter) -> AsyncThrowingStream<Advertisement, any Error>
 
     /// Connects and resolves the wanted characteristics.

@@ -58,6 +58,8 @@ extension PollEngine {
         record.holder = outcome.holder
         record.slotWait = outcome.slotWait
         record.link = outcome.link
+        record.heard = outcome.heard
+        if spec.isPassive { record.source = .advertisement }
         if let holder = outcome.holder { record.peripheral.adapter = holder.adapter }
         switch outcome.result {
         case .newData: record.result = .newData

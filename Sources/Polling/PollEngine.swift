@@ -1,7 +1,7 @@
 public import KeepAlive
 public import Logging
 import Basics
-import Readings
+public import Readings
 
 /// Polls peripherals on the scheduler's ticks: each due device, in its own ledger window, is connected,
 /// written, read and listened to, then always disconnected; each tick yields exactly one ``PollRecord`` per
@@ -38,6 +38,9 @@ public final class PollEngine: Sendable {
         /// devices within `maxConnections`, learned from how long their polls hold a slot (`SlotPlanner`). Off:
         /// every grid runs from the start, and devices whose ticks coincide wait for slots.
         public var placement: Bool
+        /// Opens encrypted advertisements (BTHome, MiBeacon) of devices with a key: `LibCryptoAESCCM()` from the
+        /// LibCrypto module. `nil`: such advertisements are refused with `decryptionUnavailable`.
+        public var advertisementCipher: (any AESCCM)?
 
         public init(
             maxConnections: Int = 3,
@@ -46,9 +49,11 @@ public final class PollEngine: Sendable {
             disconnectTimeout: Duration = .seconds(4),
             maxTicks: UInt64? = nil,
             recordsOnTransportExecutor: Bool = false,
-            placement: Bool = true
+            placement: Bool = true,
+            advertisementCipher: (any AESCCM)? = nil
         ) {
             self.placement = placement
+            self.advertisementCipher = advertisementCipher
             self.maxConnections = maxConnections
             self.retry = retry
             self.connectTimeout = connectTimeout
@@ -95,6 +100,8 @@ public final class PollEngine: Sendable {
     let gate = DeviceGate()
     /// Where each device polls in its interval, so that the devices of an adapter keep within its slots.
     let placement: SlotPlacement
+    /// The advertisements of passive sensors and of polls gated on hearing a device; `nil` when none listens.
+    let listener: AdvertisementListener?
     /// Registration tokens by device name, for commands that name a device.
     var tokensByName: [String: RegistrationToken] {
         Dictionary(uniqueKeysWithValues: zip(peripherals.map(\.name), tokens.withLock { $0 }))
@@ -152,6 +159,11 @@ public final class PollEngine: Sendable {
         self.limiter = ConnectionLimiter(maxPerAdapter: configuration.maxConnections)
         self.placement = SlotPlacement(
             slots: configuration.maxConnections, jitter: keepAlive.configuration.jitter, logger: logger)
+        let listener = AdvertisementListener(
+            specs: peripherals, transport: transport,
+            decoder: AdvertisementDecoder(cipher: configuration.advertisementCipher), time: keepAlive.time,
+            logger: logger)
+        self.listener = listener.isEmpty ? nil : listener
         let devices = peripherals.map(PolledDevice.init(spec:))
         self.devices = Dictionary(uniqueKeysWithValues: devices.map { ($0.spec.name, $0) })
         self.tokens = Locked([])
@@ -175,7 +187,8 @@ public final class PollEngine: Sendable {
         }
         self.tokens.withLock { $0 = tokens }
         let power = keepAlive.powerState
-        for (device, token) in zip(devices, tokens) {
+        // Passive sensors hold no connection slot: placement leaves them out.
+        for (device, token) in zip(devices, tokens) where !device.spec.isPassive {
             let spec = device.spec
             let base = spec.interval ?? keepAlive.configuration.interval
             placement.add(
@@ -186,10 +199,16 @@ public final class PollEngine: Sendable {
         if configuration.placement { keepAlive.align(placement.replanIfDue(at: keepAlive.time.now)) }
     }
 
-    /// Unregisters every device from the scheduler.
+    /// Unregisters every device from the scheduler, and stops listening to advertisements.
     public func detach() {
         for token in tokens.withLock({ $0 }) { keepAlive.unregister(token) }
         tokens.withLock { $0 = [] }
+        stopListening()
+    }
+
+    /// Stops listening to advertisements (the discoveries end); ticks after it find passive sensors `notHeard`.
+    public func stopListening() {
+        listener?.stop()
     }
 
     /// Every record from now on, in completion order.
@@ -227,12 +246,15 @@ public final class PollEngine: Sendable {
         var slotWait: Duration?
         /// When the slot became the poll's.
         var granted: KeepAliveInstant?
+        /// For a poll gated on hearing the device: what was heard.
+        var heard: PollRecord.Heard?
 
         /// An outcome that carries the admission's decision and the slot wait, before any attempt.
         func outcome(_ result: PollResult) -> PollOutcome {
             var outcome = PollOutcome(result: result)
             outcome.holder = holder
             outcome.slotWait = slotWait
+            outcome.heard = heard
             return outcome
         }
     }
@@ -257,7 +279,9 @@ public final class PollEngine: Sendable {
     func requestSlot(
         in window: PollWindow, device: PolledDevice, start: @escaping @Sendable (@escaping LaunchWork) -> Void
     ) -> LaunchRequest {
-        guard let admitted = admit(device) else { return .declined }
+        guard var asked = admit(device) else { return .declined }
+        if let heard = listenedTo(&asked, device: device, start: start) { return heard }
+        let admitted = asked
         let work: LaunchWork = { [weak self] window in
             guard let self else { return LaunchResult(.failed(CancellationError())) }
             var admitted = admitted
@@ -288,7 +312,17 @@ public final class PollEngine: Sendable {
     /// (``requestSlot(in:device:start:)``); both take the slot before the device's gate, so neither can hold what
     /// the other waits for.
     func poll(_ device: PolledDevice, in window: PollWindow) async -> PollOutcome {
-        guard var admitted = admit(device) else { return .declined }
+        guard let admitted = admit(device) else { return .declined }
+        if admitted.spec.isPassive, let listener {
+            listener.start()
+            return await passiveOutcome(admitted, in: window)
+        }
+        return await acquireAndPoll(admitted, device: device, in: window)
+    }
+
+    /// Waits for a connection slot in this task, then ``pollAdmitted(_:device:in:)``.
+    func acquireAndPoll(_ admitted: Admitted, device: PolledDevice, in window: PollWindow) async -> PollOutcome {
+        var admitted = admitted
         let asked = window.time.now
         do {
             try await limiter.acquire(adapter: admitted.spec.peripheral.adapter, key: admitted.spec.name)

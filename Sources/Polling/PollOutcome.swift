@@ -21,6 +21,8 @@ public struct PollOutcome: Sendable {
     public var link: Duration?
     /// For a device shared by a fleet: which gateway polled it, on which adapter, and after which handover.
     public var holder: PollRecord.Holder?
+    /// For a device listened to: what was heard of it during the interval (``PollRecord/heard``).
+    public var heard: PollRecord.Heard?
     /// The fleet's admission declined the poll: another gateway holds the device. No radio work was done and
     /// no record is written; the scheduler reports the tick as `TickReport.Outcome.declined`.
     public var declined = false

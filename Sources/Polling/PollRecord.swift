@@ -56,6 +56,34 @@ public struct PollRecord: Sendable {
         case command
     }
 
+    /// Where the record's readings came from.
+    public enum Source: String, Sendable, Hashable {
+        /// A connection: reads, notifications.
+        case connection
+        /// The device's advertisements, heard without connecting (a passive sensor).
+        case advertisement
+    }
+
+    /// What was heard of a device's advertisements during its interval.
+    public struct Heard: Sendable, Hashable {
+        /// Advertisements heard (a sensor repeats each measurement many times).
+        public var count: Int
+        /// The last signal strength heard, in dBm; `nil` when the stack gave none.
+        public var rssi: Int16?
+        /// The newest measurement's packet id (BTHome's packet id, pvvx's count, MiBeacon's frame counter,
+        /// Ruuvi's sequence), when its format has one.
+        public var packetID: UInt32?
+        /// The format the newest measurement came in.
+        public var format: AdvertisementFormat?
+
+        public init(count: Int, rssi: Int16? = nil, packetID: UInt32? = nil, format: AdvertisementFormat? = nil) {
+            self.count = count
+            self.rssi = rssi
+            self.packetID = packetID
+            self.format = format
+        }
+    }
+
     public struct Window: Sendable, Hashable {
         public var id: BackgroundTaskID
         public var budget: Duration
@@ -101,6 +129,17 @@ public struct PollRecord: Sendable {
     public var trigger: Trigger = .schedule
     /// For a device shared by a fleet of gateways: which one polled it, and how it got it (nil otherwise).
     public var holder: Holder?
+
+    /// `.advertisement` for a passive sensor's record: its readings were heard, not read.
+    public var source: Source = .connection
+    /// For a device listened to (a passive sensor, or `pollWhen: .heard`): what was heard during the interval.
+    public var heard: Heard?
+
+    /// The device was not heard advertising (failure code `notHeard`): a passive sensor silent for its interval, or
+    /// a gated poll that sent no Connect. It counts toward neither the device's backoff nor the adapter's health.
+    public var isNotHeard: Bool {
+        failure?.code == TransportError.Code.notHeard.rawValue
+    }
 
     /// The poll found no free connection slot before its window ended (failure code `noSlot`): contention on the
     /// host's adapter, which says nothing about the device. It counts toward neither the device's backoff nor

@@ -57,6 +57,10 @@ public struct TransportError: Error, Hashable, Sendable, CustomStringConvertible
         /// Contention on the host's side, not the device's failure: ``PollEngine`` counts it toward neither the
         /// device's backoff nor its availability nor the adapter's health (``PollRecord/isContention``).
         public static let noSlot = Code("noSlot", retry: .transient)
+        /// The device was not heard advertising during its interval: a passive sensor with nothing to report, or
+        /// a poll gated on hearing it (`poll_when: heard`) that sent no Connect. Counts toward neither the
+        /// device's backoff nor the adapter's health (``PollRecord/isNotHeard``).
+        public static let notHeard = Code("notHeard", retry: .transient)
 
         // Permanent: the same request will fail the same way.
         /// `NotSupported`.
@@ -77,6 +81,10 @@ public struct TransportError: Error, Hashable, Sendable, CustomStringConvertible
         public static let protocolError = Code("protocolError", retry: .permanent)
         /// Not allowed to talk to the service (D-Bus `AccessDenied`).
         public static let accessDenied = Code("accessDenied", retry: .permanent)
+        /// The device's advertisements were heard and refused: a wrong key, a replayed counter, a plain packet
+        /// from a device with a key, bytes its format cannot hold. The message is the decoder's, with the code
+        /// (`authenticationFailed`, `replayed`…) first.
+        public static let badAdvertisement = Code("badAdvertisement", retry: .permanent)
     }
 
     public enum RetryClass: String, Hashable, Sendable {
