@@ -270,6 +270,7 @@ let package = Package(
                 "Basics",
                 "KeepAlive", "Polling",
                 "Readings",
+                "LibCrypto",
                 "MQTT",
                 "MQTTBridge",
                 "BlueZ",

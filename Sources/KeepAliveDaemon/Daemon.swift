@@ -4,6 +4,7 @@ public import MQTTBridge
 import MQTT
 public import DBus
 public import KeepAlive
+internal import LibCrypto
 public import Polling
 public import Logging
 public import ServiceLifecycle
@@ -202,6 +203,10 @@ public final class Daemon: Service {
         // caller's callback. Else each record costs a task and a thread switch, but never stalls the polls.
         engineConfiguration.recordsOnTransportExecutor = sequencer.neverBlocks && options.onRecord == nil
         let specs = configuration.peripheralSpecs()
+        // libcrypto is loaded only when a device has a key, and only at its first encrypted advertisement.
+        if specs.contains(where: { $0.advertising?.key != nil }) {
+            engineConfiguration.advertisementCipher = LibCryptoAESCCM()
+        }
         let healer = makeHealer(specs: specs, transport: transport)
         let engine = try PollEngine(
             peripherals: specs,
@@ -330,6 +335,7 @@ public final class Daemon: Service {
             options.notifier?.notify("STOPPING=1")
             Self.stopScheduler(progress)
         }
+        engine.stopListening()
         await engine.waitUntilDisconnected()
     }
 

@@ -32,11 +32,11 @@ public enum ConfigurationLoader {
     static let topLevelKeys = [
         "interval", "jitter", "window_budget", "low_power", "adapter", "max_connections", "output", "mqtt", "fleet",
         "devices",
-        "adapter_power", "healing", "min_interval", "placement",
+        "adapter_power", "healing", "min_interval", "placement", "poll_when",
     ]
     static let deviceKeys = [
         "name", "address", "adapter", "interval", "budget", "profile", "fields", "read", "write", "notify", "shared",
-        "min_interval",
+        "min_interval", "advertisements", "key", "key_file", "poll_when",
     ]
     static let profileKeys = ["profile", "manufacturer", "model", "description", "read", "write", "notify"]
 
@@ -86,6 +86,7 @@ public enum ConfigurationLoader {
             case "max_connections":
                 configuration.maxConnections = try document.integer(value, "max_connections", in: 1...16)
             case "placement": configuration.placement = try document.boolean(value, "placement")
+            case "poll_when": configuration.pollWhen = try pollWhen(value, "poll_when", in: document)
             case "output":
                 let output = try document.nonEmptyText(
                     value, "output", expected: "`-` (standard output), `none` or a path")
@@ -229,6 +230,7 @@ public enum ConfigurationLoader {
             case "budget": device.budget = try document.duration(value, field)
             case "min_interval": device.minInterval = try document.duration(value, field)
             case "shared": device.shared = try document.boolean(value, field)
+            case "poll_when": device.pollWhen = try pollWhen(value, field, in: document)
             case "read", "write", "notify": try operation(pair.key, value, field: field, into: &own, in: document)
             default: break  // profile and fields: below, once the rest is known
             }
@@ -255,6 +257,7 @@ public enum ConfigurationLoader {
         if let overrides = fields["fields"] {
             try applyOverrides(overrides, path: fields.field("fields"), to: &operations, in: document)
         }
+        device.advertising = try advertising(fields, in: document)
         device.writes = operations.writes
         device.reads = operations.reads
         device.notifications = operations.notifications

@@ -83,11 +83,11 @@ extension DaemonConfiguration {
         for (index, device) in devices.enumerated() {
             let field = "devices[\(index)]"
             let location = device.location ?? top
-            if device.reads.isEmpty, device.writes.isEmpty, device.notifications.isEmpty {
+            if device.reads.isEmpty, device.writes.isEmpty, device.notifications.isEmpty, device.advertising == nil {
                 throw refuse(
                     field, at: location,
-                    "device `\(ConfigurationLoader.shown(device.name))` does nothing: give it a profile, or at least "
-                        + "one of read, write or notify"
+                    "device `\(ConfigurationLoader.shown(device.name))` does nothing: give it a profile, "
+                        + "`advertisements:`, or at least one of read, write or notify"
                 )
             }
             if let clash = Self.readingNameProblem(of: device, field: field, at: location, origins: origins) {

@@ -49,6 +49,10 @@ public struct DaemonConfiguration: Sendable, Hashable {
         public var model: String?
         /// Shared with other gateways of the fleet (`shared: true`): polled only while this gateway holds it.
         public var shared: Bool
+        /// `advertisements:` with its `key:`: a passive sensor when it has nothing to read, write or listen to.
+        public var advertising: PeripheralSpec.Advertising?
+        /// `poll_when:`, when not the file's.
+        public var pollWhen: PeripheralSpec.PollWhen?
         /// Where the entry starts in the file, for messages about it.
         public var location: SourceLocation?
 
@@ -95,6 +99,8 @@ public struct DaemonConfiguration: Sendable, Hashable {
     public var minInterval: Duration = Self.defaultMinInterval
     /// 5 s: a sensor on a coin cell polled more often than this is being worn down, not kept alive.
     public static let defaultMinInterval = Duration.seconds(5)
+    /// `poll_when:` for every device that does not say: `.always` (the default) or `.heard`.
+    public var pollWhen: PeripheralSpec.PollWhen = .always
     public var jitter: Duration = .zero
     /// `nil`: the core's default (the smaller of 20 s and two thirds of the interval).
     public var windowBudget: Duration?
@@ -156,7 +162,10 @@ public struct DaemonConfiguration: Sendable, Hashable {
                 writes: device.writes,
                 reads: device.reads,
                 notifications: device.notifications,
-                decoding: device.decoding
+                decoding: device.decoding,
+                advertising: device.advertising,
+                pollWhen: device.advertising != nil && device.reads.isEmpty && device.writes.isEmpty
+                    && device.notifications.isEmpty ? .always : device.pollWhen ?? pollWhen
             )
         }
     }

@@ -86,7 +86,9 @@ final class FleetBinding: PollAdmission, Sendable {
     /// A poll of a shared device ended: its success feeds the score the others compare against (a poll that found
     /// no connection slot says nothing about the device's reach).
     func pollCompleted(_ record: PollRecord) {
-        guard record.holder != nil, !record.isContention, let key = keys[record.device] else { return }
+        guard record.holder != nil, !record.isContention, !record.isNotHeard, let key = keys[record.device] else {
+            return
+        }
         send(.pollCompleted(device: key, success: record.result != .failed))
     }
 

@@ -47,7 +47,7 @@ public enum AdapterSignal: Sendable, Hashable {
             self = .bluetoothdDown
         case "deviceNotFound":
             self = .notFound
-        case "skipped", "cancelled", "forcedEnd", "noSlot":
+        case "skipped", "cancelled", "forcedEnd", "noSlot", "notHeard", "badAdvertisement":
             self = .neutral
         default:
             self = .deviceFailure

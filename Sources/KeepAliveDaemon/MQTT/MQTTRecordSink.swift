@@ -40,7 +40,9 @@ final class MQTTRecordSink: RecordSink {
         do {
             try bridge.submit(
                 device: record.device, sequence: sequenced.sequence,
-                succeeded: record.isContention ? nil : record.result != .failed,
+                // Contention and a gated poll's silence say nothing of the device; a passive sensor's does.
+                succeeded: record.isContention || (record.isNotHeard && record.source == .connection)
+                    ? nil : record.result != .failed,
                 readings: record.readings, payload: Array(sequenced.line.utf8)
             )
             // One lock per record; the clock only when a failure ends.

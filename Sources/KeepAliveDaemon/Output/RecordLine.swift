@@ -85,6 +85,14 @@ public enum RecordLine {
             line.null("slot_wait_ms")
         }
         if let link = record.link { line.integer("link_ms", link.milliseconds) } else { line.null("link_ms") }
+        if let heard = record.heard {
+            // Devices listened to: where the readings came from, how often the device was heard, how strong.
+            line.string("source", record.source.rawValue)
+            line.integer("heard", heard.count)
+            if let rssi = heard.rssi { line.integer("rssi", Int(rssi)) } else { line.null("rssi") }
+            if let id = heard.packetID { line.integer("packet_id", UInt64(id)) } else { line.null("packet_id") }
+            if let format = heard.format { line.string("format", format.rawValue) }
+        }
         line.integer("interval_ms", record.interval.milliseconds)
         line.string("power", record.power.rawValue)
         return line.finished
