@@ -307,6 +307,8 @@ let package = Package(
                 "DBus",
                 "LocalServices",
                 "MQTT",
+                "Readings",
+                "LibCrypto",
                 "Basics",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
@@ -326,7 +328,7 @@ let package = Package(
             name: "KeepAliveCLITests",
             dependencies: [
                 "KeepAliveDaemon", "Readings", "MQTT", "BlueZSimulator", "DBus", "LocalServices", "TestHarness",
-                "Basics",
+                "Basics", "Polling", "KeepAliveTesting", "LibCrypto", "YAML",
             ]
         ),
         // The hardware-in-the-loop suite: skipped unless KEEPALIVE_HIL_* name a BlueZ to test (the simulator,

@@ -4,16 +4,26 @@ import KeepAlive
 import Polling
 import KeepAliveDaemon
 import Basics
+import LibCrypto
 import Logging
+import Readings
 
-/// `keepalive scan`: what is advertising nearby.
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// `keepalive scan`: what is advertising nearby, what the sensors among it say, and (`--suggest`) how to configure
+/// them.
 struct ScanCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "scan",
         abstract: "Discover advertising devices (a live table on a terminal, JSON lines otherwise).",
         discussion: """
             Runs BlueZ discovery on the adapter for --timeout, then stops it (also on Ctrl-C). Devices BlueZ \
-            already knows are listed too. Manufacturer names come from libbluetooth's company-id table.
+            already knows are listed too. Manufacturer names come from libbluetooth's company-id table. \
+            Advertisements in BTHome, pvvx, ATC1441, MiBeacon and Ruuvi RAWv2 formats are decoded; encrypted ones \
+            need the device's key (--key). With --suggest, scan prints configuration entries for the sensors it \
+            recognises, to paste under `devices:` in the daemon's YAML.
             """
     )
 
@@ -26,11 +36,39 @@ struct ScanCommand: AsyncParsableCommand {
     @Flag(name: .long, help: "JSON lines even on a terminal.")
     var json = false
 
+    @Flag(name: .long, help: "Print configuration entries for the recognised sensors when the scan ends.")
+    var suggest = false
+
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "A device's key to decrypt its advertisements (repeatable).", valueName: "ADDRESS=32-HEX-DIGITS"))
+    var key: [String] = []
+
     @OptionGroup var bus: BusOptions
     @OptionGroup var logging: LoggingOptions
 
     func validate() throws {
         try validateAdapter(adapter)
+        if json && suggest { throw ValidationError("--json and --suggest do not mix: --suggest prints YAML") }
+        _ = try keys()
+    }
+
+    /// `--key` as address → key. Never echoes a key in an error.
+    func keys() throws -> [String: AdvertisementKey] {
+        var keys: [String: AdvertisementKey] = [:]
+        for argument in key {
+            let parts = argument.split(separator: "=", maxSplits: 1).map(String.init)
+            guard parts.count == 2, HostBluetooth.isValidAddress(parts[0]) else {
+                throw ValidationError("--key wants ADDRESS=KEY, like A4:C1:38:8D:18:B2=<32 hex digits>")
+            }
+            do {
+                keys[parts[0].uppercased()] = try AdvertisementKey(hex: parts[1])
+            } catch {
+                throw ValidationError("--key for \(parts[0].uppercased()): \(error.message)")
+            }
+        }
+        return keys
     }
 
     func run() async throws {
@@ -39,19 +77,26 @@ struct ScanCommand: AsyncParsableCommand {
         if logging.logLevel.level == .info { logging.logLevel = LogLevelArgument(.warning) }
         logging.bootstrap()
         let logger = Logger(label: "keepalive.scan")
-        let live = standardOutputIsTerminal && !json
-        let adapter = adapter
+        let live = standardOutputIsTerminal && !json && !suggest
+        let (adapter, suggest) = (adapter, suggest)
         let timeout = timeout.duration
-        let table = ScanTable()
+        let keys = try keys()
+        // libcrypto is loaded only when an encrypted advertisement from a device with a key is opened.
+        let decoder = AdvertisementDecoder(cipher: keys.isEmpty ? nil : LibCryptoAESCCM())
+        let survey = ScanSurvey()
+        let table = ScanTable(survey: survey, decoder: decoder, keys: keys)
+        if suggest && isatty(STDERR_FILENO) == 1 {
+            writeOut(
+                "keepalive: listening on \(adapter) for \(timeout.compact) (Ctrl-C to stop sooner)…\n",
+                to: STDERR_FILENO)
+        }
         _ = try await untilInterrupted {
             try await withBlueZ(bus: bus.resolved, adapter: adapter, logger: logger) { transport in
                 try await withThrowingTaskGroup(of: Void.self) { group in
                     group.addTask {
-                        for try await advertisement in transport.discover(on: adapter, filter: DiscoveryFilter()) {
-                            if live {
-                                table.update(advertisement)
-                            } else {
-                                writeOut(ScanTable.jsonLine(advertisement) + "\n")
+                        try await survey.listen(to: transport, on: adapter, for: timeout) { advertisement in
+                            if !live && !suggest {
+                                writeOut(ScanTable.jsonLine(advertisement, decoder: decoder, keys: keys) + "\n")
                             }
                         }
                     }
@@ -63,48 +108,52 @@ struct ScanCommand: AsyncParsableCommand {
                             }
                         }
                     }
-                    group.addTask { try await Task.sleep(for: timeout) }
-                    // The timeout ends the scan; a discovery that fails (StartDiscovery refused, the adapter
-                    // gone) ends it sooner, and its error is reported.
+                    // The scan's end (or its failure) ends the redrawing too.
                     defer { group.cancelAll() }
                     try await group.next()
                 }
             }
         }
         if live { table.redraw(final: true) }
+        if suggest { writeOut(Self.suggestions(survey.devices, decoder: decoder, keys: keys, adapter: adapter)) }
+    }
+
+    /// The `--suggest` output: a header saying what was found, then the entries.
+    static func suggestions(
+        _ devices: [ScanSurvey.Device], decoder: AdvertisementDecoder, keys: [String: AdvertisementKey],
+        adapter: String
+    ) -> String {
+        let suggestions = devices.compactMap { device in
+            ScanSuggestions.suggestion(
+                for: device.advertisement,
+                payloads: ScanDecoding.decode(device.advertisement, decoder: decoder, keys: keys))
+        }
+        let heard = "\(devices.count) device\(devices.count == 1 ? "" : "s") heard on \(adapter)"
+        guard !suggestions.isEmpty else { return "# \(heard), none recognised: no entries to suggest.\n" }
+        let keys = suggestions.contains {
+            if case .advertisements(_, keyNeeded: true) = $0.source { true } else { false }
+        }
+        return "# \(heard), \(suggestions.count) recognised. Paste these entries under `devices:`"
+            + (keys ? " (and fill in each <32 hex> key)" : "") + ".\n" + ScanSuggestions.yaml(suggestions)
     }
 }
 
-/// The live table: newest sighting per address, strongest signal first, redrawn in place.
+/// The live table: newest sighting per address, strongest signal first, redrawn in place; under a sensor whose
+/// advertisements decode, what they say.
 final class ScanTable: Sendable {
-    private struct Row {
-        var advertisement: Advertisement
-        var sightings: Int
-    }
-
-    private let rows = Locked<[String: Row]>([:])
+    private let survey: ScanSurvey
+    private let decoder: AdvertisementDecoder
+    private let keys: [String: AdvertisementKey]
     private let drawnLines = Locked(0)
 
-    func update(_ advertisement: Advertisement) {
-        rows.withLock { rows in
-            var row = rows[advertisement.peripheral.address] ?? Row(advertisement: advertisement, sightings: 0)
-            row.advertisement.rssi = advertisement.rssi ?? row.advertisement.rssi
-            row.advertisement.name = advertisement.name ?? row.advertisement.name
-            if !advertisement.serviceUUIDs.isEmpty { row.advertisement.serviceUUIDs = advertisement.serviceUUIDs }
-            if !advertisement.manufacturerData.isEmpty {
-                row.advertisement.manufacturerData = advertisement.manufacturerData
-            }
-            row.sightings += 1
-            rows[advertisement.peripheral.address] = row
-        }
+    init(survey: ScanSurvey, decoder: AdvertisementDecoder, keys: [String: AdvertisementKey]) {
+        self.survey = survey
+        self.decoder = decoder
+        self.keys = keys
     }
 
     func redraw(final: Bool = false) {
-        let snapshot = rows.withLock { Array($0.values) }
-            .sorted { first, second in
-                let (a, b) = (first.advertisement.rssi ?? -128, second.advertisement.rssi ?? -128)
-                return a != b ? a > b : first.advertisement.peripheral.address < second.advertisement.peripheral.address
-            }
+        let snapshot = survey.devices
         var lines = [
             "ADDRESS            RSSI  NAME                  MANUFACTURER               SERVICES"
         ]
@@ -117,6 +166,9 @@ final class ScanTable: Sendable {
                     + Self.manufacturer(advertisement).truncated(26).padded(27)
                     + advertisement.serviceUUIDs.map(\.shortDescription).joined(separator: " ")
             )
+            for payload in ScanDecoding.decode(advertisement, decoder: decoder, keys: keys) {
+                lines.append("    " + ScanDecoding.line(payload))
+            }
         }
         lines.append(
             "\(snapshot.count) device\(snapshot.count == 1 ? "" : "s")\(final ? "" : " … scanning (Ctrl-C to stop)")")
@@ -133,7 +185,11 @@ final class ScanTable: Sendable {
         return HostBluetooth.companyName(identifier) ?? String(format4Hex: identifier)
     }
 
-    static func jsonLine(_ advertisement: Advertisement) -> String {
+    /// One sighting as a JSON line; `service_data` and `decoded` (``ScanDecoding/json(_:)``) only when it has some.
+    static func jsonLine(
+        _ advertisement: Advertisement, decoder: AdvertisementDecoder = AdvertisementDecoder(),
+        keys: [String: AdvertisementKey] = [:]
+    ) -> String {
         var fields = [
             "\"address\":\"\(advertisement.peripheral.address)\"",
             "\"adapter\":\"\(advertisement.peripheral.adapter)\"",
@@ -149,6 +205,15 @@ final class ScanTable: Sendable {
             return "{\"id\":\(identifier),\"name\":\(name),\"hex\":\"\(data)\"}"
         }
         fields.append("\"manufacturers\":[" + manufacturers.joined(separator: ",") + "]")
+        if !advertisement.serviceData.isEmpty {
+            let data = advertisement.serviceData.keys.sorted().map { uuid in
+                let hex = Hex.string(advertisement.serviceData[uuid, default: []])
+                return "{\"uuid\":\"\(uuid.shortDescription)\",\"hex\":\"\(hex)\"}"
+            }
+            fields.append("\"service_data\":[" + data.joined(separator: ",") + "]")
+        }
+        let payloads = ScanDecoding.decode(advertisement, decoder: decoder, keys: keys)
+        if !payloads.isEmpty { fields.append("\"decoded\":" + ScanDecoding.json(payloads)) }
         return "{" + fields.joined(separator: ",") + "}"
     }
 }
