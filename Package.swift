@@ -197,6 +197,9 @@ let package = Package(
             dependencies: [
                 "DBus",
                 "Basics",
+                // Encrypted advertisements are sealed with the project's AES-CCM; Readings only for its error type.
+                "LibCrypto",
+                "Readings",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
@@ -353,7 +356,11 @@ let package = Package(
         ),
         .testTarget(
             name: "BlueZSimulatorTests",
-            dependencies: ["BlueZSimulator", "DBus", "LocalServices", "TestHarness", "Basics"]
+            dependencies: [
+                "BlueZSimulator", "DBus", "LocalServices", "TestHarness", "Basics",
+                // The simulator's advertisements through the real client and decoders.
+                "BlueZ", "Polling", "Readings", "LibCrypto", .product(name: "Logging", package: "swift-log"),
+            ]
         ),
         .testTarget(
             name: "PackagingTests",

@@ -127,14 +127,20 @@ public struct SimulatedDevice: Sendable {
     public var trusted: Bool
     /// Whether bluetoothd knows the device at start (a cached/bonded device) instead of finding it by discovery.
     public var cached: Bool
-    /// Whether it advertises and accepts connections; an absent device times out connects.
+    /// Whether it advertises and accepts connections; an absent device times out connects. A passive sensor
+    /// (`advertisement`) that does not advertise is silent.
     public var advertising: Bool
+    /// A passive sensor's advertisements (BTHome, pvvx, MiBeacon, Ruuvi): while its adapter discovers, they
+    /// update `ServiceData` or `ManufacturerData` and `RSSI` one advertisement at a time, as bluetoothd reports
+    /// them. Such a device gets no periodic RSSI of its own.
+    public var advertisement: SimulatedAdvertisement?
 
     public init(
         address: String, addressType: AddressType = .random, name: String? = nil, adapter: String = "hci0",
         rssi: Int16 = -60, txPower: Int16? = nil, manufacturerData: [UInt16: [UInt8]] = [:],
         serviceData: [String: [UInt8]] = [:], appearance: UInt16? = nil, services: [SimulatedService] = [],
-        paired: Bool = false, trusted: Bool = false, cached: Bool = true, advertising: Bool = true
+        paired: Bool = false, trusted: Bool = false, cached: Bool = true, advertising: Bool = true,
+        advertisement: SimulatedAdvertisement? = nil
     ) {
         self.address = address.uppercased()
         self.addressType = addressType
@@ -150,6 +156,7 @@ public struct SimulatedDevice: Sendable {
         self.trusted = trusted
         self.cached = cached
         self.advertising = advertising
+        self.advertisement = advertisement
     }
 }
 

@@ -37,8 +37,10 @@ extension BlueZSimulator {
                         self.clearAllFaults()
                         return []
                     },
-                    DBusMethod("AddDevice", in: "ssa{sv}", out: "o", inNames: ["address", "name", "options"],
-                               outNames: ["path"]) { call in
+                    DBusMethod(
+                        "AddDevice", in: "ssa{sv}", out: "o", inNames: ["address", "name", "options"],
+                        outNames: ["path"]
+                    ) { call in
                         let (address, name, options) = try call.arguments.decode(
                             String.self, String.self, [String: DBusValue].self)
                         var device = [SimulatedDevice].sensors(count: 1)[0]
@@ -51,6 +53,36 @@ extension BlueZSimulator {
                         }
                         if let rssi = options["rssi"]?.unwrappingVariants.int16 { device.rssi = rssi }
                         return [.objectPath(try await self.addDevice(device))]
+                    },
+                    // A passive sensor falls silent (false) or speaks again (true).
+                    DBusMethod("SetAdvertising", in: "sb", inNames: ["device", "advertising"]) { call in
+                        let (address, advertising) = try call.arguments.decode(String.self, Bool.self)
+                        try self.setAdvertising(advertising, device: address)
+                        return []
+                    },
+                    // `count` unconfigured passive sensors; options: rate (d, advertisements per second in all,
+                    // default 1000), seed (t), adapter (s), kinds (as: bthome, bthome-encrypted, pvvx, mibeacon,
+                    // ruuvi), repeats (u). Returns their addresses.
+                    DBusMethod(
+                        "AddAdvertisers", in: "ua{sv}", out: "as", inNames: ["count", "options"],
+                        outNames: ["addresses"]
+                    ) { call in
+                        let (count, options) = try call.arguments.decode(UInt32.self, [String: DBusValue].self)
+                        var kinds = SimulatedAdvertisement.Kind.allCases
+                        if let names = options["kinds"]?.unwrappingVariants.array?.compactMap(\.string) {
+                            kinds = try names.map { name in
+                                guard let kind = SimulatedAdvertisement.Kind(rawValue: name) else {
+                                    throw BlueZSimulatorError.invalidAdvertiser(name, "no such kind")
+                                }
+                                return kind
+                            }
+                        }
+                        let addresses = try self.addAdvertisers(
+                            count: Int(count), rate: options["rate"]?.unwrappingVariants.double ?? 1_000,
+                            seed: options["seed"]?.unwrappingVariants.uint64 ?? 1,
+                            adapter: options["adapter"]?.unwrappingVariants.string ?? "hci0", kinds: kinds,
+                            repeats: Int(options["repeats"]?.unwrappingVariants.uint32 ?? 3))
+                        return [.array(element: "s", addresses.map(DBusValue.string))]
                     },
                     DBusMethod("SetAdapterPowered", in: "sb", inNames: ["adapter", "powered"]) { call in
                         let (adapter, powered) = try call.arguments.decode(String.self, Bool.self)
@@ -79,17 +111,27 @@ extension BlueZSimulator {
                 ],
                 properties: [
                     DBusProperty("Running", signature: "b", get: { .boolean(self.isRunning) }),
-                    DBusProperty("ConnectedDevices", signature: "as", get: {
-                        .array(element: "s", self.connectedDevices.map(DBusValue.string))
-                    }),
-                    DBusProperty("CallCounts", signature: "a{su}", get: {
-                        .dictionary(key: "s", value: "u", self.callCounts.sorted { $0.key < $1.key }.map {
-                            DBusDictionaryEntry(key: .string($0.key), value: .uint32(UInt32(clamping: $0.value)))
-                        })
-                    }),
-                    DBusProperty("DeviceCount", signature: "u", get: {
-                        .uint32(UInt32(self.engine.model.withLock { $0.devices.count }))
-                    }),
+                    DBusProperty(
+                        "ConnectedDevices", signature: "as",
+                        get: {
+                            .array(element: "s", self.connectedDevices.map(DBusValue.string))
+                        }),
+                    DBusProperty(
+                        "CallCounts", signature: "a{su}",
+                        get: {
+                            .dictionary(
+                                key: "s", value: "u",
+                                self.callCounts.sorted { $0.key < $1.key }.map {
+                                    DBusDictionaryEntry(
+                                        key: .string($0.key), value: .uint32(UInt32(clamping: $0.value)))
+                                })
+                        }),
+                    DBusProperty("AdvertisementsSent", signature: "t", get: { .uint64(self.advertisementsSent) }),
+                    DBusProperty(
+                        "DeviceCount", signature: "u",
+                        get: {
+                            .uint32(UInt32(self.engine.model.withLock { $0.devices.count }))
+                        }),
                 ])
         ])
     }

@@ -149,6 +149,35 @@ public final class BlueZSimulator: Sendable {
         return path
     }
 
+    /// A passive sensor falls silent (`false`: no more advertisements, its last data stays on the bus as
+    /// bluetoothd keeps it) or speaks again (`true`, within one interval). For any device this is whether it
+    /// advertises: one that does not also times out connects, as the `absent` fault.
+    public func setAdvertising(_ advertising: Bool, device address: String) throws {
+        let path = try engine.devicePath(address)
+        engine.model.withLock { $0.devices[path]?.advertising = advertising }
+    }
+
+    /// Adds `count` passive sensors nobody configured (`[SimulatedDevice].randomAdvertisers`), found when
+    /// discovered, advertising `rate` times a second in all (of real time: the interval is divided by the time
+    /// scale again). Returns their addresses.
+    @discardableResult
+    public func addAdvertisers(
+        count: Int, rate: Double = 1_000, seed: UInt64 = 1, adapter: String = "hci0",
+        kinds: [SimulatedAdvertisement.Kind] = SimulatedAdvertisement.Kind.allCases, repeats: Int = 3
+    ) throws -> [String] {
+        // At most 65,535 at a time, as `--devices` allows.
+        let count = min(count, 65_535)
+        guard count > 0 else { return [] }
+        let perSecond = rate > 0 && rate.isFinite ? rate : 1_000
+        let interval = Duration.seconds(Double(count) / perSecond / configuration.timeScale)
+        let taken = engine.model.withLock { Set($0.devicePathsByAddress.keys) }
+        let devices = [SimulatedDevice].randomAdvertisers(
+            count: count, seed: seed, adapter: adapter, interval: interval, repeats: repeats, kinds: kinds,
+            excluding: taken)
+        for device in devices { try engine.add(device) }
+        return devices.map(\.address)
+    }
+
     /// The object path BlueZ gives the device with `address`.
     public func devicePath(_ address: String) throws -> ObjectPath {
         try engine.devicePath(address)
@@ -160,6 +189,17 @@ public final class BlueZSimulator: Sendable {
     public var connectedDevices: [String] {
         engine.model.withLock { model in model.devices.values.filter(\.connected).map(\.configuration.address).sorted()
         }
+    }
+
+    /// How many advertisements the passive sensor with `address` has sent (0 for any other device).
+    public func advertisementsSent(_ address: String) -> UInt64 {
+        guard let path = try? engine.devicePath(address) else { return 0 }
+        return engine.model.withLock { model in model.advertisers.first { $0.path == path }?.sent ?? 0 }
+    }
+
+    /// How many advertisements every passive sensor together has sent.
+    public var advertisementsSent: UInt64 {
+        engine.model.withLock { model in model.advertisers.reduce(0) { $0 + $1.sent } }
     }
 
     /// How often each BlueZ method was called (`Connect`, `ReadValue`, …).

@@ -17,7 +17,12 @@ extension SimulatorEngine {
         }
         guard first else { return [] }
         let generation = model.withLock { $0.generation }
-        let task = Task { await self.discover(adapter: name, generation: generation) }
+        let task = Task {
+            await withDiscardingTaskGroup { group in
+                group.addTask { await self.discover(adapter: name, generation: generation) }
+                group.addTask { await self.advertise(adapter: name, generation: generation) }
+            }
+        }
         model.withLock { $0.adapters[name]?.discoveryTask = task }
         // Discovering=true leaves before the reply.
         await emitChanged(call.path, Self.adapterInterface, ["Discovering": .boolean(true)])
@@ -62,8 +67,11 @@ extension SimulatorEngine {
                 // A stuck scan: Discovering=true, and nothing found until the controller is reset.
                 if model.adapters[name]?.discoveryStuck == true { return [] }
                 var found: [(ObjectPath, Bool, Int16)] = []
+                // Passive sensors appear and change through their own advertisements (`advertise`).
                 for (path, device) in model.devices
-                where device.configuration.adapter == name && device.advertising && !device.blocked {
+                where device.configuration.adapter == name && device.advertising && !device.blocked
+                    && device.configuration.advertisement == nil
+                {
                     let rssi = device.configuration.rssi + (round % 7) - 3
                     let isNew = !device.exported
                     model.devices[path]?.exported = true
@@ -86,7 +94,9 @@ extension SimulatorEngine {
         }
     }
 
-    func setDiscoveryFilter(_ call: DBusMethodCall) throws -> [DBusValue] {
+    /// Validates the filter as bluetoothd does and keeps what the simulator acts on for the calling client: an
+    /// empty one removes its filter.
+    func setDiscoveryFilter(adapter name: String, _ call: DBusMethodCall) throws -> [DBusValue] {
         count("SetDiscoveryFilter")
         let filter = try call.arguments.decode([String: DBusValue].self)
         let expected: [String: DBusSignature] = [
@@ -103,6 +113,14 @@ extension SimulatorEngine {
             throw BlueZError.invalidArguments
         }
         if filter["RSSI"] != nil, filter["Pathloss"] != nil { throw BlueZError.invalidArguments }
+        let client = call.sender ?? ""
+        let kept =
+            filter.isEmpty
+            ? nil : ClientDiscoveryFilter(duplicateData: filter["DuplicateData"]?.unwrappingVariants.boolean ?? false)
+        try model.withLock { model in
+            guard model.adapters[name] != nil else { throw BlueZError.doesNotExist }
+            model.adapters[name]?.discoveryFilters[client] = kept
+        }
         return []
     }
 
@@ -216,6 +234,7 @@ extension Model {
         guard let adapter = adapters[name] else { return nil }
         adapter.discoveryTask?.cancel()
         adapters[name]?.discoveryTask = nil
+        resetAdvertising(adapter: name)
         var devicesWithRSSI: [ObjectPath] = []
         for (path, device) in devices where device.configuration.adapter == name && device.rssi != nil {
             devices[path]?.rssi = nil

@@ -86,7 +86,7 @@ extension SimulatorEngine {
                 DBusMethod("StartDiscovery") { call in try await self.startDiscovery(adapter: name, call) },
                 DBusMethod("StopDiscovery") { call in try await self.stopDiscovery(adapter: name, call) },
                 DBusMethod("SetDiscoveryFilter", in: "a{sv}", inNames: ["properties"]) { call in
-                    try self.setDiscoveryFilter(call)
+                    try self.setDiscoveryFilter(adapter: name, call)
                 },
                 DBusMethod("GetDiscoveryFilters", out: "as", outNames: ["filters"]) { _ in
                     self.count("GetDiscoveryFilters")
@@ -274,21 +274,21 @@ extension SimulatorEngine {
                         get: get { device in
                             .dictionary(
                                 key: "q", value: "v",
-                                device.configuration.manufacturerData.sorted { $0.key < $1.key }.map {
+                                device.manufacturerData.sorted { $0.key < $1.key }.map {
                                     DBusDictionaryEntry(key: .uint16($0.key), value: .variant(.bytes($0.value)))
                                 })
                         },
-                        exists: exists { !$0.configuration.manufacturerData.isEmpty }),
+                        exists: exists { !$0.manufacturerData.isEmpty }),
                     DBusProperty(
                         "ServiceData", signature: "a{sv}",
                         get: get { device in
                             .dictionary(
                                 key: "s", value: "v",
-                                device.configuration.serviceData.sorted { $0.key < $1.key }.map {
+                                device.serviceData.sorted { $0.key < $1.key }.map {
                                     DBusDictionaryEntry(key: .string($0.key), value: .variant(.bytes($0.value)))
                                 })
                         },
-                        exists: exists { !$0.configuration.serviceData.isEmpty }),
+                        exists: exists { !$0.serviceData.isEmpty }),
                     DBusProperty("ServicesResolved", signature: "b", get: get { .boolean($0.servicesResolved) }),
                     DBusProperty("AdvertisingFlags", signature: "ay", get: get { _ in .bytes([0x06]) }),
                     DBusProperty("WakeAllowed", signature: "b", get: get { _ in .boolean(false) }),

@@ -126,9 +126,23 @@ final class SimulatorEngine: Sendable {
                     path: servicePath, uuid: service.uuid, primary: service.primary, handle: serviceHandle,
                     characteristics: paths, claimed: claimed))
         }
-        let state = DeviceState(
+        var state = DeviceState(
             configuration: device, path: path, adapterPath: adapterPath, services: services,
             advertising: device.advertising, paired: device.paired, trusted: device.trusted)
+        state.serviceData = device.serviceData
+        state.manufacturerData = device.manufacturerData
+        var advertiser: AdvertiserState?
+        if let advertisement = device.advertisement {
+            guard let address = AdvertisementEncoder.addressBytes(device.address) else {
+                throw BlueZSimulatorError.invalidAdvertiser(device.address, "the address is not AA:BB:CC:DD:EE:FF")
+            }
+            if advertisement.kind.isEncrypted, advertisement.key?.count != 16 {
+                throw BlueZSimulatorError.invalidAdvertiser(
+                    device.address, "\(advertisement.kind.rawValue) needs a key of 16 bytes")
+            }
+            advertiser = AdvertiserState(
+                path: path, adapter: device.adapter, profile: advertisement, address: address)
+        }
         try model.withLock { model in
             guard model.adapters[device.adapter] != nil else {
                 throw BlueZSimulatorError.unknownAdapter(device.adapter)
@@ -136,6 +150,7 @@ final class SimulatorEngine: Sendable {
             guard model.devices[path] == nil else { throw BlueZSimulatorError.duplicateDevice(device.address) }
             model.devices[path] = state
             model.devicePathsByAddress[device.address] = path
+            if let advertiser { model.advertisers.append(advertiser) }
             for characteristic in characteristics { model.characteristics[characteristic.path] = characteristic }
         }
         return path
@@ -273,6 +288,7 @@ final class SimulatorEngine: Sendable {
     func clientLeft(_ name: String) async {
         let adapters = model.withLock { model in
             model.agents[name] = nil
+            for adapter in model.adapterOrder { model.adapters[adapter]?.discoveryFilters[name] = nil }
             return model.adapterOrder.filter { model.adapters[$0]?.discoverySessions.contains(name) == true }
         }
         for adapter in adapters { await endDiscoverySession(adapter: adapter, client: name) }
@@ -291,6 +307,8 @@ public enum BlueZSimulatorError: Error, Sendable, Hashable, CustomStringConverti
     case unknownFault(String)
     case nameTaken(String)
     case notRunning
+    /// A passive sensor that cannot advertise: its address, and why.
+    case invalidAdvertiser(String, String)
 
     public var description: String {
         switch self {
@@ -300,6 +318,7 @@ public enum BlueZSimulatorError: Error, Sendable, Hashable, CustomStringConverti
         case .unknownFault(let name): "no fault named \(name)"
         case .nameTaken(let name): "\(name) is owned by someone else"
         case .notRunning: "the simulated bluetoothd is not running"
+        case .invalidAdvertiser(let address, let reason): "device \(address) cannot advertise: \(reason)"
         }
     }
 }

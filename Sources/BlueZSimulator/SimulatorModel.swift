@@ -18,6 +18,9 @@ struct Model {
     var devices: [ObjectPath: DeviceState] = [:]
     var devicePathsByAddress: [String: ObjectPath] = [:]
     var characteristics: [ObjectPath: CharacteristicState] = [:]
+    /// The passive sensors (devices with an advertisement), in the order they were added: an array, scanned in
+    /// place, so that a round of 2,000 of them costs no copy of a device.
+    var advertisers: [AdvertiserState] = []
     /// Registered agents, by the client's unique name.
     var agents: [String: ObjectPath] = [:]
     var callCounts: [String: Int] = [:]
@@ -33,6 +36,8 @@ struct AdapterState {
     var discoverable = false
     var pairable = true
     var discoverySessions: Set<String> = []
+    /// SetDiscoveryFilter, by client: they count while the client discovers (bluetoothd's discovery list).
+    var discoveryFilters: [String: ClientDiscoveryFilter] = [:]
     var discoveryTask: Task<Void, Never>?
     /// A wedged controller: every Connect through it aborts until it is powered off (issue #15's fault).
     var wedged = false
@@ -42,7 +47,28 @@ struct AdapterState {
     var powerCycles = 0
 
     var discovering: Bool { !discoverySessions.isEmpty }
+    /// Some discovering client asked for DuplicateData: every advertisement's data is reported, changed or not.
+    var duplicateData: Bool { discoverySessions.contains { discoveryFilters[$0]?.duplicateData == true } }
+    /// Some discovering client set a filter: bluetoothd then reports every RSSI (no 8 dBm threshold).
+    var filteredDiscovery: Bool { discoverySessions.contains { discoveryFilters[$0] != nil } }
     var powerState: String { blocked ? "off-blocked" : powered ? "on" : "off" }
+}
+
+/// What of a client's SetDiscoveryFilter the simulator acts on.
+struct ClientDiscoveryFilter: Sendable, Hashable {
+    var duplicateData = false
+}
+
+/// A passive sensor's advertising: how many it sent, when the next is due, the last measurement's packet.
+struct AdvertiserState {
+    let path: ObjectPath
+    let adapter: String
+    let profile: SimulatedAdvertisement
+    /// The device's address as six bytes in written order.
+    let address: [UInt8]
+    var sent: UInt64 = 0
+    var due: ContinuousClock.Instant?
+    var packet: (measurement: UInt64, packet: AdvertisedPacket)?
 }
 
 struct FaultState: Sendable {
@@ -75,6 +101,10 @@ struct DeviceState {
     var trusted: Bool
     var blocked = false
     var faults = FaultState()
+    /// ServiceData and ManufacturerData as bluetoothd holds them: the configured ones, then what advertisements
+    /// brought.
+    var serviceData: [String: [UInt8]] = [:]
+    var manufacturerData: [UInt16: [UInt8]] = [:]
 
     var batteryService: ServiceLayout? {
         services.first { $0.uuid == SimulatedUUID.full("180F") }
@@ -175,6 +205,8 @@ extension Model {
             adapters[name]?.discoveryTask?.cancel()
             adapters[name]?.discoveryTask = nil
             adapters[name]?.discoverySessions.removeAll()
+            adapters[name]?.discoveryFilters.removeAll()
+            resetAdvertising(adapter: name)
         }
         for path in devices.keys {
             guard var device = devices[path] else { continue }

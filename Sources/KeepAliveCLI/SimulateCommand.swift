@@ -22,6 +22,11 @@ struct SimulateCommand: AsyncParsableCommand {
             Environmental Sensing (2a6e −7.25 °C, 2a6f, and a vendor temperature with a 0x2904 descriptor), \
             :04 heart rate (2a37), :05 health thermometer (2a1c).
 
+            With --adverts, five passive sensors advertise while the adapter discovers (one advertisement a \
+            second, times --time-scale; a new measurement every third): C0:FF:EE:02:00:01 BTHome v2, :02 BTHome \
+            v2 encrypted, :03 pvvx custom, :04 MiBeacon v5 encrypted (LYWSD03MMC), :05 RuuviTag RAWv2. Their \
+            names, formats and keys are printed before READY.
+
             Faults: connect-abort[=COUNT], in-progress, read-hang, att-error[=CODE], absent, vanish, power-off, \
             silent-notifications; \
             e.g. --fault connect-abort=2@C0:FF:EE:00:00:01
@@ -35,6 +40,13 @@ struct SimulateCommand: AsyncParsableCommand {
         name: .long,
         help: "Add the profile sensors (Mi Flora, LYWSD03MMC, Environmental Sensing, heart rate, thermometer).")
     var profiles = false
+
+    @Flag(
+        name: .long,
+        help:
+            "Add passive sensors that advertise (BTHome, BTHome encrypted, pvvx, MiBeacon, Ruuvi) and print their keys."
+    )
+    var adverts = false
 
     @OptionGroup var bus: BusOptions
 
@@ -90,6 +102,27 @@ struct SimulateCommand: AsyncParsableCommand {
         }
     }
 
+    /// The passive sensors among `devices`, a line each, for a user to copy into a configuration.
+    static func advertisersText(_ devices: [SimulatedDevice]) -> String {
+        let rows = devices.compactMap { device -> [String]? in
+            guard let advertisement = device.advertisement else { return nil }
+            return [
+                device.name ?? "-", device.address, advertisement.kind.rawValue, advertisement.kind.formatName,
+                advertisement.keyHex.map { "key " + $0 } ?? "",
+            ]
+        }
+        var widths = [Int](repeating: 0, count: 5)
+        for row in rows { for (index, cell) in row.enumerated() { widths[index] = max(widths[index], cell.count) } }
+        var text = "advertising sensors (name, address, kind, format, key):\n"
+        for row in rows {
+            let cells = row.enumerated().map { index, cell in
+                index == row.count - 1 ? cell : cell + String(repeating: " ", count: widths[index] - cell.count)
+            }
+            text += "  " + cells.joined(separator: "  ").withoutTrailingSpaces() + "\n"
+        }
+        return text
+    }
+
     func run() async throws {
         ignoreBrokenPipes()
         logging.bootstrap()
@@ -107,7 +140,8 @@ struct SimulateCommand: AsyncParsableCommand {
         }
         let configuration = BlueZSimulator.Configuration(
             adapters: ["hci0"],
-            devices: .sensors(count: devices) + (profiles ? .profileSensors() : []),
+            devices: .sensors(count: devices) + (profiles ? .profileSensors() : [])
+                + (adverts ? .advertisingSensors() : []),
             timeScale: timeScale,
             quirks: Set(quirk.compactMap(BlueZSimulator.Quirk.init(rawValue:)))
         )
@@ -126,11 +160,21 @@ struct SimulateCommand: AsyncParsableCommand {
                 throw CommandFailure("--fault '\(text)': \(error)")
             }
         }
+        if adverts { writeOut(Self.advertisersText(configuration.devices)) }
         writeOut("READY\n")
         _ = try await untilInterrupted {
             try await Task.sleep(for: .seconds(100 * 365 * 86_400))
         }
         logger.info("stopping")
         await simulator.stop()
+    }
+}
+
+extension String {
+    /// Without the spaces at its end.
+    fileprivate func withoutTrailingSpaces() -> String {
+        var text = self
+        while text.last == " " { text.removeLast() }
+        return text
     }
 }

@@ -1,7 +1,7 @@
 // bluez-sim: a simulated bluetoothd 5.66 on a D-Bus bus, for bleak, bluetoothctl and the keep-alive daemon.
 //
 //   bluez-sim [--address ADDRESS | --private] [--devices N] [--time-scale X] [--no-battery-plugin]
-//             [--quirk services-before-gatt|no-connected-signal]…
+//             [--quirk services-before-gatt|no-connected-signal]… [--adverts]
 //
 // --private starts its own dbus-daemon and prints `DBUS_SYSTEM_BUS_ADDRESS=…`, then `READY`. Runs until
 // SIGTERM or SIGINT, then stops cleanly (and kills the private daemon).
@@ -13,7 +13,7 @@ import Dispatch
 import Logging
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 struct Options {
@@ -25,12 +25,15 @@ struct Options {
     var batteryPlugin = true
     var hostile = false
     var seed: UInt64 = 1
+    var adverts = false
 
     static let usage = """
         usage: bluez-sim [--address ADDRESS | --private] [--devices N] [--time-scale X] [--no-battery-plugin]
-                         [--quirk services-before-gatt|no-connected-signal]... [--hostile [--seed N]]
+                         [--quirk services-before-gatt|no-connected-signal]... [--hostile [--seed N]] [--adverts]
           --hostile  an org.bluez that gets every type wrong (wrong property types, wrong reply signatures,
                      malformed signals), seeded: a client must report typed errors and never trap
+          --adverts  add passive sensors that advertise while discovering (BTHome, BTHome encrypted, pvvx,
+                     MiBeacon, Ruuvi: C0:FF:EE:02:00:01 to :05, see [SimulatedDevice].advertisingSensors)
         """
 
     static func parse(_ arguments: [String]) throws(UsageError) -> Options {
@@ -65,6 +68,7 @@ struct Options {
                 options.quirks.insert(quirk)
             case "--no-battery-plugin": options.batteryPlugin = false
             case "--hostile": options.hostile = true
+            case "--adverts": options.adverts = true
             case "--seed":
                 let text = try value(for: argument)
                 guard let seed = UInt64(text) else { throw UsageError("--seed needs a whole number, not '\(text)'") }
@@ -147,7 +151,7 @@ do {
     } else {
         bus = .system
     }
-    let devices: [SimulatedDevice] = .sensors(count: options.devices)
+    let devices: [SimulatedDevice] = .sensors(count: options.devices) + (options.adverts ? .advertisingSensors() : [])
     let stop: () async -> Void
     if options.hostile {
         let hostile = try await HostileBlueZ.start(on: bus, devices: devices.map(\.address), seed: options.seed)
