@@ -36,6 +36,9 @@ struct LibCrypto: @unchecked Sendable {
     /// `EVP_CIPHER_fetch(NULL, "AES-128-CCM", NULL)`, once: OpenSSL 3 looks an implicitly fetched cipher up again
     /// on every initialisation, an explicitly fetched one it does not.
     let aes128CCM: OpaquePointer
+    /// The thread-specific slot of each thread's ``ThreadCipherContext`` (`pthread_key_create`), `nil` when the
+    /// process has no key left: then every message gets a context of its own, as before contexts were kept.
+    let threadContexts: pthread_key_t?
 
     /// `dlopen(path)`, every function looked up, AES-128-CCM fetched. The library stays loaded for the life of the
     /// process (no `dlclose`: its state is process-wide, and libmosquitto may share it).
@@ -78,6 +81,13 @@ struct LibCrypto: @unchecked Sendable {
             throw AESCCMError(.unavailable, "\(path) has no AES-128-CCM (EVP_CIPHER_fetch failed)")
         }
         aes128CCM = cipher
+        var slot = pthread_key_t()
+        // The destructor runs when a thread ends: it frees that thread's context.
+        let created = pthread_key_create(&slot) { state in
+            guard let state else { return }
+            Unmanaged<ThreadCipherContext>.fromOpaque(state).release()
+        }
+        threadContexts = created == 0 ? slot : nil
     }
 
     /// `OpenSSL_version(OPENSSL_VERSION)`: "OpenSSL 3.0.19 27 Jan 2026".
@@ -100,15 +110,97 @@ extension LibCrypto {
         }
     }
 
+    /// Decrypts and verifies on the calling thread's kept context (``ThreadCipherContext``); on a context of its own
+    /// when `reusingContext` is false or the process has no thread-specific slot left. Both give the same result for
+    /// the same input: the kept context only skips what is already set up.
+    func open(
+        ciphertext: ArraySlice<UInt8>, tag: ArraySlice<UInt8>, key: [UInt8], nonce: [UInt8],
+        associatedData: [UInt8], reusingContext: Bool = true
+    ) throws(AESCCMError) -> [UInt8] {
+        try Self.checkLengths(key: key.count, nonce: nonce.count, tag: tag.count)
+        guard reusingContext, let threadContexts else {
+            return try openOnNewContext(
+                ciphertext: ciphertext, tag: tag, key: key, nonce: nonce, associatedData: associatedData)
+        }
+        let kept: ThreadCipherContext
+        if let state = pthread_getspecific(threadContexts) {
+            kept = Unmanaged<ThreadCipherContext>.fromOpaque(state).takeUnretainedValue()
+        } else {
+            kept = ThreadCipherContext(free: cipherContextFree)
+            guard pthread_setspecific(threadContexts, Unmanaged.passRetained(kept).toOpaque()) == 0 else {
+                Unmanaged.passUnretained(kept).release()
+                return try openOnNewContext(
+                    ciphertext: ciphertext, tag: tag, key: key, nonce: nonce, associatedData: associatedData)
+            }
+        }
+        if kept.context == nil {
+            guard let context = cipherContextNew() else {
+                throw AESCCMError(.unavailable, "EVP_CIPHER_CTX_new failed (out of memory)")
+            }
+            guard decryptInit(context, aes128CCM, nil, nil, nil) == 1 else {
+                cipherContextFree(context)
+                clearErrors()
+                throw AESCCMError(.unavailable, "EVP_DecryptInit_ex refused AES-128-CCM")
+            }
+            kept.context = context
+        }
+        guard let context = kept.context else {
+            throw AESCCMError(.unavailable, "EVP_CIPHER_CTX_new failed (out of memory)")
+        }
+        // CCM fixes the nonce's and the tag's lengths in its state when the key is set, so the key is set again
+        // whenever either changes; else only when it is another key. The tag and the nonce go in every time (the
+        // tag before the initialisation, as on a new context), and the message length after them, which restarts
+        // the CCM state.
+        let setsKey =
+            !kept.isKeyed || kept.nonceLength != nonce.count || kept.tagLength != tag.count || kept.key != key
+        let count = ciphertext.count
+        var output = [UInt8](repeating: 0, count: max(count, 1))
+        let verified = output.withUnsafeMutableBufferPointer { out -> Bool in
+            guard let outAddress = out.baseAddress else { return false }
+            return ciphertext.withUnsafeBufferPointer { input in
+                tag.withUnsafeBufferPointer { expectedTag in
+                    let inAddress = input.baseAddress ?? UnsafePointer(outAddress)
+                    var written: Int32 = 0
+                    return
+                        (kept.nonceLength == nonce.count
+                        || cipherContextControl(context, clibcrypto_ctrl_ccm_set_ivlen, Int32(nonce.count), nil) == 1)
+                        && cipherContextControl(
+                            context, clibcrypto_ctrl_ccm_set_tag, Int32(expectedTag.count),
+                            UnsafeMutableRawPointer(mutating: expectedTag.baseAddress)) == 1
+                        && (setsKey
+                            ? decryptInit(context, nil, nil, key, nonce) == 1
+                            : decryptInit(context, nil, nil, nil, nonce) == 1)
+                        && decryptUpdate(context, nil, &written, nil, Int32(count)) == 1
+                        && (associatedData.isEmpty
+                            || decryptUpdate(context, nil, &written, associatedData, Int32(associatedData.count)) == 1)
+                        && decryptUpdate(context, outAddress, &written, inAddress, Int32(count)) > 0
+                }
+            }
+        }
+        guard verified else {
+            // Whatever failed, the next message starts on a new context.
+            kept.discard()
+            clearErrors()
+            throw AESCCMError(.authenticationFailed, "the \(tag.count)-byte CCM tag does not verify")
+        }
+        if setsKey {
+            kept.isKeyed = true
+            kept.key = key
+            kept.nonceLength = nonce.count
+            kept.tagLength = tag.count
+        }
+        if count == 0 { return [] }
+        return output
+    }
+
     /// `EVP_DecryptInit_ex` with the nonce length and the expected tag, then the key and nonce, the message
     /// length, the associated data and the ciphertext (the order CCM requires: it must know the length first).
     /// `EVP_DecryptUpdate` on the ciphertext returns > 0 only when the tag verified; the plaintext is released only
-    /// then.
-    func open(
+    /// then. A context made for the one message and freed after it.
+    func openOnNewContext(
         ciphertext: ArraySlice<UInt8>, tag: ArraySlice<UInt8>, key: [UInt8], nonce: [UInt8],
         associatedData: [UInt8]
     ) throws(AESCCMError) -> [UInt8] {
-        try Self.checkLengths(key: key.count, nonce: nonce.count, tag: tag.count)
         guard let context = cipherContextNew() else {
             throw AESCCMError(.unavailable, "EVP_CIPHER_CTX_new failed (out of memory)")
         }
@@ -176,5 +268,39 @@ extension LibCrypto {
             throw AESCCMError(.invalidInput, "libcrypto refused to encrypt")
         }
         return (Array(ciphertext.prefix(plaintext.count)), tag)
+    }
+}
+
+/// One thread's AES-128-CCM decryption context, kept between messages: `EVP_CIPHER_CTX_new`, the provider's context
+/// and the cipher's initialisation cost more than a whole advertisement's decryption, and OpenSSL 3 looks the nonce
+/// and tag lengths up by name (`OSSL_PARAM`) on each. A context is not shareable between threads, so each thread
+/// that decrypts has one, in a `pthread` thread-specific slot that frees it when the thread ends. Only its thread
+/// touches it, and never re-entrantly (nothing calls back into Swift during a decryption).
+final class ThreadCipherContext {
+    let free: clibcrypto_EVP_CIPHER_CTX_free_t
+    /// The context, initialised for AES-128-CCM decryption; `nil` before the first message and after a failure.
+    var context: OpaquePointer?
+    /// Whether a key is set, and which, for which nonce and tag lengths (CCM fixes both when the key is set).
+    var isKeyed = false
+    var key: [UInt8] = []
+    var nonceLength = 0
+    var tagLength = 0
+
+    init(free: clibcrypto_EVP_CIPHER_CTX_free_t) {
+        self.free = free
+    }
+
+    /// Frees the context: the next message starts on a new one.
+    func discard() {
+        if let context { free(context) }
+        context = nil
+        isKeyed = false
+        key = []
+        nonceLength = 0
+        tagLength = 0
+    }
+
+    deinit {
+        if let context { free(context) }
     }
 }

@@ -170,3 +170,95 @@ struct LibCryptoAESCCMTests {
         #expect(try cipher.libraryVersion().hasPrefix("OpenSSL 3."))
     }
 }
+
+/// The context each thread keeps between messages against a context made for each: the same plaintext or the same
+/// failure for any sequence of keys, nonce and tag lengths, associated data, tampered tags and empty messages, on
+/// several threads at once.
+@Suite("LibCrypto kept contexts")
+struct LibCryptoKeptContextTests {
+    struct Message {
+        var key: [UInt8]
+        var nonce: [UInt8]
+        var associatedData: [UInt8]
+        var ciphertext: [UInt8]
+        var tag: [UInt8]
+    }
+
+    static func messages(seed: UInt64, count: Int) throws -> [Message] {
+        let library = try LibCrypto.shared.get()
+        var state = seed
+        func next() -> UInt64 {
+            state &+= 0x9E37_79B9_7F4A_7C15
+            var z = state
+            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+            return z ^ (z >> 31)
+        }
+        func bytes(_ count: Int) -> [UInt8] { (0..<count).map { _ in UInt8(truncatingIfNeeded: next()) } }
+        let keys = [bytes(16), bytes(16), bytes(16)]
+        var messages: [Message] = []
+        for _ in 0..<count {
+            let key = keys[Int(next() % 3)]
+            let nonce = bytes([7, 12, 13][Int(next() % 3)])
+            let tagLength = [4, 4, 8, 16][Int(next() % 4)]
+            let associatedData: [UInt8] = next() % 2 == 0 ? [] : [0x11]
+            let plaintext = bytes(Int(next() % 20))
+            let sealed = try library.seal(
+                plaintext: plaintext, key: key, nonce: nonce, associatedData: associatedData, tagLength: tagLength)
+            var message = Message(
+                key: key, nonce: nonce, associatedData: associatedData, ciphertext: sealed.ciphertext, tag: sealed.tag)
+            switch next() % 6 {
+            case 0: message.tag[0] ^= 1
+            case 1 where !message.ciphertext.isEmpty: message.ciphertext[0] ^= 0x80
+            case 2: message.key = keys[(keys.firstIndex(of: key)! + 1) % 3]
+            default: break
+            }
+            messages.append(message)
+        }
+        return messages
+    }
+
+    static func open(_ message: Message, reusing: Bool) throws -> Result<[UInt8], AESCCMError> {
+        let library = try LibCrypto.shared.get()
+        do throws(AESCCMError) {
+            return .success(
+                try library.open(
+                    ciphertext: message.ciphertext[...], tag: message.tag[...], key: message.key,
+                    nonce: message.nonce, associatedData: message.associatedData, reusingContext: reusing))
+        } catch {
+            return .failure(error)
+        }
+    }
+
+    @Test func aKeptContextOpensAsANewOneDoes() throws {
+        let messages = try Self.messages(seed: 1, count: 3_000)
+        var failures = 0
+        for (index, message) in messages.enumerated() {
+            let expected = try Self.open(message, reusing: false)
+            let actual = try Self.open(message, reusing: true)
+            #expect(actual == expected, "message \(index)")
+            if case .failure = expected { failures += 1 }
+        }
+        #expect(failures > 100 && failures < 2_000, "both outcomes are exercised")
+    }
+
+    @Test func threadsKeepContextsOfTheirOwn() async throws {
+        try await withThrowingTaskGroup(of: Int.self) { group in
+            for seed in 10..<14 {
+                group.addTask {
+                    let messages = try Self.messages(seed: UInt64(seed), count: 500)
+                    let expected = try messages.map { try Self.open($0, reusing: false) }
+                    var mismatches = 0
+                    for _ in 0..<4 {
+                        for (message, result) in zip(messages, expected)
+                        where try Self.open(message, reusing: true) != result {
+                            mismatches += 1
+                        }
+                    }
+                    return mismatches
+                }
+            }
+            for try await mismatches in group { #expect(mismatches == 0) }
+        }
+    }
+}

@@ -169,4 +169,43 @@ extension BTHome {
         for object in objects { table[Int(object.id)] = object }
         return table
     }()
+
+    /// What a decode needs of an object, as plain values: a lookup copies no field descriptions.
+    struct Slot: Sendable {
+        enum Kind: UInt8, Sendable {
+            case unknown, fields, packetID, lengthPrefixed, command
+        }
+
+        var kind: Kind = .unknown
+        /// The fixed size of a ``Kind/fields`` object.
+        var size = 0
+        /// Its fields in ``fieldList``.
+        var fields: Range<Int> = 0..<0
+    }
+
+    /// The fields of every fixed-size object, one after another, compiled.
+    static let fieldList = FieldList(
+        objects.flatMap { object -> [AdvertisedField] in
+            if case .fields(let fields, _) = object.layout { return fields }
+            return []
+        })
+
+    /// ``byID`` as ``Slot``s.
+    static let slots: [Slot] = {
+        var table = [Slot](repeating: Slot(), count: 256)
+        var next = 0
+        for object in objects {
+            var slot = Slot()
+            switch object.layout {
+            case .fields(let fields, let size):
+                slot = Slot(kind: .fields, size: size, fields: next..<(next &+ fields.count))
+                next &+= fields.count
+            case .packetID: slot.kind = .packetID
+            case .lengthPrefixed: slot.kind = .lengthPrefixed
+            case .command: slot.kind = .command
+            }
+            table[Int(object.id)] = slot  // the last of an id wins, as in byID
+        }
+        return table
+    }()
 }

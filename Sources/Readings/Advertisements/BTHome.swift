@@ -60,10 +60,16 @@ enum BTHome {
                 .keyRequired, .bthome, address, "the advertisement is encrypted and the device has no key")
         }
         let verdict = try replayGuard.check(counter, where: "BTHome from \(address)")
-        var nonce = (advertisedAddress ?? address).bytes
-        nonce.reserveCapacity(13)
-        nonce.append(contentsOf: [0xD2, 0xFC, information])
-        nonce.append(contentsOf: bytes[counterOffset..<(counterOffset &+ 4)])
+        // One array, written whole: the address in written order (``BluetoothAddress/bytes``), the UUID, the
+        // device information byte, the counter as sent.
+        let nonceAddress = (advertisedAddress ?? address).rawValue
+        let nonce: [UInt8] = [
+            UInt8(truncatingIfNeeded: nonceAddress >> 40), UInt8(truncatingIfNeeded: nonceAddress >> 32),
+            UInt8(truncatingIfNeeded: nonceAddress >> 24), UInt8(truncatingIfNeeded: nonceAddress >> 16),
+            UInt8(truncatingIfNeeded: nonceAddress >> 8), UInt8(truncatingIfNeeded: nonceAddress),
+            0xD2, 0xFC, information,
+            bytes[counterOffset], bytes[counterOffset &+ 1], bytes[counterOffset &+ 2], bytes[counterOffset &+ 3],
+        ]
         let plaintext = try device.open(
             .bthome, ciphertext: bytes[start..<counterOffset], tag: bytes[(counterOffset &+ 4)...], nonce: nonce,
             associatedData: [])
@@ -80,7 +86,6 @@ enum BTHome {
         _ data: [UInt8], from start: Int, where context: String, address: BluetoothAddress,
         into payload: inout AdvertisementPayload
     ) throws(AdvertisementError) {
-        let reader = ByteReader(data)
         var readings: [Reading] = []
         readings.reserveCapacity(4)
         var index = start
@@ -93,7 +98,8 @@ enum BTHome {
             let id = data[index]
             // Spelled only for a message: an allocation per object would show in the cost of a decode.
             var idText: String { HexText.number(UInt64(id), digits: 2) }
-            guard let object = byID[Int(id)] else {
+            let slot = slots[Int(id)]
+            guard slot.kind != .unknown else {
                 try stop(
                     AdvertisementError(
                         .unknownObject, .bthome, address,
@@ -103,10 +109,10 @@ enum BTHome {
             }
             let dataStart = index &+ 1
             var size: Int
-            switch object.layout {
-            case .fields(_, let fieldsSize): size = fieldsSize
+            switch slot.kind {
+            case .fields: size = slot.size
             case .packetID: size = 1
-            case .lengthPrefixed, .command:
+            case .lengthPrefixed, .command, .unknown:
                 guard dataStart < data.count else {
                     try stop(
                         .truncated(
@@ -115,7 +121,7 @@ enum BTHome {
                     break objects
                 }
                 let length = data[dataStart]
-                if case .command = object.layout {
+                if slot.kind == .command {
                     size = 2 &+ Int(length & 0x1F)  // the length byte, the opcode, the arguments
                 } else {
                     size = 1 &+ Int(length)
@@ -127,12 +133,13 @@ enum BTHome {
                         .bthome, address, "object \(idText)\(context)", needs: size, at: dataStart, has: data.count))
                 break objects
             }
-            switch object.layout {
-            case .fields(let fields, _):
-                for field in fields { readings.append(field.reading(from: reader, base: dataStart)) }
+            switch slot.kind {
+            case .fields:
+                fieldList.appendReadings(from: data, base: dataStart, to: &readings, range: slot.fields)
             case .packetID:
                 payload.packetID = UInt32(data[dataStart])
-            case .lengthPrefixed(let name, let isText):
+            case .lengthPrefixed:
+                guard case .lengthPrefixed(let name, let isText) = byID[Int(id)]?.layout else { break }
                 let content = data[(dataStart &+ 1)..<(dataStart &+ size)]
                 if !isText {
                     readings.append(Reading(name: name, value: .text(HexText.bytes(content))))
@@ -161,6 +168,8 @@ enum BTHome {
                     let arguments = data[(dataStart &+ 2)..<(dataStart &+ size)]
                     readings.append(Reading(name: "command_arguments", value: .text(HexText.bytes(arguments))))
                 }
+            case .unknown:
+                break
             }
             decodedAny = true
             index = dataStart &+ size

@@ -69,4 +69,34 @@ extension MiBeacon {
 
     /// ``objects`` by id.
     static let byID: [UInt16: Object] = Dictionary(objects.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
+
+    /// What a decode needs of an object, as plain values: a lookup copies no field descriptions.
+    struct Slot: Sendable {
+        /// The size the object needs for its fields to be read.
+        var size: Int
+        /// Its fields in ``fieldList``.
+        var fields: Range<Int>
+    }
+
+    /// The fields of every object, one after another, compiled.
+    static let fieldList = FieldList(objects.flatMap(\.fields))
+
+    /// The ids of ``objects``, in order, beside their ``slots``: a scan of a few dozen integers costs less than
+    /// hashing, and finds the first object of an id, as ``byID`` keeps.
+    static let ids: [UInt16] = objects.map(\.id)
+    static let slots: [Slot] = {
+        var slots: [Slot] = []
+        var next = 0
+        for object in objects {
+            slots.append(Slot(size: object.size, fields: next..<(next &+ object.fields.count)))
+            next &+= object.fields.count
+        }
+        return slots
+    }()
+
+    /// The slot of the object `id`, or `nil` when no object has it.
+    static func slot(of id: UInt16) -> Slot? {
+        guard let index = ids.firstIndex(of: id) else { return nil }
+        return slots[index]
+    }
 }

@@ -12,6 +12,9 @@
 /// associated data is the one byte `0x11` (as xiaomi-ble and pvvx's firmware do). Versions 2 and 3 encrypt without
 /// a tag, so a wrong key yields garbage that cannot be told from data: they are refused.
 enum MiBeacon {
+    /// The associated data of every encrypted MiBeacon, made once.
+    static let associatedData: [UInt8] = [0x11]
+
     static func decode(
         _ bytes: [UInt8], device: Device, replayGuard: inout ReplayGuard
     ) throws(AdvertisementError) -> AdvertisementPayload {
@@ -100,13 +103,19 @@ enum MiBeacon {
                 .keyRequired, .mibeacon, address, "the advertisement is encrypted and the device has no key")
         }
         let verdict = try replayGuard.check(counter, where: "MiBeacon from \(address)")
-        var nonce = address.reversedBytes
-        nonce.reserveCapacity(12)
-        nonce.append(contentsOf: bytes[2..<5])
-        nonce.append(contentsOf: bytes[counterOffset..<(counterOffset &+ 3)])
+        // One array, written whole: the address least significant first (``BluetoothAddress/reversedBytes``), the
+        // product id and frame counter as sent, the 3 counter bytes.
+        let nonceAddress = address.rawValue
+        let nonce: [UInt8] = [
+            UInt8(truncatingIfNeeded: nonceAddress), UInt8(truncatingIfNeeded: nonceAddress >> 8),
+            UInt8(truncatingIfNeeded: nonceAddress >> 16), UInt8(truncatingIfNeeded: nonceAddress >> 24),
+            UInt8(truncatingIfNeeded: nonceAddress >> 32), UInt8(truncatingIfNeeded: nonceAddress >> 40),
+            bytes[2], bytes[3], bytes[4],
+            bytes[counterOffset], bytes[counterOffset &+ 1], bytes[counterOffset &+ 2],
+        ]
         let plaintext = try device.open(
             .mibeacon, ciphertext: bytes[index..<counterOffset], tag: bytes[(counterOffset &+ 3)...], nonce: nonce,
-            associatedData: [0x11])
+            associatedData: associatedData)
         replayGuard.record(counter)
         payload.counter = counter
         payload.isRepeat = verdict == .repeated
@@ -120,7 +129,6 @@ enum MiBeacon {
         _ data: [UInt8], from start: Int, where context: String, address: BluetoothAddress,
         into payload: inout AdvertisementPayload
     ) throws(AdvertisementError) {
-        let reader = ByteReader(data)
         var readings: [Reading] = []
         var index = start
         var decodedAny = false
@@ -143,18 +151,18 @@ enum MiBeacon {
                         has: data.count))
                 break
             }
-            if let object = byID[id] {
-                for field in object.fields {
-                    if length >= object.size {
-                        readings.append(field.reading(from: reader, base: dataStart))
-                    } else {
+            if let slot = slot(of: id) {
+                if length >= slot.size {
+                    fieldList.appendReadings(from: data, base: dataStart, to: &readings, range: slot.fields)
+                } else {
+                    for field in fieldList.fields[slot.fields] {
                         readings.append(
                             .failed(
                                 field.name, unit: field.unit,
                                 ReadingError(
                                     .payloadTooShort,
                                     "object \(idText) at offset \(index)\(context) has \(length) "
-                                        + "\(length == 1 ? "byte" : "bytes"), needs \(object.size)")))
+                                        + "\(length == 1 ? "byte" : "bytes"), needs \(slot.size)")))
                     }
                 }
                 decodedAny = true

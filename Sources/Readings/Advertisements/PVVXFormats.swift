@@ -43,6 +43,9 @@ enum PVVXFormats {
         .number("battery", at: 9, .uint8, unit: "%"),
         .number("voltage", at: 10, .uint16be, scale: thousandths, unit: "V"),
     ]
+    /// ``customFields`` and ``atc1441Fields``, compiled.
+    static let customFieldList = FieldList(customFields)
+    static let atc1441FieldList = FieldList(atc1441Fields)
     /// Where atc1441's measurement count is.
     static let atc1441CounterOffset = 12
 
@@ -55,11 +58,13 @@ enum PVVXFormats {
             throw AdvertisementError(
                 .unsupportedFormat, format, address, "has \(bytes.count) bytes, the format has \(length)")
         }
-        let reader = ByteReader(bytes)
-        let fields = isCustom ? customFields : atc1441Fields
+        let fields = isCustom ? customFieldList : atc1441FieldList
+        var readings: [Reading] = []
+        readings.reserveCapacity(fields.count)
+        fields.appendReadings(from: bytes, base: 0, to: &readings)
         return AdvertisementPayload(
             format: format,
-            readings: fields.map { $0.reading(from: reader, base: 0) },
+            readings: readings,
             packetID: UInt32(bytes[isCustom ? customCounterOffset : atc1441CounterOffset]),
             advertisedAddress: BluetoothAddress(bytes, at: 0, order: isCustom ? .little : .big))
     }

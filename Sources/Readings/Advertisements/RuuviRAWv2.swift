@@ -39,6 +39,9 @@ enum RuuviRAWv2 {
         .number("measurement_sequence", at: 16, .uint16be, unit: nil, notAvailable: [0xFFFF]),
     ]
 
+    /// ``fields``, compiled.
+    static let fieldList = FieldList(fields)
+
     static func decode(_ bytes: [UInt8], address: BluetoothAddress) throws(AdvertisementError) -> AdvertisementPayload {
         guard bytes.first == dataFormat else {
             throw AdvertisementError(
@@ -48,12 +51,14 @@ enum RuuviRAWv2 {
         guard bytes.count >= length else {
             throw .truncated(.ruuviRAWv2, address, "RAWv2", needs: length, at: 0, has: bytes.count)
         }
-        let reader = ByteReader(bytes)
         let sequence = UInt32(bytes[16]) << 8 | UInt32(bytes[17])
         let advertised = BluetoothAddress(bytes, at: 18, order: .big)
+        var readings: [Reading] = []
+        readings.reserveCapacity(fieldList.count)
+        fieldList.appendReadings(from: bytes, base: 0, to: &readings)
         return AdvertisementPayload(
             format: .ruuviRAWv2,
-            readings: fields.map { $0.reading(from: reader, base: 0) },
+            readings: readings,
             packetID: sequence == 0xFFFF ? nil : sequence,
             advertisedAddress: advertised.rawValue == 0xFFFF_FFFF_FFFF ? nil : advertised)
     }
