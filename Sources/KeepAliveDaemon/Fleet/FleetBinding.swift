@@ -286,15 +286,26 @@ final class FleetBinding: PollAdmission, Sendable {
 
     /// Listens for the shared devices' advertisements on each of the fleet's adapters now and then: their
     /// signal (smoothed) is what placement compares. A fresh reach report goes out after each listening.
+    ///
+    /// A listening that fails (bluetoothd not on the bus yet at start, an adapter still powering on) is tried
+    /// again after 1 s, doubling up to `scan.every`, not a whole `scan.every` later: a gateway must hear its
+    /// devices within seconds of start, or it holds none of them for a minute.
     private func listen(_ transport: any PeripheralTransport) async {
         let adapters = configuration.adapters.map(\.name)
+        // Only the shared devices: a busy neighbourhood costs the transport a lookup per advertisement.
+        let filter = DiscoveryFilter(addresses: Set(names.keys))
+        var retry = Duration.seconds(1)
         while !Task.isCancelled {
+            var failed = false
+            let wait = retry
             for adapter in adapters {
-                await withTaskGroup(of: Void.self) { group in
+                let ok = await withTaskGroup(of: Bool.self) { group in
                     group.addTask {
                         do {
-                            for try await advertisement in transport.discover(on: adapter, filter: DiscoveryFilter()) {
-                                guard let rssi = advertisement.rssi, self.names[advertisement.peripheral.address] != nil
+                            for try await advertisement in transport.discover(on: adapter, filter: filter) {
+                                // 127 is HCI's "RSSI not available" (btvirt reports it for everything): no signal.
+                                guard let rssi = advertisement.rssi, rssi != 127,
+                                    self.names[advertisement.peripheral.address] != nil
                                 else { continue }
                                 self.send(
                                     .observed(
@@ -303,17 +314,26 @@ final class FleetBinding: PollAdmission, Sendable {
                         } catch is CancellationError {
                         } catch {
                             self.logger.info(
-                                "fleet: listening for advertisements failed",
-                                metadata: ["adapter": "\(adapter)", "error": "\(error)"])
+                                "fleet: listening for advertisements failed; trying again",
+                                metadata: ["adapter": "\(adapter)", "error": "\(error)", "in": "\(wait.compact)"])
+                            return false
                         }
+                        return true
                     }
-                    group.addTask { [clock, scan] in try? await clock.sleep(for: scan.for) }
-                    await group.next()
+                    group.addTask { [clock, scan] in
+                        try? await clock.sleep(for: scan.for)
+                        return true
+                    }
+                    let first = await group.next() ?? true
                     group.cancelAll()
+                    return first
                 }
+                failed = failed || !ok
             }
             send(.timerFired(.reach))
-            do { try await clock.sleep(for: scan.every - scan.for) } catch { return }
+            let pause = failed ? min(retry, scan.every - scan.for) : scan.every - scan.for
+            retry = failed ? min(retry * 2, scan.every) : .seconds(1)
+            do { try await clock.sleep(for: pause) } catch { return }
         }
     }
 
