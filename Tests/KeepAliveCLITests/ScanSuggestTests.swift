@@ -173,8 +173,7 @@ struct ScanSuggestTests {
             ])
     }
 
-    /// All the suggestions at once: YAML that, under `devices:`, parses; with only the entries the loader knows
-    /// today (profiles: `advertisements:` comes with the passive devices), the loader accepts it as it is.
+    /// All the suggestions at once: YAML that, under `devices:`, the loader accepts once the keys are filled in.
     @Test func theSuggestionsAreYAMLTheLoaderAccepts() throws {
         let all = [
             Self.bthome, Self.bthomeEncrypted, Self.pvvx, Self.atc, Self.ruuvi, Self.lywsd03mmcEncrypted,
@@ -211,11 +210,15 @@ struct ScanSuggestTests {
         }
         #expect(names.count == 9)
 
-        let profiles = all.filter { if case .profile = $0.source { true } else { false } }
-        let configuration = try ConfigurationLoader.parse(
-            "devices:\n" + ScanSuggestions.yaml(profiles), file: "suggested.yaml")
-        #expect(configuration.devices.map(\.profile) == ["lywsd03mmc", "mi-flora", "heart-rate"])
-        #expect(configuration.devices.map(\.name) == ["lywsd03mmc", "flower-care", "hrm"])
+        // Pasted with the keys filled in, every entry loads; with a placeholder left, the file is refused there.
+        let pasted = yaml.replacing("<32 hex>", with: "231d39c1d7cc1ab1aee224cd096db932")
+        let configuration = try ConfigurationLoader.parse("devices:\n" + pasted, file: "suggested.yaml")
+        #expect(configuration.devices.count == 9)
+        #expect(configuration.devices.compactMap(\.profile) == ["lywsd03mmc", "mi-flora", "heart-rate"])
+        #expect(configuration.devices.filter { $0.advertising != nil }.count == 6)
+        #expect(throws: ConfigurationError.self) {
+            try ConfigurationLoader.parse("devices:\n" + yaml, file: "suggested.yaml")
+        }
     }
 
     /// Through a transport: a discovery running while a BTHome sensor and a pvvx one advertise (the pvvx one
@@ -224,13 +227,12 @@ struct ScanSuggestTests {
         let transport = MockTransport()
         let survey = ScanSurvey()
         let heard = Locked(0)
-        async let listening: Void = survey.listen(to: transport, on: "hci0", for: .seconds(2)) { _ in
-            heard.withLock { $0 += 1 }
+        // A scan longer than the test, ended by cancelling it once everything was heard: no real-time bound that a
+        // loaded machine could miss.
+        let listening = Task {
+            try await survey.listen(to: transport, on: "hci0", for: .seconds(600)) { _ in heard.withLock { $0 += 1 } }
         }
-        let started = ContinuousClock.now
-        while transport.listeners(on: "hci0") == 0, started.duration(to: .now) < .seconds(2) {
-            try await Task.sleep(for: .milliseconds(5))
-        }
+        try await Self.waitUntil("the scan listens") { transport.listeners(on: "hci0") == 1 }
         #expect(transport.advertise(Self.bthomeEncrypted) == 1)
         var older = Self.pvvx
         older.serviceData[BluetoothUUID(assigned: 0x181A)] = Self.bytes("ccbbaa38c1a4 7707 8813 ca0a 50 01 07")
@@ -240,8 +242,10 @@ struct ScanSuggestTests {
         var other = Self.ruuvi
         other.peripheral.adapter = "hci1"
         #expect(transport.advertise(other) == 0)
-        try await listening
-        #expect(transport.listeners(on: "hci0") == 0, "the discovery stopped with the scan")
+        try await Self.waitUntil("three advertisements are heard") { heard.withLock { $0 } == 3 }
+        listening.cancel()
+        _ = await listening.result
+        try await Self.waitUntil("the discovery stopped with the scan") { transport.listeners(on: "hci0") == 0 }
         #expect(heard.withLock { $0 } == 3)
 
         let devices = survey.devices
@@ -270,6 +274,18 @@ struct ScanSuggestTests {
                 "    adapter: hci0",
                 "    advertisements: pvvx",
             ])
+    }
+
+    /// Polls `condition` every few milliseconds until it holds (60 s of real time at most, for a loaded machine).
+    static func waitUntil(_ what: String, _ condition: () -> Bool) async throws {
+        let giveUp = ContinuousClock.now + .seconds(60)
+        while !condition() {
+            guard ContinuousClock.now < giveUp else {
+                Issue.record("timed out waiting until \(what)")
+                return
+            }
+            try await Task.sleep(for: .milliseconds(5))
+        }
     }
 }
 
