@@ -14,8 +14,10 @@
 /// ```
 /// keepalive-discovery 1
 /// topic	<key>	<discovery config topic>
-/// reading	<address>	<name>	<unit or empty>	<1 for text, else 0>
+/// reading	<address>	<name>	<unit or empty>	<1 for text, 2 for a boolean, else 0>
+/// passive	<address>
 /// ```
+/// `passive` lines name the devices learned to be passive from their records (configured ones need none).
 /// `<key>` is the device's address, or `gateway` for the gateway's own entities. Unknown or malformed lines
 /// are ignored (the worst outcome is a stale config not cleared).
 struct AnnouncedState: Sendable, Hashable {
@@ -26,6 +28,8 @@ struct AnnouncedState: Sendable, Hashable {
     var topics: [String: Set<String>] = [:]
     /// Readings seen, by device address, in the order first seen.
     var readings: [String: [BridgeDevice.ExpectedReading]] = [:]
+    /// Addresses of devices learned to be passive (their records came from advertisements).
+    var passive: Set<String> = []
 
     init() {}
 
@@ -39,10 +43,13 @@ struct AnnouncedState: Sendable, Hashable {
                 topics[fields[1], default: []].insert(fields[2])
             case "reading" where fields.count == 5:
                 let reading = BridgeDevice.ExpectedReading(
-                    name: fields[2], unit: fields[3].isEmpty ? nil : fields[3], isText: fields[4] == "1")
+                    name: fields[2], unit: fields[3].isEmpty ? nil : fields[3], isText: fields[4] == "1",
+                    isBoolean: fields[4] == "2")
                 if !(readings[fields[1]]?.contains { $0.name == reading.name } ?? false) {
                     readings[fields[1], default: []].append(reading)
                 }
+            case "passive" where fields.count == 2:
+                passive.insert(fields[1])
             default:
                 continue
             }
@@ -58,9 +65,10 @@ struct AnnouncedState: Sendable, Hashable {
             for reading in readings[address, default: []] {
                 text +=
                     "reading\t\(address)\t\(Self.clean(reading.name))\t\(Self.clean(reading.unit ?? ""))\t"
-                    + (reading.isText ? "1" : "0") + "\n"
+                    + (reading.isText ? "1" : reading.isBoolean ? "2" : "0") + "\n"
             }
         }
+        for address in passive.sorted() { text += "passive\t\(Self.clean(address))\n" }
         return Array(text.utf8)
     }
 

@@ -10,11 +10,14 @@ public struct BridgeDevice: Sendable, Hashable {
         public var unit: String?
         /// Text readings (firmware, model) get neither unit nor state class in Home Assistant.
         public var isText: Bool
+        /// Two-state readings (an advertisement's door, motion, leak) are Home Assistant binary sensors.
+        public var isBoolean: Bool
 
-        public init(name: String, unit: String? = nil, isText: Bool = false) {
+        public init(name: String, unit: String? = nil, isText: Bool = false, isBoolean: Bool = false) {
             self.name = name
             self.unit = unit
             self.isText = isText
+            self.isBoolean = isBoolean
         }
     }
 
@@ -32,10 +35,16 @@ public struct BridgeDevice: Sendable, Hashable {
     /// Shared by a fleet of gateways: announced to Home Assistant only while this gateway holds it (see
     /// ``MQTTBridge/holdChanged(device:holding:)``), under a gateway-independent node id, with a "Holder" sensor.
     public var shared: Bool
+    /// Heard, not polled: its records come from its advertisements (BTHome, pvvx, MiBeacon, Ruuvi). Announced with
+    /// a signal strength sensor (the records' `rssi`) and without what only a connection has (the "Poll now"
+    /// button, the window and link times). A device whose records say they came from an advertisement is taken as
+    /// passive from then on (``MQTTBridge/submit(device:sequence:succeeded:readings:advertisement:payload:)``).
+    public var passive: Bool
 
     public init(
         name: String, address: String, manufacturer: String? = nil, model: String? = nil, interval: Duration,
-        minimumInterval: Duration = .seconds(5), expectedReadings: [ExpectedReading] = [], shared: Bool = false
+        minimumInterval: Duration = .seconds(5), expectedReadings: [ExpectedReading] = [], shared: Bool = false,
+        passive: Bool = false
     ) {
         self.name = name
         self.address = address
@@ -45,5 +54,6 @@ public struct BridgeDevice: Sendable, Hashable {
         self.minimumInterval = minimumInterval
         self.expectedReadings = expectedReadings
         self.shared = shared
+        self.passive = passive
     }
 }

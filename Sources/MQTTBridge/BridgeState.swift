@@ -15,6 +15,10 @@ struct BridgeState {
         var publishedFailures: Int?
         /// For a shared device: whether this gateway holds it now (only the holder announces it).
         var holding = false
+        /// Heard through advertisements: configured so, or learned from a record (``MQTTBridge/submit``).
+        var passive = false
+        /// The packet id of the last advertisement record, to publish each event once (a device repeats a packet).
+        var lastPacketID: UInt32?
 
         /// Whether this gateway announces the device to Home Assistant now.
         var announced: Bool { !device.shared || holding }

@@ -10,6 +10,7 @@
 /// | `<prefix>/<gateway>/<device>/availability` | `online` / `offline` | yes |
 /// | `<prefix>/<gateway>/<device>/failures` | consecutive failed polls, decimal | yes |
 /// | `<prefix>/<gateway>/<device>/interval` | the effective interval, e.g. `30s` | yes |
+/// | `<prefix>/<gateway>/<device>/event/<reading>` | a new advertised event: `{"event_type":"press"}` | no |
 /// | `<prefix>/<gateway>/<device>/error` | a refused command (malformed, below the floor, too soon), as text | no |
 /// | `<prefix>/<gateway>/<device>/poll` | subscribed: poll now (any payload up to 64 bytes) | — |
 /// | `<prefix>/<gateway>/<device>/interval/set` | subscribed: `30s`, `2m`, `500ms` | — |
@@ -39,6 +40,8 @@ struct BridgeTopics: Sendable {
     func intervalSet(_ name: String) -> String { device(name) + "/interval/set" }
     func poll(_ name: String) -> String { device(name) + "/poll" }
     func error(_ name: String) -> String { device(name) + "/error" }
+    /// Events of reading `reading` (a button, a dimmer) of device `name`.
+    func event(_ name: String, reading: String) -> String { device(name) + "/event/" + Self.level(reading) }
 
     /// A name as one valid topic level: `/` (a level separator), `+` and `#` (wildcards, which a publish topic
     /// must not contain) and NUL (forbidden by MQTT) become `_`, as do other control characters (U+0000–U+001F,

@@ -11,10 +11,16 @@ import Basics
 /// - one `sensor` per reading, value from the state record (`value_json.readings['<name>'].value`); when a
 ///   record lacks the reading (a failed poll) the template renders nothing, which HA's MQTT entities ignore
 ///   (the previous state stays) rather than blanking it; staleness is `availability`'s and `expire_after`'s job;
-/// - diagnostic sensors: last result, consecutive failures (from `<device>/failures`), window used (ms), last
-///   error;
+/// - one `binary_sensor` per boolean reading (an advertisement's door, motion, leak), with the device class of
+///   ``SensorClassTable/binaryDeviceClass(name:)``; the template renders the JSON's own `true` / `false`, which are
+///   the payloads on and off;
+/// - one `event` per event reading (a button, a dimmer: ``SensorClassTable/eventTypes(name:)``), on the device's
+///   event topic, where the bridge publishes each new event once (never retained, never from a repeated packet,
+///   never `none`); a dimmer's steps are the event's `steps` attribute, not an entity;
+/// - diagnostic sensors: last result, consecutive failures (from `<device>/failures`), window used (ms), link time,
+///   last error; a passive device (heard, not polled) has no window and no link, and has the records' `rssi`;
 /// - a `button` "Poll now" on the poll command topic (available while the gateway is: a device that is offline is
-///   exactly the one worth polling now).
+///   exactly the one worth polling now), for devices the daemon connects to.
 /// The gateway itself is a device too, with a connectivity `binary_sensor` on its status topic and a sensor of
 /// the records the spool dropped; every BLE device names it in `via_device`.
 struct DiscoveryPayloads: Sendable {
@@ -31,6 +37,8 @@ struct DiscoveryPayloads: Sendable {
         var expireAfter: Int
         /// Shared by a fleet: announced by its holder under the node id ``sharedNodeID``, with a "Holder" sensor.
         var shared = false
+        /// Heard through its advertisements, never connected to (``BridgeDevice/passive``).
+        var passive = false
     }
 
     /// One retained config message; `key` is the device address or `gateway`.
@@ -113,25 +121,46 @@ struct DiscoveryPayloads: Sendable {
         let id = Self.addressIdentifier(device.address)
         var configs: [Config] = []
         for reading in device.readings {
-            configs.append(sensorConfig(device, reading, id: id))
+            if reading.isBoolean {
+                configs.append(binarySensorConfig(device, reading, id: id))
+            } else if reading.isText, let types = SensorClassTable.eventTypes(name: reading.name) {
+                configs.append(eventConfig(device, reading, types: types, id: id))
+            } else if !reading.isText && SensorClassTable.isEventDetail(reading.name) {
+                continue
+            } else {
+                configs.append(sensorConfig(device, reading, id: id))
+            }
         }
-        let diagnostics: [(object: String, name: String, template: String?, unit: String?, deviceClass: String?)] = [
-            ("last_result", "Last result", "{{ value_json.result }}", nil, nil),
-            (
-                "window_used", "Window used", "{{ value_json.window.used_ms if value_json.window else '' }}", "ms",
-                "duration"
-            ),
-            // The airtime the sensor's battery pays for per poll (BlueZ's Connected true → false).
-            (
-                "link_time", "Link time", "{{ value_json.link_ms if value_json.link_ms is not none else '' }}", "ms",
-                "duration"
-            ),
+        typealias Diagnostic = (object: String, name: String, template: String?, unit: String?, deviceClass: String?)
+        var diagnostics: [Diagnostic] = [("last_result", "Last result", "{{ value_json.result }}", nil, nil)]
+        if device.passive {
+            // The object id is not `rssi`: a reading of that name would have the same unique id.
+            diagnostics.append(
+                (
+                    "advertisement_rssi", "Signal strength",
+                    "{{ value_json.rssi if value_json.rssi is defined and value_json.rssi is not none else '' }}",
+                    "dBm", "signal_strength"
+                ))
+        } else {
+            diagnostics += [
+                (
+                    "window_used", "Window used", "{{ value_json.window.used_ms if value_json.window else '' }}", "ms",
+                    "duration"
+                ),
+                // The airtime the sensor's battery pays for per poll (BlueZ's Connected true → false).
+                (
+                    "link_time", "Link time", "{{ value_json.link_ms if value_json.link_ms is not none else '' }}",
+                    "ms", "duration"
+                ),
+            ]
+        }
+        diagnostics += [
             (
                 "last_error", "Last error",
                 """
-                    {{ ((value_json.error.code ~ ': ' ~ value_json.error.message) if value_json.error else \
-                    'none')[:250] }}
-                    """,
+                {{ ((value_json.error.code ~ ': ' ~ value_json.error.message) if value_json.error else \
+                'none')[:250] }}
+                """,
                 nil, nil
             ),
             ("consecutive_failures", "Consecutive failures", nil, nil, nil),
@@ -160,15 +189,18 @@ struct DiscoveryPayloads: Sendable {
                     topic: topic(component: "sensor", objectID: "\(id)_\(diagnostic.object)", shared: device.shared),
                     payload: json.bytes))
         }
-        var button = entity(name: "Poll now", uniqueID: "keepalive_\(id)_poll", availability: false)
-        button.array("availability") { $0.object { $0.string("topic", topics.status) } }
-        button.string("command_topic", topics.poll(device.name))
-        button.string("payload_press", "PRESS")
-        deviceObject(&button, device, id: id)
-        configs.append(
-            Config(
-                key: device.address, topic: topic(component: "button", objectID: "\(id)_poll", shared: device.shared),
-                payload: button.bytes))
+        if !device.passive {
+            var button = entity(name: "Poll now", uniqueID: "keepalive_\(id)_poll", availability: false)
+            button.array("availability") { $0.object { $0.string("topic", topics.status) } }
+            button.string("command_topic", topics.poll(device.name))
+            button.string("payload_press", "PRESS")
+            deviceObject(&button, device, id: id)
+            configs.append(
+                Config(
+                    key: device.address,
+                    topic: topic(component: "button", objectID: "\(id)_poll", shared: device.shared),
+                    payload: button.bytes))
+        }
         if device.shared {
             // Which gateway holds it: from each record's `holder`.
             var holder = entity(name: "Holder", uniqueID: "keepalive_\(id)_holder", availability: true, device: device)
@@ -205,6 +237,55 @@ struct DiscoveryPayloads: Sendable {
         return Config(
             key: device.address,
             topic: topic(component: "sensor", objectID: "\(id)_\(readingID)", shared: device.shared),
+            payload: json.bytes)
+    }
+
+    /// A boolean reading as a `binary_sensor`: the template renders the JSON's `true` / `false` (nothing when the
+    /// record lacks the reading or its value is null), and those are `payload_on` / `payload_off`.
+    private func binarySensorConfig(_ device: Device, _ reading: BridgeDevice.ExpectedReading, id: String) -> Config {
+        let readingID = BridgeTopics.identifier(reading.name)
+        var json = entity(
+            name: Self.displayName(reading.name), uniqueID: "keepalive_\(id)_\(readingID)", availability: true,
+            device: device)
+        json.string("state_topic", topics.state(device.name))
+        let key = Self.jinjaString(reading.name)
+        json.string(
+            "value_template",
+            """
+            {% if \(key) in value_json.get('readings', {}) and value_json.readings[\(key)].value is not none %}\
+            {{ 'true' if value_json.readings[\(key)].value else 'false' }}{% endif %}
+            """)
+        json.string("payload_on", "true")
+        json.string("payload_off", "false")
+        if let deviceClass = SensorClassTable.binaryDeviceClass(name: reading.name) {
+            json.string("device_class", deviceClass)
+        }
+        json.integer("expire_after", device.expireAfter)
+        deviceObject(&json, device, id: id)
+        return Config(
+            key: device.address,
+            topic: topic(component: "binary_sensor", objectID: "\(id)_\(readingID)", shared: device.shared),
+            payload: json.bytes)
+    }
+
+    /// An event reading as an `event` entity on the device's event topic for it, whose messages are HA's own
+    /// event payload (`{"event_type":"press"}`, extra keys become the event's attributes): no template.
+    private func eventConfig(
+        _ device: Device, _ reading: BridgeDevice.ExpectedReading, types: [String], id: String
+    ) -> Config {
+        let readingID = BridgeTopics.identifier(reading.name)
+        var json = entity(
+            name: Self.displayName(reading.name), uniqueID: "keepalive_\(id)_\(readingID)", availability: true,
+            device: device)
+        json.string("state_topic", topics.event(device.name, reading: reading.name))
+        json.array("event_types") { list in
+            for type in types { list.string(type) }
+        }
+        if SensorClassTable.baseName(reading.name) == "button" { json.string("device_class", "button") }
+        deviceObject(&json, device, id: id)
+        return Config(
+            key: device.address,
+            topic: topic(component: "event", objectID: "\(id)_\(readingID)", shared: device.shared),
             payload: json.bytes)
     }
 

@@ -88,7 +88,14 @@ extension MQTTBridge {
             }.sorted { $0.1 < $1.1 }
             var next = state.announced
             for config in configs { next.topics[config.key, default: []].insert(config.topic) }
-            for entry in state.devices.values { next.readings[entry.device.address] = entry.readings }
+            for entry in state.devices.values {
+                next.readings[entry.device.address] = entry.readings
+                if entry.passive && !entry.device.passive {
+                    next.passive.insert(entry.device.address)
+                } else {
+                    next.passive.remove(entry.device.address)
+                }
+            }
             guard next != state.announced else { return (configs, stale, nil) }
             state.announced = next
             return (configs, stale, next)
@@ -131,6 +138,7 @@ extension MQTTBridge {
         DiscoveryPayloads.Device(
             name: entry.device.name, address: entry.device.address, manufacturer: entry.device.manufacturer,
             model: entry.device.model, softwareVersion: entry.softwareVersion, hardwareVersion: entry.hardwareVersion,
-            readings: entry.readings, expireAfter: expireAfter(entry.interval), shared: entry.device.shared)
+            readings: entry.readings, expireAfter: expireAfter(entry.interval), shared: entry.device.shared,
+            passive: entry.passive)
     }
 }

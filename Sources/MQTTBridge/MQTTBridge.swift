@@ -93,11 +93,13 @@ public final class MQTTBridge: Service, Sendable {
             }
             state.devices[device.name] = BridgeState.DeviceState(
                 device: device, availability: AvailabilityTracker(threshold: configuration.availabilityThreshold),
-                interval: device.interval, readings: readings)
+                interval: device.interval, readings: readings,
+                passive: device.passive || state.announced.passive.contains(device.address))
             state.deviceByLevel[BridgeTopics.level(device.name)] = device.name
         }
         let configured = Set(devices.map(\.address))
         state.announced.readings = state.announced.readings.filter { configured.contains($0.key) }
+        state.announced.passive = state.announced.passive.filter { configured.contains($0) }
         self.state = Locked(state)
         (commands, commandContinuation) = AsyncStream<BridgeCommand>.makeStream()
         (wakeups, wakeupContinuation) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
@@ -135,8 +137,17 @@ public final class MQTTBridge: Service, Sendable {
     /// the first time, and takes `manufacturer`, `model`, `firmware_revision`/`software_revision` and
     /// `hardware_revision` text readings into the device's Home Assistant description.
     ///
+    /// Event readings (a `button`'s `press`, a `dimmer`'s `rotate_left`: ``SensorClassTable/eventTypes(name:)``)
+    /// are also published on the device's event topic, `{"event_type":"press"}`, for Home Assistant's `event`
+    /// entities: once per packet (not for a record of an advertisement that repeats the previous one, by
+    /// `advertisement`'s packet id), never for `none`, never retained and never from the spool (an event is news
+    /// now; one that happened while the broker was away is not fired later, and a record sent again is not an
+    /// event again).
+    ///
     /// - Parameters:
     ///   - sequence: the record's `seq`, as in its JSON (spool order is submit order; call in `seq` order).
+    ///   - advertisement: for a record made from an advertisement (the device is then announced as passive), its
+    ///     packet id; nil for a poll's record.
     ///   - payload: the record's JSON object, UTF-8, without the newline.
     /// - Throws: `.unknownDevice`; `.spool` when the write or sync failed (the record is not spooled durably;
     ///   after a failed sync it may still be delivered);
@@ -144,7 +155,8 @@ public final class MQTTBridge: Service, Sendable {
     ///   written is lost (``BridgeError/recordLost``), counted on ``BridgeStatistics/dropped`` and the `dropped`
     ///   topic.
     public func submit(
-        device: String, sequence: UInt64, succeeded: Bool?, readings: [Reading] = [], payload: [UInt8]
+        device: String, sequence: UInt64, succeeded: Bool?, readings: [Reading] = [],
+        advertisement: BridgeAdvertisement? = nil, payload: [UInt8]
     ) throws(BridgeError) {
         guard state.withLock({ $0.devices[device] != nil }) else {
             throw BridgeError(code: .unknownDevice, message: "no device \"\(device)\" is configured for MQTT")
@@ -190,7 +202,27 @@ public final class MQTTBridge: Service, Sendable {
                     state.enqueue(
                         .message(retained(topics.failures(device), "\(entry.availability.consecutiveFailures)")))
                 }
-                if learn(readings, into: &entry) { state.enqueue(.announce(device: device)) }
+                var announce = learn(readings, into: &entry)
+                var fresh = true
+                if let advertisement {
+                    if !entry.passive {
+                        entry.passive = true
+                        announce = true
+                    }
+                    if advertisement.isRepeat
+                        || (advertisement.packetID != nil && advertisement.packetID == entry.lastPacketID)
+                    {
+                        fresh = false
+                    }
+                    if let packetID = advertisement.packetID { entry.lastPacketID = packetID }
+                }
+                // The announcement first: HA must have the event entity before its first event.
+                if announce { state.enqueue(.announce(device: device)) }
+                if fresh {
+                    for message in eventMessages(readings, device: device, packetID: advertisement?.packetID) {
+                        state.enqueue(.message(message))
+                    }
+                }
                 state.devices[device] = entry
             }
             if dropped > 0 { state.enqueue(.message(retained(topics.dropped, "\(total)"))) }
@@ -318,6 +350,32 @@ public final class MQTTBridge: Service, Sendable {
         return Int(max((milliseconds + 999) / 1_000, 1))
     }
 
+    /// The event messages of a record's readings: one per event reading whose value is one of its event types
+    /// (`none`, and a value HA would refuse, are not events), with the dimmer's steps and the packet id as the
+    /// event's attributes.
+    private func eventMessages(_ readings: [Reading], device: String, packetID: UInt32?) -> [MQTTOutgoingMessage] {
+        var messages: [MQTTOutgoingMessage] = []
+        for reading in readings {
+            guard case .text(let type) = reading.value, let types = SensorClassTable.eventTypes(name: reading.name),
+                types.contains(type)
+            else { continue }
+            var json = JSONObject()
+            json.string("event_type", type)
+            if let detail = SensorClassTable.eventDetail(of: reading.name),
+                let value = readings.first(where: { $0.name == detail.reading })?.value?.doubleValue,
+                let steps = Int64(exactly: value)
+            {
+                json.integer(detail.attribute, steps)
+            }
+            if let packetID { json.integer("packet_id", Int64(packetID)) }
+            messages.append(
+                MQTTOutgoingMessage(
+                    topic: topics.event(device, reading: reading.name), payload: json.bytes, qos: configuration.qos,
+                    retain: false))
+        }
+        return messages
+    }
+
     /// Adds unseen reading names to the device and Device Information texts to its description; whether
     /// anything changed that HA must be told.
     private func learn(_ readings: [Reading], into entry: inout BridgeState.DeviceState) -> Bool {
@@ -345,10 +403,24 @@ public final class MQTTBridge: Service, Sendable {
             }
             // Arrays (RR intervals) have no single state for a sensor; they stay in the state record only.
             if case .numbers = reading.value { continue }
-            guard !entry.readings.contains(where: { $0.name == reading.name }) else { continue }
             var isText = false
-            if case .text = reading.value { isText = true }
-            entry.readings.append(BridgeDevice.ExpectedReading(name: reading.name, unit: reading.unit, isText: isText))
+            var isBoolean = false
+            switch reading.value {
+            case .text: isText = true
+            case .boolean: isBoolean = true
+            default: break
+            }
+            if let index = entry.readings.firstIndex(where: { $0.name == reading.name }) {
+                // An expected reading first known as a number that turns out a boolean becomes a binary sensor.
+                guard isBoolean, !entry.readings[index].isBoolean else { continue }
+                entry.readings[index].isBoolean = true
+                entry.readings[index].isText = false
+                changed = true
+                continue
+            }
+            entry.readings.append(
+                BridgeDevice.ExpectedReading(
+                    name: reading.name, unit: reading.unit, isText: isText, isBoolean: isBoolean))
             changed = true
         }
         return changed

@@ -67,6 +67,38 @@ DEVICES = [
         "readings": {"battery": ("battery", "%", "measurement")},
     },
 ]
+# The passive device (heard through advertisements), fed by the MQTTBridgeTests feed (HomeAssistantPassiveFeed.swift)
+# on its own gateway until the daemon hears advertisements itself: unique_id suffix -> (domain, device_class, unit,
+# state_class, expected state after the first packet). Units are HA's spellings (Greek mu); None state: any.
+PASSIVE_GATEWAY = "gw-passive"
+PASSIVE_ADDRESS = "C0:FF:EE:0A:00:01"
+PASSIVE = {
+    "temperature": ("sensor", "temperature", "°C", "measurement", "21.5"),
+    "humidity": ("sensor", "humidity", "%", "measurement", "48.25"),
+    "pressure": ("sensor", "pressure", "hPa", "measurement", "1008.5"),
+    "illuminance": ("sensor", "illuminance", "lx", "measurement", "312.5"),
+    "voltage": ("sensor", "voltage", "V", "measurement", "3.012"),
+    "co2": ("sensor", "carbon_dioxide", "ppm", "measurement", "612"),
+    "pm2_5": ("sensor", "pm25", MICRO + "g/m³", "measurement", "8"),
+    "battery": ("sensor", "battery", "%", "measurement", "87"),
+    "energy": ("sensor", "energy", "kWh", "total", "1.234"),
+    "acceleration": ("sensor", None, "m/s²", "measurement", "9.81"),
+    "door": ("binary_sensor", "door", None, None, "off"),
+    "window": ("binary_sensor", "window", None, None, "off"),
+    "motion": ("binary_sensor", "motion", None, None, "off"),
+    "moisture_detected": ("binary_sensor", "moisture", None, None, "off"),
+    "battery_low": ("binary_sensor", "battery", None, None, "off"),
+    "opening": ("binary_sensor", "opening", None, None, "on"),
+    "button": ("event", "button", None, None, "unknown"),
+    "dimmer": ("event", None, None, None, "unknown"),
+    "advertisement_rssi": ("sensor", "signal_strength", "dBm", "measurement", "-67"),
+    "last_result": ("sensor", None, None, None, "newData"),
+    "last_error": ("sensor", None, None, None, "none"),
+    "consecutive_failures": ("sensor", None, None, "measurement", "0"),
+}
+BUTTON_EVENTS = ["press", "double_press", "triple_press", "long_press", "long_double_press", "long_triple_press",
+                 "hold_press", "hold_release"]
+
 # Diagnostics per device: object id -> (device_class, unit, state_class, numeric)
 DIAGNOSTICS = {
     "last_result": (None, None, None, False),
@@ -327,6 +359,7 @@ mqtt:
 sensor:
 binary_sensor:
 button:
+event:
 logger:
   default: info
 """
@@ -767,7 +800,7 @@ class Harness:
 
     def check_log(self) -> None:
         pattern = re.compile(r"(WARNING|ERROR|CRITICAL)")
-        ours = re.compile(r"mqtt|keepalive|gw-test|homeassistant/(sensor|binary_sensor|button)|c0ffee|"
+        ours = re.compile(r"mqtt|keepalive|gw-test|gw-passive|homeassistant/(sensor|binary_sensor|button|event)|c0ffee|"
                           r"device class|device_class|unit of measurement|state class|state_class|discovery",
                           re.I)
         bad, other = [], []
@@ -911,8 +944,138 @@ class Harness:
             R.timing("daemon restart to every entity available and fresh", s)
         except Fatal as e:
             R.check(False, "daemon restarted: entities available again", str(e))
+        self.check_passive()
         self.check_log()
         self.control_micro_units()
+
+    # -- a passive device: binary sensors, events, advertisement readings -------------------------------------
+    def passive_state(self, suffix: str) -> dict:
+        ents, _ = self.registry()
+        ent = ents.get(f"keepalive_{addr_id(PASSIVE_ADDRESS)}_{suffix}")
+        return self.ha.states().get(ent["entity_id"], {}) if ent else {}
+
+    def feed_step(self, packet_id: int) -> None:
+        """Asks the feed for its next packet (a poll command for `tag`) and waits for its state message."""
+        state_topic = rf"^{TOPIC_PREFIX}/{PASSIVE_GATEWAY}/tag/state$"
+        t = time.monotonic()
+        self.monitor.client.publish(f"{TOPIC_PREFIX}/{PASSIVE_GATEWAY}/tag/poll", b"next", qos=1).wait_for_publish(5)
+        marker = f'"packet_id":{packet_id},'.encode()
+        wait_for(f"the feed's record of packet {packet_id}",
+                 lambda: [m for m in self.monitor.since(t, state_topic) if marker in m[2]], 20)
+        time.sleep(1.5)  # HA handles the message
+
+    def check_passive(self) -> None:
+        """A passive device through real HA: each reading's entity with HA's domain, class and unit; binary sensors
+        on and off from the record's true/false; one event per new packet, none for a repeated one or for `none`."""
+        feed_dir = os.path.join(self.tmp, "feed-spool")
+        os.makedirs(feed_dir, exist_ok=True)
+        env = dict(os.environ, KEEPALIVE_HA_FEED_PORT=str(self.mqtt_port), KEEPALIVE_HA_FEED_DIR=feed_dir,
+                   PATH="/opt/swift/usr/bin:" + os.environ.get("PATH", ""))
+        out = open(os.path.join(self.tmp, "feed.out"), "w")
+        P.start("feed", ["swift", "test", "--skip-build", "--filter", "HomeAssistantPassiveFeed"], cwd=self.args.repo,
+                env=env, stdout=out, stderr=subprocess.STDOUT)
+        aid = addr_id(PASSIVE_ADDRESS)
+        uids = {f"keepalive_{aid}_{k}": k for k in PASSIVE}
+
+        def ready():
+            try:
+                ents, devs = self.registry()
+                states = self.ha.states()
+            except (Fatal, aiohttp.ClientError, asyncio.TimeoutError, OSError):
+                return None
+            if not all(u in ents for u in uids):
+                return None
+            for u, k in uids.items():
+                st = states.get(ents[u]["entity_id"])
+                if st is None or (PASSIVE[k][0] != "event" and st["state"] in ("unknown", "unavailable")):
+                    return None
+            return ents, devs, states
+
+        try:
+            (ents, devs, states), s = wait_for("the passive device's entities", ready, 120, 1)
+        except Fatal as e:
+            ents, _ = self.registry()
+            states = self.ha.states()
+            missing = [k for u, k in uids.items() if u not in ents]
+            stateless = {k: states.get(ents[u]["entity_id"], {}).get("state") for u, k in uids.items() if u in ents}
+            R.check(False, "passive device: every entity in HA with a state",
+                    f"{e}; missing {missing}; states {stateless}")
+            return
+        R.timing("feed start to every passive entity in HA", s)
+        mine = {u for u, e in ents.items() if u.startswith(f"keepalive_{aid}_")}
+        R.check(mine == set(uids), "passive: exactly the expected entities (no poll button, window or link time)",
+                f"extra {sorted(mine - set(uids))}, missing {sorted(set(uids) - mine)}")
+        for uid, key in uids.items():
+            domain, dc, unit, sc, want = PASSIVE[key]
+            ent = ents[uid]
+            eid = ent["entity_id"]
+            st = states[eid]
+            attrs = st["attributes"]
+            problems = []
+            if not eid.startswith(domain + "."):
+                problems.append(f"domain {eid}")
+            if attrs.get("device_class") != dc:
+                problems.append(f"device_class {attrs.get('device_class')!r} != {dc!r}")
+            if not same_unit(attrs.get("unit_of_measurement"), unit):
+                problems.append(f"unit {spell(attrs.get('unit_of_measurement'))} != {spell(unit)}")
+            if attrs.get("state_class") != sc:
+                problems.append(f"state_class {attrs.get('state_class')!r} != {sc!r}")
+            if domain == "sensor":
+                problems += ha_accepts(attrs.get("device_class"), attrs.get("unit_of_measurement"),
+                                       attrs.get("state_class"))
+            if st["state"] != want and not (numeric(st["state"]) is not None and numeric(want) is not None
+                                            and abs(numeric(st["state"]) - numeric(want)) < 1e-9):
+                problems.append(f"state {st['state']!r} != {want!r}")
+            if key == "button" and attrs.get("event_types") != BUTTON_EVENTS:
+                problems.append(f"event_types {attrs.get('event_types')}")
+            if key == "dimmer" and attrs.get("event_types") != ["rotate_left", "rotate_right"]:
+                problems.append(f"event_types {attrs.get('event_types')}")
+            dev = devs.get(ent.get("device_id"), {})
+            if dev.get("name") != "tag":
+                problems.append(f"device {dev.get('name')!r}")
+            R.check(not problems, f"passive: {eid}", "; ".join(problems) or
+                    f"state={st['state']!r} dc={attrs.get('device_class')} "
+                    f"unit={spell(attrs.get('unit_of_measurement'))} sc={attrs.get('state_class')}")
+            self.entity_rows.append((eid, uid, st["state"], attrs.get("device_class"),
+                                     attrs.get("unit_of_measurement"), attrs.get("state_class"),
+                                     ent.get("entity_category")))
+
+        # packet 2: a press, the door open, motion
+        self.feed_step(2)
+        button, door, motion = (self.passive_state(k) for k in ("button", "door", "motion"))
+        R.check(button.get("attributes", {}).get("event_type") == "press" and button.get("state") not in
+                ("unknown", "unavailable", None), "passive: a button press fires the event entity once",
+                f"state {button.get('state')!r}, event_type {button.get('attributes', {}).get('event_type')!r}")
+        R.check(door.get("state") == "on" and motion.get("state") == "on", "passive: door and motion on",
+                f"door {door.get('state')!r}, motion {motion.get('state')!r}")
+        fired_at = button.get("state")
+        dimmer_before = self.passive_state("dimmer").get("state")
+        R.check(dimmer_before == "unknown", "passive: dimmer `none` fired no event", repr(dimmer_before))
+        # packet 2 again: no second event
+        self.feed_step(2)
+        again = self.passive_state("button")
+        R.check(again.get("state") == fired_at, "passive: the repeated packet fired no second event",
+                f"{fired_at!r} -> {again.get('state')!r}")
+        # packet 3: a double press, the dimmer turned left 3 steps, the door closed
+        self.feed_step(3)
+        button, dimmer, door = (self.passive_state(k) for k in ("button", "dimmer", "door"))
+        R.check(button.get("attributes", {}).get("event_type") == "double_press" and button.get("state") != fired_at,
+                "passive: a new packet's double press fires again",
+                f"state {button.get('state')!r}, event_type {button.get('attributes', {}).get('event_type')!r}")
+        da = dimmer.get("attributes", {})
+        R.check(da.get("event_type") == "rotate_left" and da.get("steps") == 3,
+                "passive: the dimmer event with its steps", f"event_type {da.get('event_type')!r}, steps {da.get('steps')!r}")
+        R.check(door.get("state") == "off", "passive: door off again", repr(door.get("state")))
+        events = self.monitor.since(0, rf"^{TOPIC_PREFIX}/{PASSIVE_GATEWAY}/tag/event/")
+        R.note(f"passive: event messages on the broker: {[(m[1].rsplit('/', 1)[1], m[2].decode(), m[3]) for m in events]}")
+        # the feed ends after one more command
+        self.monitor.client.publish(f"{TOPIC_PREFIX}/{PASSIVE_GATEWAY}/tag/poll", b"end", qos=1).wait_for_publish(5)
+        try:
+            wait_for("the feed to finish", lambda: P.procs["feed"].poll() is not None, 30)
+        except Fatal:
+            pass
+        rc = P.stop("feed")
+        R.check(rc == 0, "passive: the feed ran to its end", f"exit {rc}; see feed.out")
 
     def control_micro_units(self) -> None:
         """A control, not a check of the daemon: the same conductivity sensor published by the harness with each
@@ -960,6 +1123,8 @@ def main() -> int:
     ap.add_argument("--ha-timeout", type=float, default=240)
     ap.add_argument("--entity-timeout", type=float, default=90)
     ap.add_argument("--keep", action="store_true", help="keep the temp dir")
+    ap.add_argument("--repo", default=os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")),
+                    help="the package, for the passive device's feed (swift test --skip-build)")
     args = ap.parse_args()
 
     def on_signal(signum, frame):

@@ -51,10 +51,13 @@ HA_VERSION=$("$HA_VENV/bin/python" -c 'from homeassistant.const import __version
 if [ "${SKIP_BUILD:-0}" != 1 ]; then
   echo "== building keepalive"
   (cd "$REPO" && PATH=/opt/swift/usr/bin:$PATH swift build --product keepalive 2>&1 | tail -1)
+  # the tests too: the passive device's feed runs from them (swift test --skip-build, HomeAssistantPassiveFeed)
+  (cd "$REPO" && PATH=/opt/swift/usr/bin:$PATH swift build --build-tests 2>&1 | tail -1)
 fi
 BIN="$(cd "$REPO" && PATH=/opt/swift/usr/bin:$PATH swift build --product keepalive --show-bin-path)/keepalive"
 [ -x "$BIN" ] || { echo "no keepalive binary at $BIN"; exit 2; }
 
 # 3. the check (it starts and kills by PID every process it needs)
 exec "$HA_VENV/bin/python" "$HERE/ha_check.py" --venv "$HA_VENV" --keepalive "$BIN" --ha-version "$HA_VERSION" \
+  --repo "$REPO" \
   ${KEEP:+--keep} "$@"
