@@ -82,7 +82,9 @@ extension DaemonConfiguration {
             return BridgeDevice(
                 name: device.name, address: device.address, manufacturer: device.manufacturer, model: device.model,
                 interval: device.interval ?? interval, minimumInterval: minInterval(of: device),
-                expectedReadings: expected, shared: device.shared && fleet != nil
+                expectedReadings: expected, shared: device.shared && fleet != nil,
+                passive: device.advertising != nil && device.reads.isEmpty && device.writes.isEmpty
+                    && device.notifications.isEmpty
             )
         }
     }
