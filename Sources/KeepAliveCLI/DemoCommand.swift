@@ -77,10 +77,13 @@ struct DemoCommand: AsyncParsableCommand {
             }
         }
         defer { broker?.remove() }
-        // The example's first five devices are the simulator's plain sensors; the rest its profile sensors.
-        let plainSensors = configuration.devices.filter { $0.profile == nil }.count
+        // The example's first five devices are the simulator's plain sensors, then its profile sensors, then two
+        // of its advertising sensors (passive: heard, never connected to).
+        let plainSensors = configuration.devices.filter { $0.profile == nil && $0.advertising == nil }.count
         var simulatorConfiguration = BlueZSimulator.Configuration(
-            adapters: ["hci0"], devices: .sensors(count: plainSensors) + .profileSensors(adapter: "hci0")
+            adapters: ["hci0"],
+            devices: .sensors(count: plainSensors) + .profileSensors(adapter: "hci0")
+                + .advertisingSensors(adapter: "hci0")
         )
         simulatorConfiguration.controlName = BlueZSimulator.controlName
         let simulator = try await BlueZSimulator.start(

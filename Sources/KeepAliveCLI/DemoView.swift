@@ -88,7 +88,11 @@ final class DemoView: Sendable {
                     "  (\(record.notifications.count) notification\(record.notifications.count == 1 ? "" : "s"))")
             }
         }
-        if let window = record.window {
+        if record.source == .advertisement, let heard = record.heard {
+            // A passive sensor has no link to show: how often it was heard instead, and how strongly.
+            let strength = heard.rssi.map { " at \($0) dBm" } ?? ""
+            line += dim("  heard \(heard.count)×\(strength)")
+        } else if let window = record.window {
             line += dim(
                 """
                       window #\(window.id.rawValue) \(window.used.compact)/\(window.budget.compact) \

@@ -169,6 +169,15 @@ struct RunCommand: AsyncParsableCommand {
                         + spec.notifications.map { "\($0.characteristic.shortDescription) for \($0.duration.compact)" }
                         .joined(separator: ","))
             }
+            if let advertising = spec.advertising {
+                let format = advertising.format?.rawValue ?? "auto"
+                let key = advertising.key == nil ? "" : ", with its key"
+                parts.append(
+                    spec.isPassive
+                        ? "heard (\(format) advertisements\(key)), never connected to"
+                        : "listened to (\(format)\(key))")
+            }
+            if spec.pollWhen == .heard { parts.append("connects only when heard") }
             let interval = spec.interval.map { " every \($0.compact)" } ?? ""
             let sharing = shared.contains(spec.name) ? " (shared)" : ""
             lines.append(

@@ -318,7 +318,7 @@ struct CLITests {
         let example = Self.examplePath
         let result = try await CommandProcess.run(["run", "--config", example, "--check"])
         #expect(result.status == 0, "\(result.stderr)")
-        #expect(result.stdout.contains("valid, 10 devices"))
+        #expect(result.stdout.contains("valid, 12 devices"))
         #expect(result.stdout.contains("incubator C0:FF:EE:00:00:05 on hci0 every 10s"))
     }
 

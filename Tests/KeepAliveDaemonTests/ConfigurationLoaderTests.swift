@@ -93,13 +93,17 @@ struct ConfigurationLoaderTests {
             ),
         ]
         let specs = configuration.peripheralSpecs()
-        #expect(specs.count == 10)
-        // The other five are the simulator's profile sensors, each by its profile.
+        #expect(specs.count == 12)
+        // The next five are the simulator's profile sensors, each by its profile.
         #expect(
-            configuration.devices.dropFirst(5).map(\.profile) == [
+            configuration.devices.dropFirst(5).prefix(5).map(\.profile) == [
                 "mi-flora", "lywsd03mmc", "environmental-sensing", "heart-rate", "health-thermometer",
             ])
-        #expect(configuration.devices.dropFirst(5).map(\.address) == (1...5).map { "C0:FF:EE:01:00:0\($0)" })
+        #expect(configuration.devices.dropFirst(5).prefix(5).map(\.address) == (1...5).map { "C0:FF:EE:01:00:0\($0)" })
+        // The last two are two of its advertising sensors: passive, one of them encrypted.
+        #expect(specs.suffix(2).map(\.isPassive) == [true, true])
+        #expect(specs.suffix(2).map(\.advertising?.format) == [.bthome, .mibeacon])
+        #expect(specs.suffix(2).map { $0.advertising?.key != nil } == [false, true])
         for (spec, expectedSpec) in zip(specs, expected) {
             #expect(spec == expectedSpec)
         }
@@ -107,7 +111,7 @@ struct ConfigurationLoaderTests {
         let entryLines = ExampleConfiguration.yaml.split(separator: "\n", omittingEmptySubsequences: false)
             .enumerated().filter { $0.element.hasPrefix("  - name:") }.map { $0.offset + 1 }
         #expect(configuration.devices.map(\.location?.line) == entryLines)
-        #expect(configuration.devices.map(\.location?.column) == Array(repeating: 5, count: 10))
+        #expect(configuration.devices.map(\.location?.column) == Array(repeating: 5, count: 12))
     }
 
     @Test func examplesFileIsAByteIdenticalCopyOfTheExampleConfiguration() throws {
@@ -116,7 +120,7 @@ struct ConfigurationLoaderTests {
         #expect(bytes == Data(ExampleConfiguration.yaml.utf8))
         let loaded = try ConfigurationLoader.load(path: path)
         #expect(loaded.path == path)
-        #expect(loaded.devices.count == 10)
+        #expect(loaded.devices.count == 12)
     }
 
     // MARK: - One test per error class

@@ -1,12 +1,12 @@
 /// The commented example configuration: the reference users copy from, and what `keepalive demo` runs against
 /// the simulated BlueZ (its five sensors `C0:FF:EE:00:00:01`…`05` and its five profile sensors
-/// `C0:FF:EE:01:00:01`…`05`, on `hci0`).
+/// `C0:FF:EE:01:00:01`…`05`, and two of its advertising sensors, on `hci0`).
 ///
 /// `Examples/keepalive.yaml` is a byte-identical copy; a test keeps the two equal.
 ///
 /// ```swift
 /// let configuration = try ConfigurationLoader.parse(ExampleConfiguration.yaml, file: "example.yaml")
-/// configuration.devices.count  // 10
+/// configuration.devices.count  // 12
 /// ```
 public enum ExampleConfiguration {
     public static let yaml: String = """
@@ -64,6 +64,11 @@ public enum ExampleConfiguration {
         # they fit). false polls every device at the same moments. Default true.
         placement: true
 
+        # When a device is connected to: `always` at every tick, or `heard`: only when the device was heard
+        # advertising since its last tick (a sensor that is away costs no Connect; the tick is recorded as
+        # `notHeard`). Default always. A device may have its own (`poll_when:` in its entry).
+        poll_when: always
+
         # Where poll records go, one JSON object per line: "-" for standard output, else a file path
         # (appended to). Default "-".
         output: "-"
@@ -79,7 +84,13 @@ public enum ExampleConfiguration {
         #             environmental-sensing, battery, heart-rate, health-thermometer) that brings its writes,
         #             reads, notifications and how to decode them; the entries below add to it
         #   fields    optional: per reading of the profile, {scale, offset, unit, valid} to change
-        # and, unless a profile says it, at least one of
+        #   poll_when optional: this device's `always` or `heard` instead of the one above
+        #   advertisements  optional: the format of its advertisements, `bthome`, `pvvx`, `atc1441`,
+        #             `mibeacon`, `ruuvi` or `auto`; with nothing to read, write or listen to, the device is
+        #             passive: heard, never connected to (one record per tick from what it said meanwhile)
+        #   key / key_file  optional: its 16-byte key as 32 hex digits (BTHome's encryption key, Xiaomi's
+        #             bind key), or a file holding it (relative to this file); never shown in a message
+        # and, unless a profile or `advertisements` says it, at least one of
         #   write     [{uuid, value, type}]: value is hex bytes, "01ff", "0x01ff", "01:ff" or "01 ff";
         #             type is `request` (acknowledged, the default) or `command` (without response)
         #   read      [uuid, …]: characteristics to read; or {uuid, name} to name the reading of a value the
@@ -168,6 +179,18 @@ public enum ExampleConfiguration {
             address: C0:FF:EE:01:00:05
             interval: 5m
             profile: health-thermometer
+
+          # Passive sensors: heard, never connected to, so their batteries pay for nothing but advertising. A
+          # BTHome thermometer (Shelly, pvvx firmware, ESPHome), and a stock Xiaomi LYWSD03MMC whose MiBeacon
+          # advertisements are encrypted with its bind key.
+          - name: porch
+            address: C0:FF:EE:02:00:01
+            advertisements: bthome
+
+          - name: hallway
+            address: C0:FF:EE:02:00:04
+            advertisements: mibeacon
+            key: b853075158487ca39a5b5ea9cd8e6b2f
 
         """
 }
