@@ -145,6 +145,13 @@ package final class AdvertisementListener: Sendable {
                         if failing {
                             failing = false
                             logger.notice("listening for advertisements again", metadata: ["adapter": "\(adapter)"])
+                        } else {
+                            logger.info(
+                                "hearing advertisements",
+                                metadata: [
+                                    "adapter": "\(adapter)", "devices": "\(addresses.count)",
+                                    "mode": "active discovery, DuplicateData",
+                                ])
                         }
                     }
                     hear(advertisement)

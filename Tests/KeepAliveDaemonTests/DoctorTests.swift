@@ -15,7 +15,8 @@ import Testing
 @Suite struct DoctorTests {
     static let names = [
         DoctorCheck.Name.systemBus, DoctorCheck.Name.bluez, DoctorCheck.Name.permission, DoctorCheck.Name.adapters,
-        DoctorCheck.Name.rfkill, DoctorCheck.Name.controllers, DoctorCheck.Name.powerSource,
+        DoctorCheck.Name.advertisements, DoctorCheck.Name.rfkill, DoctorCheck.Name.controllers,
+        DoctorCheck.Name.powerSource,
         DoctorCheck.Name.configuration,
     ]
 
@@ -33,6 +34,9 @@ import Testing
             }
             #expect(check(DoctorCheck.Name.bluez, in: checks).detail == "org.bluez is on the bus; BlueZ 5.66")
             #expect(check(DoctorCheck.Name.adapters, in: checks).detail == "hci0 00:1A:7D:DA:71:00 on")
+            #expect(
+                check(DoctorCheck.Name.advertisements, in: checks).detail
+                    == "hci0: active discovery (bluetoothd offers no passive monitoring without --experimental)")
             #expect(check(DoctorCheck.Name.permission, in: checks).detail.contains("may call org.bluez"))
         }
     }
@@ -103,7 +107,7 @@ import Testing
             #expect(bluez.detail.contains("org.bluez is not on the bus"))
             #expect(bluez.detail.contains("bluetoothd 5.66 is installed"))
             #expect(bluez.fix?.contains("systemctl start bluetooth") == true)
-            for name in [DoctorCheck.Name.permission, DoctorCheck.Name.adapters] {
+            for name in [DoctorCheck.Name.permission, DoctorCheck.Name.adapters, DoctorCheck.Name.advertisements] {
                 #expect(check(name, in: checks).status == .skipped)
                 #expect(check(name, in: checks).detail == "needs org.bluez on the bus")
             }
@@ -127,7 +131,10 @@ import Testing
         #expect(bus.detail.contains("/nonexistent/socket"))
         #expect(bus.fix?.contains("systemctl start dbus") == true)
         #expect(bus.fix?.contains("DBUS_SYSTEM_BUS_ADDRESS") == true)
-        for name in [DoctorCheck.Name.bluez, DoctorCheck.Name.permission, DoctorCheck.Name.adapters] {
+        for name in [
+            DoctorCheck.Name.bluez, DoctorCheck.Name.permission, DoctorCheck.Name.adapters,
+            DoctorCheck.Name.advertisements,
+        ] {
             #expect(check(name, in: checks).status == .skipped)
             #expect(check(name, in: checks).detail == "needs the system bus")
         }

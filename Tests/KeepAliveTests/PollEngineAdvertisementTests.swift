@@ -1,3 +1,4 @@
+import Basics
 import KeepAlive
 import KeepAliveTesting
 import Polling
@@ -164,6 +165,40 @@ struct PollEngineAdvertisementTests {
             #expect(record.tick == 0)
             #expect(record.result == .newData)
             #expect(record.heard?.count == 1)
+        }
+    }
+
+    /// Holds the porch only while `holding` says so (another gateway of the fleet holds it otherwise).
+    final class Lease: PollAdmission {
+        let holding = Locked(false)
+        func admit(_ device: String) -> PollAdmissionDecision {
+            holding.withLock { $0 } ? .poll(PollRecord.Holder(gateway: "gw-a", adapter: "hci0")) : .decline
+        }
+        func records(_ device: String) -> Bool { holding.withLock { $0 } }
+    }
+
+    @Test func aSharedPassiveSensorIsReportedByItsHolderOnly() async throws {
+        let transport = MockTransport(clock: clock)
+        let keepAlive = try KeepAlive(configuration: .init(interval: .seconds(30)), clock: clock, logger: quietLogger)
+        let lease = Lease()
+        let engine = try PollEngine(
+            peripherals: [passivePorch], transport: transport, keepAlive: keepAlive, logger: quietLogger,
+            admission: lease)
+        let records = Collector(engine.records())
+        try await withRunning(keepAlive) {
+            // Tick 0 belongs to the other gateway: no record from this one, heard or not.
+            try await clock.waitForSleeper(until: clock.instant(.seconds(30)))
+            #expect(keepAlive.statistics.ticksFired == 1)
+            // Held from tick 1: its record names this gateway as the holder.
+            lease.holding.withLock { $0 = true }
+            clock.advance(to: clock.instant(.seconds(30)))
+            try await waitUntil("the listening runs") { transport.listeners(on: "hci0") == 1 }
+            transport.advertise(advertisement(of: porch, packet: 3))
+            let record = try await records.next()
+            #expect(record.tick == 1)
+            #expect(record.result == .newData)
+            #expect(record.holder?.gateway == "gw-a")
+            #expect(record.source == .advertisement)
         }
     }
 }

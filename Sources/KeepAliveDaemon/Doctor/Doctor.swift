@@ -22,6 +22,7 @@ public struct DoctorCheck: Sendable, Hashable, CustomStringConvertible {
         public static let bluez = "org.bluez"
         public static let permission = "permission"
         public static let adapters = "adapters"
+        public static let advertisements = "advertisements"
         public static let rfkill = "rfkill"
         public static let controllers = "HCI controllers"
         public static let powerSource = "power source"
@@ -138,16 +139,19 @@ public struct Doctor: Sendable {
                 checks.append(permission.check)
                 if let objects = permission.objects {
                     checks.append(checkAdapters(objects))
+                    checks.append(checkAdvertisementScanning(objects))
                 } else {
                     checks.append(DoctorCheck(Name.adapters, .skipped, "needs GetManagedObjects on org.bluez"))
+                    checks.append(DoctorCheck(Name.advertisements, .skipped, "needs GetManagedObjects on org.bluez"))
                 }
             } else {
                 let detail = "needs org.bluez on the bus"
                 checks.append(DoctorCheck(Name.permission, .skipped, detail))
                 checks.append(DoctorCheck(Name.adapters, .skipped, detail))
+                checks.append(DoctorCheck(Name.advertisements, .skipped, detail))
             }
         } else {
-            for name in [Name.bluez, Name.permission, Name.adapters] {
+            for name in [Name.bluez, Name.permission, Name.adapters, Name.advertisements] {
                 checks.append(DoctorCheck(name, .skipped, "needs the system bus"))
             }
         }
@@ -315,6 +319,27 @@ public struct Doctor: Sendable {
                 + (others.isEmpty ? "" : " (likewise for \(others.joined(separator: ", ")))")
         }
         return DoctorCheck(Name.adapters, status, listing, fix: fix)
+    }
+
+    /// How advertisements are listened to on each adapter the daemon will use: BlueZ's passive monitoring
+    /// (`AdvertisementMonitorManager1`) when bluetoothd offers it, which stock 5.66 does only with
+    /// `--experimental`; the daemon listens with active discovery either way, and says so here.
+    func checkAdvertisementScanning(_ objects: [ObjectPath: [String: [String: DBusValue]]]) -> DoctorCheck {
+        let wanted = wantedAdapters()
+        let adapters = objects.filter { path, interfaces in
+            interfaces[BlueZ.adapterInterface] != nil
+                && (wanted.isEmpty || wanted.contains(String(path.rawValue.split(separator: "/").last ?? "")))
+        }.sorted { $0.key.rawValue < $1.key.rawValue }
+        guard !adapters.isEmpty else {
+            return DoctorCheck(Name.advertisements, .skipped, "no adapter to listen on")
+        }
+        let parts = adapters.map { path, interfaces in
+            let name = path.rawValue.split(separator: "/").last.map(String.init) ?? path.rawValue
+            return interfaces["org.bluez.AdvertisementMonitorManager1"] == nil
+                ? "\(name): active discovery (bluetoothd offers no passive monitoring without --experimental)"
+                : "\(name): active discovery (passive monitoring offered, not used yet)"
+        }
+        return DoctorCheck(Name.advertisements, .ok, parts.joined(separator: "; "))
     }
 
     /// The adapters the daemon will use: the option, else the configuration's, else none in particular.
