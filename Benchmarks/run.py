@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """The benchmark suite (issue #8): one command, one table, BENCHMARKS.md.
 
-    Benchmarks/run.py [--quick] [--sections cpu,idle,lateness,memory,startup,core,dbus,mqtt,adverts] [--reps R]
-                      [--lateness-ticks T] [--output FILE] [--scratch PATH] [--skip-build] [--keep]
+    Benchmarks/run.py [--quick] [--sections cpu,idle,lateness,memory,startup,core,dbus,mqtt,adverts,listening]
+                      [--reps R] [--lateness-ticks T] [--output FILE] [--scratch PATH] [--skip-build] [--keep]
 
 `make bench` runs it in full (about 27 minutes on 2 cores) and writes BENCHMARKS.md at the repository root;
 `make bench-quick` (`--quick`) runs every section small (about a minute and a half after the build), writes
@@ -28,6 +28,9 @@ Sections:
            libcrypto) against Home Assistant's bthome-ble, xiaomi-ble and ruuvitag-ble and ble_monitor's bleparser
            (Benchmarks/advert_peer.py, pinned, in their own venv), the same published vectors
            (Benchmarks/advert_vectors.tsv): CPU ns per advertisement, per format
+  listening what listening to advertisements costs `keepalive run` (issue #36): its CPU with 1,000 advertisements
+           a second from 500 random-address advertisers, 50 of them configured as passive devices, against no
+           advertiser; its RSS with 2,000 unconfigured advertisers heard against none; the passive records
 
 Only the standard library; everything it starts (simulators, daemons, strace) it stops by PID.
 """
@@ -52,7 +55,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 COUNTER = "4b410002-6b65-6570-616c-697665000000"
 # `make bench-quick` fails above this peak RSS of the idle section's daemon (see section_idle).
 RSS_GATE_MIB = 12
-SECTIONS = ["cpu", "idle", "lateness", "memory", "startup", "core", "dbus", "mqtt", "adverts"]
+SECTIONS = ["cpu", "idle", "lateness", "memory", "startup", "core", "dbus", "mqtt", "adverts", "listening"]
 
 
 class SectionFailed(Exception):
@@ -311,14 +314,14 @@ def build(ctx):
 class Simulator:
     """`bluez-sim --private`: its own dbus-daemon, org.bluez with N sensors C0:FF:EE:00:HH:LL on hci0."""
 
-    def __init__(self, ctx, devices, time_scale):
+    def __init__(self, ctx, devices, time_scale, extra=(), log_name=None):
         self.devices = devices
         self.time_scale = time_scale
-        self.stderr = open(ctx.path(f"bluez-sim-{devices}.log"), "w")
+        self.stderr = open(ctx.path(log_name or f"bluez-sim-{devices}.log"), "w")
         started = time.monotonic()
         self.process = subprocess.Popen(
             [os.path.join(ctx.bin, "bluez-sim"), "--private", "--devices", str(devices), "--time-scale",
-             str(time_scale)], stdout=subprocess.PIPE, stderr=self.stderr, text=True)
+             str(time_scale), *extra], stdout=subprocess.PIPE, stderr=self.stderr, text=True)
         self.address = None
         for line in self.process.stdout:
             if line.startswith("DBUS_SYSTEM_BUS_ADDRESS="):
@@ -363,6 +366,31 @@ class Simulator:
                     log(f"bluez-sim (exit {status}) left its dbus-daemon {pid} running: stopping it")
                     os.kill(int(pid), signal.SIGKILL)
         self.stderr.close()
+
+    def bus_pid(self):
+        """The PID of this simulator's private dbus-daemon (the one whose configuration sits next to its socket)."""
+        directory = os.path.dirname(self.address.split("path=", 1)[-1].split(",")[0])
+        for pid in os.listdir("/proc"):
+            if not pid.isdigit():
+                continue
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    if f"--config-file={directory}/bus.conf".encode() in f.read().split(b"\0"):
+                        return int(pid)
+            except OSError:
+                continue
+        return None
+
+    def control(self, *arguments, json_output=False):
+        """busctl on the control interface (io.keepalive.Simulator1): `call METHOD SIGNATURE ARGS…` or
+        `get-property NAME`."""
+        verb, *rest = arguments
+        command = ["busctl", f"--address={self.address}"] + (["--json=short"] if json_output else []) + [
+            verb, "io.keepalive.Simulator", "/io/keepalive/Simulator", "io.keepalive.Simulator1", *map(str, rest)]
+        result = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=120)
+        if result.returncode != 0:
+            raise SectionFailed(f"busctl {verb} {rest[0]}: {result.stderr.strip()[-300:]}")
+        return json.loads(result.stdout) if json_output else result.stdout
 
     def __enter__(self):
         return self
@@ -1282,6 +1310,238 @@ def section_adverts(ctx):
 
 
 # ---------------------------------------------------------------------------------------------------------
+# 10. What listening to advertisements costs the daemon (issue #36, item 9)
+
+# The CPU runs: LISTEN_ADVERTISERS seeded random-address advertisers (`AddAdvertisers`, plain kinds only, so that
+# the ones configured need no key) at LISTEN_RATE advertisements a second in all; LISTEN_CONFIGURED of them are
+# passive devices in the daemon's configuration. The RSS runs: LISTEN_CROWD unconfigured advertisers beside the
+# five `--adverts` sensors, which the daemon listens to.
+LISTEN_RATE = 1000
+LISTEN_ADVERTISERS = 500
+LISTEN_CONFIGURED = 50
+LISTEN_KINDS = ["bthome", "pvvx", "ruuvi"]
+LISTEN_SEED = 36
+LISTEN_CROWD = 2000
+LISTEN_INTERVAL = 5.0
+# The goals (issue #36): at most this % of one core at 1,000 advertisements a second, at most this many MiB more
+# RSS with 2,000 unconfigured devices heard than with none.
+LISTEN_CPU_GOAL = 5.0
+LISTEN_RSS_GOAL_MIB = 2.0
+# `keepalive simulate --adverts`: name, address, format, key.
+ADVERTS_SENSORS = [
+    ("bthome", "C0:FF:EE:02:00:01", "bthome", None),
+    ("bthome-enc", "C0:FF:EE:02:00:02", "bthome", "231d39c1d7cc1ab1aee224cd096db932"),
+    ("pvvx", "C0:FF:EE:02:00:03", "pvvx", None),
+    ("mibeacon", "C0:FF:EE:02:00:04", "mibeacon", "b853075158487ca39a5b5ea9cd8e6b2f"),
+    ("ruuvi", "C0:FF:EE:02:00:05", "ruuvi", None),
+]
+
+
+def thread_cpu_ns(pid):
+    """{thread name: CPU ns} of the live threads of `pid` (/proc/PID/task/TID/schedstat), summed by name."""
+    result = {}
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except FileNotFoundError:
+        return result
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/comm") as f:
+                name = thread_label(f.read().strip())
+            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                ns = int(f.read().split()[0])
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+        result[name] = result.get(name, 0) + ns
+    return result
+
+
+def add_advertisers(sim, count, rate, seed=LISTEN_SEED, kinds=None):
+    """`AddAdvertisers`: `count` random-address passive sensors at `rate` advertisements a second in all; their
+    addresses (deterministic for one seed)."""
+    options = [("rate", "d", rate), ("seed", "t", seed)]
+    arguments = []
+    for key, signature, value in options:
+        arguments += [key, signature, value]
+    if kinds:
+        arguments += ["kinds", "as", len(kinds), *kinds]
+    reply = sim.control("call", "AddAdvertisers", "ua{sv}", count, len(options) + (1 if kinds else 0), *arguments,
+                        json_output=True)
+    return reply["data"][0]
+
+
+def advertisements_sent(sim):
+    return int(sim.control("get-property", "AdvertisementsSent").split()[-1])
+
+
+def passive_config(ctx, name, entries, interval):
+    """A configuration of passive devices only: entries (name, address, format, key)."""
+    path = ctx.path(name)
+    with open(path, "w") as f:
+        f.write(f"interval: {duration_text(interval)}\nmin_interval: {duration_text(interval)}\ndevices:\n")
+        for device, address_, format_, key in entries:
+            f.write(f'  - {{name: {device}, address: "{address_}", advertisements: {format_}'
+                    + (f", key: {key}" if key else "") + "}\n")
+    return path
+
+
+def listening_run(ctx, label, advertisers, kinds, configure, seconds, interval=LISTEN_INTERVAL):
+    """One daemon against a fresh `bluez-sim --private --devices 0` (with `--adverts` when `configure` is None,
+    the daemon then configured with its five sensors): `advertisers` random advertisers (0: none)
+    at LISTEN_RATE in all, the configuration `configure(addresses)` gives. After tick 0 (listening started, every
+    advertiser heard at least once), `seconds` measured: the daemon's CPU (process clock, and per thread), the
+    simulator's and its dbus-daemon's, advertisements sent, the daemon's RSS every 0.25 s. Then the records of
+    the ticks inside the window."""
+    # Time scale 1: the `--adverts` sensors advertise once a (scaled) second; AddAdvertisers' rate is real time.
+    with Simulator(ctx, 0, 1.0, extra=["--adverts"] if configure is None else [],
+                   log_name=f"bluez-sim-{label}.log") as sim:
+        addresses = add_advertisers(sim, advertisers, LISTEN_RATE, kinds=kinds) if advertisers else []
+        entries = ADVERTS_SENSORS if configure is None else configure(addresses)
+        config = passive_config(ctx, f"listening-{label}.yaml", entries, interval)
+        output = ctx.path(f"listening-{label}.jsonl")
+        if os.path.exists(output):
+            os.remove(output)
+        stderr = open(ctx.path(f"listening-{label}.log"), "w")
+        process = subprocess.Popen([os.path.join(ctx.bin, "keepalive"), "run", "--config", config, "--bus",
+                                    sim.address, "--output", output], stdout=subprocess.DEVNULL, stderr=stderr)
+        reader = Records(output)
+        names = {e[0] for e in entries}
+        samples = []
+        try:
+            deadline = time.monotonic() + 3 * interval + 30
+            while len([r for r in reader.all if r["tick"] == 0]) < len(names):
+                reader.poll()
+                samples.append(proc_status(process.pid, "VmRSS").get("VmRSS", 0))
+                if time.monotonic() > deadline or process.poll() is not None:
+                    raise SectionFailed(f"listening {label}: tick 0 has "
+                                        f"{len([r for r in reader.all if r['tick'] == 0])} of {len(names)} records")
+                time.sleep(0.05)
+            # Every advertiser heard once (they start spread over one of their intervals), plus a second.
+            settle = time.monotonic() + max(1.0, advertisers / LISTEN_RATE * 2)
+            while time.monotonic() < settle:
+                samples.append(proc_status(process.pid, "VmRSS").get("VmRSS", 0))
+                time.sleep(0.25)
+            warm_rss = list(samples)
+            bus = sim.bus_pid()
+            start = {"t": time.monotonic(), "wall": time.time(), "daemon": process_cpu_seconds(process.pid),
+                     "threads": thread_cpu_ns(process.pid), "sim": process_cpu_seconds(sim.process.pid),
+                     "bus": process_cpu_seconds(bus) if bus else None, "sent": advertisements_sent(sim)}
+            steady = []
+            end_at = start["t"] + seconds
+            while time.monotonic() < end_at:
+                steady.append(proc_status(process.pid, "VmRSS").get("VmRSS", 0))
+                time.sleep(0.25)
+            end = {"t": time.monotonic(), "wall": time.time(), "daemon": process_cpu_seconds(process.pid),
+                   "threads": thread_cpu_ns(process.pid), "sim": process_cpu_seconds(sim.process.pid),
+                   "bus": process_cpu_seconds(bus) if bus else None, "sent": advertisements_sent(sim)}
+            rss = proc_status(process.pid, "VmRSS", "VmHWM", "RssAnon", "RssFile")
+            status = stop_process(process, signal.SIGTERM, timeout=10)
+        finally:
+            if process.poll() is None:
+                stop_process(process, signal.SIGKILL)
+            stderr.close()
+    reader.poll()
+    elapsed = end["t"] - start["t"]
+    # The ticks that fired inside the window (a record's ts is its end; a passive tick ends within its window).
+    offset = start["wall"]
+    by_tick = {}
+    for r in reader.all:
+        by_tick.setdefault(r["tick"], []).append(r)
+    window_ticks = [t for t, rs in sorted(by_tick.items()) if t > 0
+                    and offset + 0.5 <= min(epoch(r["ts"]) for r in rs) and max(epoch(r["ts"]) for r in rs) <= end["wall"]]
+    problems, per_tick, with_readings = [], [], 0
+    for tick in window_ticks:
+        devices = [r["device"] for r in by_tick[tick]]
+        per_tick.append(len(devices))
+        if sorted(devices) != sorted(names):
+            problems.append(f"tick {tick}: {len(devices)} records for {len(names)} devices"
+                            + (" (duplicates)" if len(set(devices)) != len(devices) else ""))
+        with_readings += sum(1 for r in by_tick[tick] if r.get("readings") and r.get("source") == "advertisement")
+    if status != 0:
+        problems.append(f"exit status {status} after SIGTERM")
+    threads = {name: (ns - start["threads"].get(name, 0)) / 1e9 / elapsed * 100
+               for name, ns in end["threads"].items()}
+    sample = next((r for t in window_ticks for r in by_tick[t] if r.get("readings")), None)
+    return {
+        "label": label, "advertisers": advertisers, "configured": len(names), "seconds": elapsed,
+        "cpu_pct": (end["daemon"] - start["daemon"]) / elapsed * 100,
+        "threads_pct": {k: v for k, v in sorted(threads.items(), key=lambda kv: -kv[1]) if v >= 0.05},
+        "sim_pct": (end["sim"] - start["sim"]) / elapsed * 100,
+        "bus_pct": None if end["bus"] is None else (end["bus"] - start["bus"]) / elapsed * 100,
+        "rate": (end["sent"] - start["sent"]) / elapsed,
+        "rss_kb": rss.get("VmRSS"), "hwm_kb": rss.get("VmHWM"), "anon_kb": rss.get("RssAnon"),
+        "file_kb": rss.get("RssFile"), "steady_kb": median(steady), "warm_peak_kb": max(warm_rss or [0]),
+        "ticks": len(window_ticks), "per_tick": per_tick, "with_readings": with_readings,
+        "results": sorted({r["result"] for t in window_ticks for r in by_tick[t]}),
+        "sample": sample, "problems": problems,
+    }
+
+
+def section_listening(ctx):
+    """What listening costs the daemon (issue #36): its CPU at 1,000 advertisements a second with 50 of the
+    advertisers configured as passive devices, against the same daemon and simulator with no advertiser; its RSS
+    with 2,000 unconfigured advertisers heard against none."""
+    seconds, rss_seconds, reps = (15.0, 10.0, 1) if ctx.quick else (60.0, 30.0, 2)
+    results = {"rate": LISTEN_RATE, "advertisers": LISTEN_ADVERTISERS, "configured": LISTEN_CONFIGURED,
+               "kinds": LISTEN_KINDS, "crowd": LISTEN_CROWD, "interval": LISTEN_INTERVAL, "seconds": seconds,
+               "rss_seconds": rss_seconds, "reps": reps, "cpu": {"loaded": [], "baseline": []},
+               "rss": {"crowd": [], "none": []}}
+    ctx.results["listening"] = results
+    chosen = {}
+
+    step = LISTEN_ADVERTISERS // LISTEN_CONFIGURED
+
+    def entries(picked):
+        # Advertiser i is of kind LISTEN_KINDS[i % 3] (AddAdvertisers cycles through the kinds).
+        return [(f"p{n + 1}", a, LISTEN_KINDS[(n * step) % len(LISTEN_KINDS)], None) for n, a in enumerate(picked)]
+
+    def configured(addresses):
+        # Every tenth advertiser, so the configured ones are of every kind.
+        picked = addresses[::step][:LISTEN_CONFIGURED]
+        if chosen.setdefault("addresses", picked) != picked:
+            raise SectionFailed("AddAdvertisers gave other addresses for the same seed")
+        return entries(picked)
+
+    def baseline(_):
+        return entries(chosen["addresses"])
+    # The loaded run first (it learns the addresses), then alternating.
+    for rep in range(reps):
+        for kind in (("loaded", "baseline") if rep % 2 == 0 else ("baseline", "loaded")):
+            log(f"listening: CPU, {kind} (load {loadavg()})")
+            run_ = listening_run(ctx, f"cpu-{kind}-{rep}", LISTEN_ADVERTISERS if kind == "loaded" else 0,
+                                 LISTEN_KINDS, configured if kind == "loaded" else baseline, seconds)
+            log(f"listening: {kind}: {run_['cpu_pct']:.2f} % of a core, {run_['rate']:.0f} adverts/s, "
+                f"simulator {run_['sim_pct']:.1f} %, dbus-daemon {fmt(run_['bus_pct'], 1)} %")
+            results["cpu"][kind].append(run_)
+    for rep in range(reps):
+        for kind in (("crowd", "none") if rep % 2 == 0 else ("none", "crowd")):
+            log(f"listening: RSS, {kind} (load {loadavg()})")
+            run_ = listening_run(ctx, f"rss-{kind}-{rep}", LISTEN_CROWD if kind == "crowd" else 0, None, None,
+                                 rss_seconds)
+            log(f"listening: {kind}: VmRSS {run_['rss_kb'] / 1024:.2f} MiB, VmHWM {run_['hwm_kb'] / 1024:.2f} MiB, "
+                f"{run_['rate']:.0f} adverts/s")
+            results["rss"][kind].append(run_)
+    loaded = results["cpu"]["loaded"]
+    base = results["cpu"]["baseline"]
+    results["cpu_pct"] = (median([r["cpu_pct"] for r in loaded]), median([r["cpu_pct"] for r in base]))
+    results["measured_rate"] = median([r["rate"] for r in loaded])
+    for key in ("steady_kb", "hwm_kb", "anon_kb", "rss_kb"):
+        crowd = median([r[key] for r in results["rss"]["crowd"]])
+        none = median([r[key] for r in results["rss"]["none"]])
+        results[key] = (none, crowd, None if crowd is None or none is None else crowd - none)
+    problems = [f"{r['label']}: {p}" for group in ("cpu", "rss") for runs in results[group].values() for r in runs
+                for p in r["problems"]]
+    for r in loaded + results["rss"]["crowd"] + results["rss"]["none"]:
+        if r["ticks"] == 0:
+            problems.append(f"{r['label']}: no tick inside the window")
+        elif r["with_readings"] != sum(r["per_tick"]):
+            problems.append(f"{r['label']}: {r['with_readings']} of {sum(r['per_tick'])} records with readings "
+                            f"from advertisements (results {r['results']})")
+    if problems:
+        raise SectionFailed("; ".join(problems[:5]))
+
+
+# ---------------------------------------------------------------------------------------------------------
 # Machine, goals, report
 
 
@@ -1430,6 +1690,21 @@ def goals(ctx):
                     ", ".join(f"{r['name']} {r['vs_python']:.1f}× ({r['ours']:,.0f} vs {r[r['peer']]:,.0f} ns"
                               + ("" if r["peer"] == "ha" else ", bleparser") + ")" for r in adverts),
                     worst >= ADVERT_GOAL))
+    listening = ctx.results.get("listening", {})
+    if listening.get("cpu_pct") and listening["cpu_pct"][0] is not None:
+        loaded, base = listening["cpu_pct"]
+        out.append((f"listening at {listening['rate']:,} advertisements/s ≤ {LISTEN_CPU_GOAL:g} % of one core "
+                    f"({listening['configured']} of {listening['advertisers']} advertisers configured)",
+                    f"{loaded:.2f} % ({fmt(base, 2)} % with no advertiser: +{fmt(None if base is None else loaded - base, 2)} %); "
+                    f"{fmt(listening.get('measured_rate'), 0)} advertisements/s delivered", loaded <= LISTEN_CPU_GOAL))
+    if listening.get("steady_kb") and listening["steady_kb"][2] is not None:
+        steady, hwm = listening["steady_kb"][2] / 1024, (listening["hwm_kb"][2] or 0) / 1024
+        out.append((f"RSS with {listening['crowd']:,} unconfigured devices heard ≤ {LISTEN_RSS_GOAL_MIB:g} MiB more than "
+                    "with none",
+                    f"VmRSS {'+' if steady >= 0 else ''}{steady:.2f} MiB ({listening['steady_kb'][0] / 1024:.2f} → "
+                    f"{listening['steady_kb'][1] / 1024:.2f} MiB), peak (VmHWM) {'+' if hwm >= 0 else ''}{hwm:.2f} MiB, "
+                    f"RssAnon {'+' if (listening['anon_kb'][2] or 0) >= 0 else ''}{(listening['anon_kb'][2] or 0) / 1024:.2f} MiB",
+                    max(steady, hwm) <= LISTEN_RSS_GOAL_MIB))
     return out
 
 
@@ -1730,6 +2005,39 @@ def markdown(ctx, started, notes=True):
         add("")
         add("HA's libraries do not decode pvvx's and ATC1441's custom formats (Home Assistant reads those "
             "firmwares through BTHome): for them the goal is judged against bleparser.")
+    if "listening" in r and r["listening"].get("cpu", {}).get("loaded"):
+        li = r["listening"]
+        add("")
+        add("## 10. What listening to advertisements costs the daemon")
+        add("")
+        add(f"`keepalive run` with passive devices only (`advertisements: FORMAT`, interval {li['interval']:g} s) "
+            "against a fresh `bluez-sim --private --devices 0 --time-scale 1` per run. **CPU**: "
+            f"{li['advertisers']:,} seeded random-address advertisers (`AddAdvertisers`, kinds "
+            f"{', '.join(li['kinds'])}, {li['rate']:,} advertisements a second in all, each one a PropertiesChanged "
+            f"with ServiceData or ManufacturerData and RSSI, since the daemon's filter asks for DuplicateData), "
+            f"{li['configured']} of them configured; the baseline is the same configuration with no advertiser (the "
+            f"daemon discovers, hears nothing, records `notHeard`). After tick 0 and every advertiser heard once, "
+            f"the daemon's process CPU clock over {li['seconds']:.0f} s ÷ wall time; {li['reps']} run(s) of each, "
+            f"alternating, median. **RSS**: the five `--adverts` sensors configured, with and without "
+            f"{li['crowd']:,} unconfigured advertisers (all kinds, {li['rate']:,}/s in all); VmRSS sampled every "
+            f"0.25 s over {li['rss_seconds']:.0f} s (median), VmHWM at the end.")
+        add("")
+        add("| run | daemon CPU (% of a core) | advertisements/s | simulator | its dbus-daemon | VmRSS | VmHWM | ticks × records |")
+        add("|---|---:|---:|---:|---:|---:|---:|---|")
+        for group in ("cpu", "rss"):
+            for kind, runs in li[group].items():
+                for x in runs:
+                    add(f"| {x['label']} | {x['cpu_pct']:.2f} | {x['rate']:,.0f} | {x['sim_pct']:.1f} % | "
+                        f"{fmt(x['bus_pct'], 1)} % | {x['steady_kb'] / 1024:.2f} MiB | {x['hwm_kb'] / 1024:.2f} MiB | "
+                        f"{x['ticks']} × {', '.join(str(n) for n in sorted(set(x['per_tick'])))} |")
+        busiest = li["cpu"]["loaded"][0]["threads_pct"]
+        add("")
+        add("Daemon threads in the first loaded run (% of a core): "
+            + ", ".join(f"{name} {pct:.2f}" for name, pct in busiest.items()) + ".")
+        sample = li["cpu"]["loaded"][0].get("sample")
+        if sample:
+            add("")
+            add("A record of a configured advertiser: `" + json.dumps(sample, separators=(",", ":")) + "`")
     if notes and ctx.args.notes and os.path.exists(ctx.args.notes):
         add("")
         with open(ctx.args.notes) as f:
@@ -1766,7 +2074,7 @@ def main():
     ctx.machine = machine(ctx)
     functions = {"cpu": section_cpu, "idle": section_idle, "lateness": section_lateness, "memory": section_memory,
                  "startup": section_startup, "core": section_core, "dbus": section_dbus, "mqtt": section_mqtt,
-                 "adverts": section_adverts}
+                 "adverts": section_adverts, "listening": section_listening}
     wanted = [s.strip() for s in args.sections.split(",") if s.strip()]
     for name in wanted:
         if name not in functions:
