@@ -339,8 +339,8 @@ let package = Package(
         .testTarget(
             name: "HILTests",
             dependencies: [
-                "BlueZ", "DBus", "LocalServices", "TestHarness", "KeepAlive", "Polling", "Basics",
-                .product(name: "Logging", package: "swift-log"),
+                "BlueZ", "DBus", "LocalServices", "TestHarness", "KeepAlive", "Polling", "Basics", "Readings",
+                "LibCrypto", .product(name: "Logging", package: "swift-log"),
             ]
         ),
         .testTarget(

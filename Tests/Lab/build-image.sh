@@ -36,8 +36,11 @@ recipe=(build-image.sh init peripheral.py labd.py system-bus.conf main.conf)
 #   iproute2           configures the guest's NIC for qemu user networking (no DHCP client in the guest)
 #   systemd            not booted (the lab's own init runs): systemd-sysusers and systemd-analyze for the .deb's
 #                      install test (Tests/Deb/run.sh), which installs the package into this root under an overlay
+# Installed with apt in the chroot, with the kernel (debootstrap does not resolve virtual dependencies such as
+# python3-cryptography's python3-cffi-backend-api-min, and fails on it):
+#   python3-cryptography  AES-CCM for the peripheral's encrypted BTHome advertisement
 packages=(dbus bluez bluez-test-tools python3-dbus python3-gi kmod socat iproute2 systemd)
-kernel_packages=(linux-image-amd64)
+kernel_packages=(linux-image-amd64 python3-cryptography)
 suite=bookworm
 
 [[ $(id -u) -eq 0 ]] || die "needs root (debootstrap and chroot); run it as root or with sudo"

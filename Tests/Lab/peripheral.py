@@ -15,13 +15,32 @@ unchanged against either:
     2a19  Battery Level  read, notify   87 %  (the central's battery plugin adds Battery1 to the device)
 
 Advertising: connectable, general discoverable, the service UUID, the name "keepalive-lab" (in the scan
-response: it does not fit next to a 128-bit UUID). There are two advertisements, the second with manufacturer
-data (0xFFFF: "KA" 01), each with a 1-s rotation Duration. Two, because btvirt's emulated controller sends an
-advertising report only when advertising or scanning is switched on, never again while both stay on; the kernel
-on hci0 drops a report that comes before its own "discovery started" bookkeeping, so a scan that starts after
-the peripheral sometimes never sees it (seen: 1 run in 3 found nothing for 90 s). With two instances the kernel
-on hci1 rotates them every second, switching advertising off and on, so a scanner gets a report each second, as
-from a real sensor advertising at 1 Hz.
+response: it does not fit next to a 128-bit UUID). There are two such advertisements, the second with
+manufacturer data (0xFFFF: "KA" 01), each with a 1-s rotation Duration. Two, because btvirt's emulated controller
+sends an advertising report only when advertising or scanning is switched on, never again while both stay on; the
+kernel on hci0 drops a report that comes before its own "discovery started" bookkeeping, so a scan that starts
+after the peripheral sometimes never sees it (seen: 1 run in 3 found nothing for 90 s). With several instances
+the kernel on hci1 rotates them every second, switching advertising off and on, so a scanner gets a report each
+second, as from a real sensor advertising at 1 Hz.
+
+BTHome v2 (issue #36): two more instances in the same rotation carry service data 0xFCD2 and nothing else but the
+flags (flags 3 + service data 15 or 23 bytes: legacy advertising's 31 fit). Both are connectable ("peripheral"):
+the kernel gives a non-connectable instance a non-resolvable private address, and the central would hear the
+readings from an address it does not know. Every BTHOME_PERIOD_SECONDS the packet id goes up by one and the
+readings follow it, so a test can check the values it decodes against the packet id it decodes:
+
+  battery      100 - pid % 50                        %     object 0x01, uint8
+  temperature  20.00 + (pid % 20) * 0.25             °C    object 0x02, sint16 × 0.01
+  humidity     40.00 + (pid % 40) * 0.5              %     object 0x03, uint16 × 0.01
+
+  instance 2  plain      40 | 00 pid | 01 batt | 02 temp | 03 hum
+  instance 3  encrypted  41 | AES-CCM(00 pid 01 batt 02 temp 03 hum) | counter (LE32) | 4-byte tag, with
+              BTHOME_KEY; nonce: hci1's address (as written) D2 FC 41 counter (bthome.io/encryption); the
+              counter goes up with every update. Only when python3-cryptography is there (it is in the image).
+
+The new data reaches the controller without registering again: bluetoothd watches each registered
+LEAdvertisement1 for PropertiesChanged and re-sends the instance (MGMT Add Advertising, same instance number), so
+the update is a PropertiesChanged signal with the new ServiceData.
 
 It registers again whenever it has to: when org.bluez gets a new owner (bluetoothd restarted), when hci1
 appears, when hci1 is powered on again, and when bluetoothd releases an advertisement. Its own state is on the
@@ -43,6 +62,11 @@ import dbus.mainloop.glib
 import dbus.service
 from gi.repository import GLib
 
+try:
+    from cryptography.hazmat.primitives.ciphers.aead import AESCCM
+except ImportError:  # the encrypted BTHome instance is left out
+    AESCCM = None
+
 ADAPTER_PATH = "/org/bluez/hci1"
 APP_PATH = "/io/keepalive/lab/app"
 ADVERTISEMENT_PATH = "/io/keepalive/lab/advertisement"   # + 0, 1
@@ -51,6 +75,9 @@ STATUS_NAME = "io.keepalive.Lab.Peripheral"
 STATUS_PATH = "/io/keepalive/Lab/Peripheral"
 STATUS_INTERFACE = "io.keepalive.LabPeripheral1"
 LOCAL_NAME = "keepalive-lab"
+BTHOME_UUID = "fcd2"
+BTHOME_PERIOD_SECONDS = 3
+BTHOME_KEY = bytes.fromhex("231d39c1d7cc1ab1aee224cd096db932")
 
 KEEPALIVE_SERVICE = "4b410001-6b65-6570-616c-697665000000"
 COUNTER = "4b410002-6b65-6570-616c-697665000000"
@@ -255,8 +282,9 @@ class Application(dbus.service.Object):
 
 
 class Advertisement(PropertiesObject):
-    """One advertising instance. Both carry the service UUID and the name; the second adds manufacturer data
-    (company 0xFFFF, "KA" and the sensor number), as the simulator's sensors do."""
+    """One advertising instance. The first two carry the service UUID and the name; the second adds manufacturer
+    data (company 0xFFFF, "KA" and the sensor number), as the simulator's sensors do. BTHome instances are
+    BTHomeAdvertisement."""
 
     def __init__(self, bus, index, on_release):
         self.path = f"{ADVERTISEMENT_PATH}{index}"
@@ -281,6 +309,69 @@ class Advertisement(PropertiesObject):
     def Release(self):
         log(f"advertisement {self.index} released by bluetoothd")
         self.on_release(self.path)
+
+
+class BTHome:
+    """The readings of the BTHome instances: one packet id, readings derived from it (see the module's doc)."""
+
+    def __init__(self):
+        self.packet_id = 0
+        self.counter = 0              # encryption counter, +1 per update
+        self.address = None           # hci1's address (AA:BB:…), part of the nonce; read from bluetoothd
+        self.advertisements = []
+
+    def objects(self):
+        pid = self.packet_id & 0xFF
+        battery = 100 - pid % 50
+        temperature = 2000 + (pid % 20) * 25       # 0.01 °C
+        humidity = 4000 + (pid % 40) * 50          # 0.01 %
+        return (bytes([0x00, pid, 0x01, battery, 0x02]) + temperature.to_bytes(2, "little", signed=True)
+                + bytes([0x03]) + humidity.to_bytes(2, "little"))
+
+    def plain(self):
+        return bytes([0x40]) + self.objects()
+
+    def encrypted(self):
+        if AESCCM is None or not self.address:
+            return None
+        information = 0x41
+        counter = self.counter.to_bytes(4, "little")
+        nonce = bytes.fromhex(self.address.replace(":", "")) + bytes([0xD2, 0xFC, information]) + counter
+        sealed = AESCCM(BTHOME_KEY, tag_length=4).encrypt(nonce, self.objects(), None)
+        return bytes([information]) + sealed[:-4] + counter + sealed[-4:]
+
+    def step(self):
+        self.packet_id = (self.packet_id + 1) & 0xFF
+        self.counter = (self.counter + 1) & 0xFFFFFFFF
+        for advertisement in self.advertisements:
+            advertisement.changed()
+        return True
+
+
+class BTHomeAdvertisement(Advertisement):
+    """A BTHome v2 instance: flags and service data 0xFCD2 only, plain or encrypted."""
+
+    def __init__(self, bus, index, on_release, bthome, encrypted):
+        super().__init__(bus, index, on_release)
+        self.bthome = bthome
+        self.encrypted = encrypted
+        bthome.advertisements.append(self)
+
+    def data(self):
+        return self.bthome.encrypted() if self.encrypted else self.bthome.plain()
+
+    def properties(self):
+        data = self.data() or self.bthome.plain()
+        return {ADVERTISEMENT_INTERFACE: {
+            "Type": "peripheral",
+            "ServiceData": dbus.Dictionary({BTHOME_UUID: byte_array(data)}, signature="sv"),
+            "Discoverable": dbus.Boolean(True),
+            "Duration": dbus.UInt16(ROTATION_SECONDS),
+        }}
+
+    def changed(self):
+        # bluetoothd's proxy of a registered advertisement re-sends the instance on this signal.
+        self.PropertiesChanged(ADVERTISEMENT_INTERFACE, self.properties()[ADVERTISEMENT_INTERFACE], [])
 
 
 class Status(PropertiesObject):
@@ -319,6 +410,11 @@ class Peripheral:
         self.status = Status(bus, self)
         self.application = Application(bus, self.status)
         self.advertisements = [Advertisement(bus, index, self.advertisement_released) for index in range(2)]
+        self.bthome = BTHome()
+        self.advertisements.append(BTHomeAdvertisement(bus, 2, self.advertisement_released, self.bthome, False))
+        if AESCCM is not None:
+            self.advertisements.append(BTHomeAdvertisement(bus, 3, self.advertisement_released, self.bthome, True))
+        GLib.timeout_add_seconds(BTHOME_PERIOD_SECONDS, self.bthome.step)
         self.owner = None            # org.bluez's unique name, None while bluetoothd is gone
         self.powered = None          # hci1 Powered as last seen, None while unknown
         self.app_registered = False
@@ -370,6 +466,7 @@ class Peripheral:
 
     def interfaces_added(self, path, interfaces):
         if str(path) == ADAPTER_PATH and "org.bluez.Adapter1" in interfaces:
+            self.bthome.address = str(interfaces["org.bluez.Adapter1"].get("Address", "")) or self.bthome.address
             self.set_powered(bool(interfaces["org.bluez.Adapter1"].get("Powered", False)))
 
     def adapter_changed(self, interface, changed, invalidated):
@@ -460,8 +557,9 @@ class Peripheral:
             return
         if self.powered is None:
             if "powered" not in self.pending:
-                self.call("powered", self.adapter().Get, "org.bluez.Adapter1", "Powered",
-                          dbus_interface=PROPERTIES, reply=self.powered_read, error=self.adapter_missing)
+                # GetAll: Powered, and the Address that goes into the encrypted BTHome instance's nonce.
+                self.call("powered", self.adapter().GetAll, "org.bluez.Adapter1",
+                          dbus_interface=PROPERTIES, reply=self.adapter_read, error=self.adapter_missing)
             return
         if not self.app_registered and "app" not in self.pending:
             # A GATT application can be registered on an adapter that is off; it is served once it is on.
@@ -482,8 +580,9 @@ class Peripheral:
                       error=lambda failure, registered=registered: self.register_failed(
                           "advertisement", failure, registered))
 
-    def powered_read(self, powered):
-        self.powered = bool(powered)
+    def adapter_read(self, properties):
+        self.bthome.address = str(properties.get("Address", "")) or self.bthome.address
+        self.powered = bool(properties.get("Powered", False))
 
     def adapter_missing(self, failure):
         # hci1 not there yet (bluetoothd still starting): InterfacesAdded or the retry poll brings it back.

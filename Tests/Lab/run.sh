@@ -18,7 +18,8 @@
 #   KEEPALIVE_LAB_SCRATCH        swift scratch path for the suite (default .build-lab: not the default .build)
 #   KEEPALIVE_LAB_SUITE_TIMEOUT  seconds the suite (or COMMAND) may take (default 1200)
 #   KEEPALIVE_HIL_ADAPTER, _COUNTER_UUID, _SETTING_UUID, _ABSENT_ADDRESS, _TICKS…: kept when already set; the
-#                                bus, the peripheral's address and the fault commands are always the lab's
+#                                bus, the peripheral's address, the fault commands and _BTHOME (the peripheral
+#                                advertises BTHome) are always the lab's
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -234,6 +235,9 @@ export KEEPALIVE_HIL_PERIPHERAL_ON="$labctl power-peripheral on"
 export KEEPALIVE_HIL_RESTART_BLUETOOTHD="$labctl restart-bluetoothd"
 export KEEPALIVE_HIL_STOP_BLUETOOTHD="$labctl stop-bluetoothd"
 export KEEPALIVE_HIL_ADAPTER_FAULTS=1
+# The peripheral advertises BTHome v2 on 0xFCD2, plain and encrypted (peripheral.py): the listening tests.
+export KEEPALIVE_HIL_BTHOME=1
+export KEEPALIVE_HIL_BTHOME_ENCRYPTED=1
 # libdbus clients (bluetoothctl, dbus-send) started by hand from COMMAND find the guest's bus this way.
 export DBUS_SYSTEM_BUS_ADDRESS="$bus"
 env | grep -E '^KEEPALIVE_(HIL|LAB)_' | sort | sed 's/^/lab:   /' >&2
