@@ -107,7 +107,7 @@ Maintainer: $maintainer
 Installed-Size: $installed_size
 Depends: $depends
 Recommends: bluez
-Suggests: libmosquitto1
+Suggests: libmosquitto1, libssl3
 Built-Using: $static_built_using
 Section: net
 Priority: optional
@@ -117,7 +117,9 @@ Description: keeps BLE sensors polled from a Linux gateway, through BlueZ
  own, each poll inside a bounded window (connect, read, write, listen,
  disconnect), through BlueZ over D-Bus. It writes one JSON line per device per
  tick, and with an MQTT broker (libmosquitto1) publishes the readings through a
- crash-safe spool, with Home Assistant discovery.
+ crash-safe spool, with Home Assistant discovery. Sensors that only advertise
+ (BTHome, pvvx, ATC1441, MiBeacon, RuuviTag) are heard without a connection;
+ encrypted ones need libssl3's libcrypto.
  .
  The service starts only once /etc/keepalive/keepalive.yaml names a real device.
 EOF
