@@ -20,7 +20,7 @@ extension PollEngine {
             let admitted = admitted
             start { [weak self] window in
                 guard let self else { return LaunchResult(.failed(CancellationError())) }
-                let outcome = await self.passiveOutcome(admitted, in: window)
+                let outcome = await self.passiveOutcome(admitted, of: device, in: window)
                 return LaunchResult(outcome.result, detail: outcome, keepsBackoff: outcome.heard?.count == 0)
             }
             return .started
@@ -60,9 +60,10 @@ extension PollEngine {
 
     /// A passive sensor's tick: what was heard since the last one. Silent so far, it waits for the device until
     /// a little before the window's end (the first tick after start, a sensor that advertises every few seconds).
-    func passiveOutcome(_ admitted: Admitted, in window: PollWindow) async -> PollOutcome {
+    func passiveOutcome(_ admitted: Admitted, of device: PolledDevice, in window: PollWindow) async -> PollOutcome {
         guard let listener else { return admitted.outcome(.noData) }
-        let configured = admitted.spec.peripheral
+        // Heard where it is configured: a fleet's holder may name another adapter for the record.
+        let configured = device.spec.peripheral
         let remaining = window.timeRemaining
         let deadline = window.time.now + (remaining - min(remaining / 10, .milliseconds(250)))
         _ = await listener.waitHeard(address: configured.address, adapter: configured.adapter, until: deadline)

@@ -315,7 +315,7 @@ public final class PollEngine: Sendable {
         guard let admitted = admit(device) else { return .declined }
         if admitted.spec.isPassive, let listener {
             listener.start()
-            return await passiveOutcome(admitted, in: window)
+            return await passiveOutcome(admitted, of: device, in: window)
         }
         return await acquireAndPoll(admitted, device: device, in: window)
     }
