@@ -37,7 +37,7 @@ public final class MockPowerSource: PowerSource {
 
     /// Waits until somebody subscribed (the scheduler subscribes when it starts running), so a test's flip is
     /// not lost. Bounded by a real-time `timeout`, after which it throws.
-    public func waitForSubscriber(timeout: Duration = .seconds(10)) async throws {
+    public func waitForSubscriber(timeout: Duration = .seconds(30)) async throws {
         let deadline = ContinuousClock.now + timeout * safetyNetScale
         while !broadcast.hasSubscribers {
             guard ContinuousClock.now < deadline else {

@@ -45,7 +45,7 @@ struct PollEngineAdvertisementTests {
         let records = Collector(engine.records())
         try await withRunning(keepAlive) {
             // Tick 0 starts the listening and waits for the sensor.
-            try await waitUntil("the listening runs") { transport.listeners(on: "hci0") == 1 }
+            try await waitUntil("the listening runs", timeout: .seconds(60)) { transport.listeners(on: "hci0") == 1 }
             transport.advertise(advertisement(of: porch, packet: 1))
             let first = try await records.next()
             #expect(first.result == .newData)
@@ -80,7 +80,7 @@ struct PollEngineAdvertisementTests {
         let (transport, keepAlive, engine) = try setUp([passivePorch])
         let records = Collector(engine.records())
         try await withRunning(keepAlive) {
-            try await waitUntil("the listening runs") { transport.listeners(on: "hci0") == 1 }
+            try await waitUntil("the listening runs", timeout: .seconds(60)) { transport.listeners(on: "hci0") == 1 }
             // The window is 20 s; the wait ends 250 ms before it.
             try await clock.waitForSleeper(until: clock.instant(.milliseconds(19_750)))
             clock.advance(to: clock.instant(.milliseconds(19_750)))
@@ -107,7 +107,7 @@ struct PollEngineAdvertisementTests {
         let (transport, keepAlive, engine) = try setUp([keyed])
         let records = Collector(engine.records())
         try await withRunning(keepAlive) {
-            try await waitUntil("the listening runs") { transport.listeners(on: "hci0") == 1 }
+            try await waitUntil("the listening runs", timeout: .seconds(60)) { transport.listeners(on: "hci0") == 1 }
             // A plain packet from a device that has a key: refused.
             transport.advertise(advertisement(of: porch, packet: 1))
             let record = try await records.next()
@@ -155,7 +155,7 @@ struct PollEngineAdvertisementTests {
         let records = Collector(engine.records())
         try await withRunning(keepAlive) {
             try await clock.waitForSleeper(until: clock.instant(.seconds(5)))
-            try await waitUntil("the listening runs") { transport.listeners(on: "hci0") == 1 }
+            try await waitUntil("the listening runs", timeout: .seconds(60)) { transport.listeners(on: "hci0") == 1 }
             transport.advertise(Advertisement(peripheral: shed, rssi: -50))
             try await clock.waitForSleeper(until: clock.instant(.milliseconds(100)))
             clock.advance(to: clock.instant(.milliseconds(100)))
@@ -192,7 +192,7 @@ struct PollEngineAdvertisementTests {
             // Held from tick 1: its record names this gateway as the holder.
             lease.holding.withLock { $0 = true }
             clock.advance(to: clock.instant(.seconds(30)))
-            try await waitUntil("the listening runs") { transport.listeners(on: "hci0") == 1 }
+            try await waitUntil("the listening runs", timeout: .seconds(60)) { transport.listeners(on: "hci0") == 1 }
             transport.advertise(advertisement(of: porch, packet: 3))
             let record = try await records.next()
             #expect(record.tick == 1)

@@ -45,13 +45,20 @@ struct FieldListTests {
         return readings
     }
 
+    /// Random inputs per table: 300 in the whole suite (its CPU-bound tests run on the test pool's threads, and on
+    /// two cores 2,000 per table held both for seconds beside tests that wait on real time); CI's fuzz stage sets
+    /// KEEPALIVE_FUZZ_ITERATIONS=100000, which makes 2,000.
+    static var iterations: Int {
+        environment("KEEPALIVE_FUZZ_ITERATIONS").flatMap { Int($0) }.map { max(1, $0 / 50) } ?? 300
+    }
+
     @Test(arguments: tables.map(\.0))
     func compiledFieldsReadAsTheFieldsDo(_ table: String) {
         guard let fields = Self.tables.first(where: { $0.0 == table })?.1 else { return }
         let list = FieldList(fields)
         var random = SplitMix64(seed: 0xF1E1_D000)
         let longest = fields.map(\.end).max() ?? 0
-        for iteration in 0..<2_000 {
+        for iteration in 0..<Self.iterations {
             let length = Int(random.next() % UInt64(longest + 3))
             let bytes: [UInt8] =
                 switch iteration % 4 {
