@@ -21,7 +21,9 @@ extension PollEngine {
             start { [weak self] window in
                 guard let self else { return LaunchResult(.failed(CancellationError())) }
                 let outcome = await self.passiveOutcome(admitted, of: device, in: window)
-                return LaunchResult(outcome.result, detail: outcome, keepsBackoff: outcome.heard?.count == 0)
+                // Backing off spares a sensor's battery and the radio; a passive sensor costs neither, and its
+                // skipped ticks would only hide what it says (a wrong key, a replayed counter, silence).
+                return LaunchResult(outcome.result, detail: outcome, keepsBackoff: true)
             }
             return .started
         }

@@ -116,6 +116,20 @@ struct PollEngineAdvertisementTests {
             #expect(record.failure?.message.hasPrefix("plainFromKeyedDevice") == true)
             #expect(record.readings.isEmpty)
             #expect(record.heard?.count == 1)
+            // Refused again at the next tick, on time: a passive sensor never backs off.
+            transport.advertise(advertisement(of: porch, packet: 2))
+            try await waitUntil("the next packet is heard") { engine.advertisementsHeard("porch") == 1 }
+            clock.advance(to: clock.instant(.seconds(30)))
+            let next = try await records.next()
+            #expect(next.tick == 1)
+            #expect(next.failure?.code == "badAdvertisement")
+            // A third: after two failures a polled device would skip this tick (backoff 2 × 30 s).
+            transport.advertise(advertisement(of: porch, packet: 3))
+            try await waitUntil("the third packet is heard") { engine.advertisementsHeard("porch") == 1 }
+            clock.advance(to: clock.instant(.seconds(60)))
+            let third = try await records.next()
+            #expect(third.tick == 2)
+            #expect(third.failure?.code == "badAdvertisement")
         }
     }
 
