@@ -94,11 +94,10 @@ struct DemoCommand: AsyncParsableCommand {
         if let mqttProblem, !json { writeOut("  mqtt       not shown: no private mosquitto (\(mqttProblem))\n\n") }
         var show: (@Sendable (PollRecord) -> Void)?
         if !json { show = { @Sendable record in writeOut(view.render(record)) } }
-        let daemon = try Daemon(
-            configuration: configuration,
-            options: Daemon.Options(bus: .address(bus.address), notifier: nil, writesRecords: json, onRecord: show),
-            logger: logger
-        )
+        var options = Daemon.Options(bus: .address(bus.address), notifier: nil, writesRecords: json, onRecord: show)
+        // The demo owns its broker and no unit bounds its stop: Ctrl-C may wait for every record's acknowledgement.
+        options.drainBound = .seconds(10)
+        let daemon = try Daemon(configuration: configuration, options: options, logger: logger)
         if let bridge = daemon.bridge {
             view.bridgeSummary.withLock { summary in
                 summary = {

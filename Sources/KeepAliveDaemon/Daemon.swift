@@ -46,6 +46,10 @@ public final class Daemon: Service {
         public var followsSleep: Bool
         /// The log's flood guard, when the log handler has one: a device's summary goes out when it works again.
         public var repeatedWarnings: RepeatedWarnings?
+        /// How long the MQTT bridge may take at shutdown to deliver what is still spooled while connected (default
+        /// 3 s: the shipped unit's `TimeoutStopSec=10s` must also cover the windows' ends). The demo, which owns its
+        /// broker and has no such limit, gives it more: on a loaded host 3 s left records unacknowledged.
+        public var drainBound: Duration = .seconds(3)
 
         public init(
             bus: DBusConnection.Bus = .system,
@@ -348,7 +352,8 @@ public final class Daemon: Service {
     }
 
     /// The bridge and its commands, beside the polling; at shutdown (after the scheduler, the bus and the fleet)
-    /// it gets up to 3 s to deliver what is still spooled while connected, then says `offline` and closes.
+    /// it gets up to `options.drainBound` (3 s) to deliver what is still spooled while connected, then says
+    /// `offline` and closes.
     private func runBridge(_ bridge: MQTTBridge, engine: PollEngine) async {
         let floors = Dictionary(
             configuration.devices.map { ($0.name, configuration.minInterval(of: $0)) }, uniquingKeysWith: { $1 })
@@ -363,7 +368,7 @@ public final class Daemon: Service {
                 }
             }
             try? await gracefulShutdown()
-            await Self.drain(bridge, within: .seconds(3))
+            await Self.drain(bridge, within: options.drainBound)
             group.cancelAll()
         }
     }
