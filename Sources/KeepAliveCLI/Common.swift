@@ -139,9 +139,15 @@ func shutdownSignals() -> (stream: AsyncStream<Int32>, cancel: @Sendable () -> V
 
 /// Runs `body` until it returns or SIGINT/SIGTERM arrives, which cancels it (so `read` and `scan` still
 /// disconnect and stop discovery on Ctrl-C). Returns the body's result, or `nil` when interrupted.
-func untilInterrupted<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) async throws -> T? {
+///
+/// `caught` runs once the signals are caught: what tells a supervisor it may signal (`READY`) goes there, since a
+/// SIGTERM before that point would end the process by its default action, with no clean stop and no exit 0.
+func untilInterrupted<T: Sendable>(
+    caught: () -> Void = {}, _ body: @escaping @Sendable () async throws -> T
+) async throws -> T? {
     let (signals, stopSignals) = ProcessIO.signals([SIGINT, SIGTERM])
     defer { stopSignals() }
+    caught()
     let work = Task { try await body() }
     let watcher = Task {
         var count = 0

@@ -161,8 +161,7 @@ struct SimulateCommand: AsyncParsableCommand {
             }
         }
         if adverts { writeOut(Self.advertisersText(configuration.devices)) }
-        writeOut("READY\n")
-        _ = try await untilInterrupted {
+        _ = try await untilInterrupted(caught: { writeOut("READY\n") }) {
             try await Task.sleep(for: .seconds(100 * 365 * 86_400))
         }
         logger.info("stopping")
