@@ -20,6 +20,9 @@ public enum PollAdmissionDecision: Sendable, Hashable {
     case poll(PollRecord.Holder?)
     /// Not this engine's poll: no radio work, no record.
     case decline
+    /// Paused by its operator (`keepalive pause`): no radio work and no record, as a decline; a poll on command
+    /// is refused with ``PollEngine/CommandError/Code/paused``.
+    case paused
 }
 
 extension PollRecord {

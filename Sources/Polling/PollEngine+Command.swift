@@ -13,6 +13,8 @@ extension PollEngine {
             public static let refused = Code(rawValue: "refused")
             /// The device is shared by a fleet and another gateway holds it now (``PollAdmission``).
             public static let notHeld = Code(rawValue: "notHeld")
+            /// Its operator paused the device (``PollAdmissionDecision/paused``): nothing connects to it until resumed.
+            public static let paused = Code(rawValue: "paused")
         }
 
         public var code: Code
@@ -47,6 +49,9 @@ extension PollEngine {
         } catch {
             outcome = PollOutcome(result: .failed(error))
         }
+        if outcome.paused {
+            throw CommandError(code: .paused, message: "`\(device)` is paused (resume it first)")
+        }
         if outcome.declined {
             throw CommandError(code: .notHeld, message: "`\(device)` is shared and another gateway holds it now")
         }
@@ -61,6 +66,12 @@ extension PollEngine {
         )
         publish(record)
         return record
+    }
+
+    /// Where `device`'s ticks stand in the scheduler now (interval, next tick, backoff), or `nil` for an unknown
+    /// device.
+    public func schedule(of device: String) -> KeepAlive.RegistrationStatus? {
+        tokensByName[device].flatMap { keepAlive.status(of: $0) }
     }
 
     /// Changes `device`'s interval at once (`KeepAlive.setInterval(_:for:)`); returns the effective interval.

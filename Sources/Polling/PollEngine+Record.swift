@@ -35,12 +35,12 @@ extension PollEngine {
             outcome = ran
             window = ranIn
         }
-        publish(
-            record(
-                of: spec, outcome: outcome, window: window, tick: report.tick, scheduled: report.scheduled,
-                fired: report.fired, interval: report.interval, power: report.power, trigger: .schedule
-            )
+        var record = record(
+            of: spec, outcome: outcome, window: window, tick: report.tick, scheduled: report.scheduled,
+            fired: report.fired, interval: report.interval, power: report.power, trigger: .schedule
         )
+        if case .skipped(let reason) = report.outcome { record.skipReason = reason }
+        publish(record)
     }
 
     /// The one place a ``PollRecord`` is made from a poll's outcome: scheduled ticks, skips and polls on command.

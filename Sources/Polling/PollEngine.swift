@@ -259,18 +259,30 @@ public final class PollEngine: Sendable {
         }
     }
 
-    /// Asks the admission about a poll of `device`: who polls it and where, or `nil` when another gateway holds it.
-    func admit(_ device: PolledDevice) -> Admitted? {
+    /// Asks the admission about a poll of `device`: who polls it and where, or the declined outcome when another
+    /// gateway holds it or its operator paused it.
+    func admit(_ device: PolledDevice) -> Admission {
         let spec = device.spec
-        guard let admission else { return Admitted(spec: spec, holder: nil) }
+        guard let admission else { return .admitted(Admitted(spec: spec, holder: nil)) }
         switch admission.admit(spec.name) {
         case .decline:
-            return nil
+            return .declined(.declined)
+        case .paused:
+            var outcome = PollOutcome.declined
+            outcome.paused = true
+            return .declined(outcome)
         case .poll(let holder):
             var spec = spec
             if let holder { spec.peripheral.adapter = holder.adapter }
-            return Admitted(spec: spec, holder: holder)
+            return .admitted(Admitted(spec: spec, holder: holder))
         }
+    }
+
+    /// What ``admit(_:)`` decided.
+    enum Admission {
+        case admitted(Admitted)
+        /// With the outcome that says so (``PollOutcome/declined``, and ``PollOutcome/paused``).
+        case declined(PollOutcome)
     }
 
     /// A scheduled poll's way in, before its task exists: the admission, then a place in the adapter's queue.
@@ -279,7 +291,7 @@ public final class PollEngine: Sendable {
     func requestSlot(
         in window: PollWindow, device: PolledDevice, start: @escaping @Sendable (@escaping LaunchWork) -> Void
     ) -> LaunchRequest {
-        guard var asked = admit(device) else { return .declined }
+        guard case .admitted(var asked) = admit(device) else { return .declined }
         if let heard = listenedTo(&asked, device: device, start: start) { return heard }
         let admitted = asked
         let work: LaunchWork = { [weak self] window in
@@ -312,7 +324,11 @@ public final class PollEngine: Sendable {
     /// (``requestSlot(in:device:start:)``); both take the slot before the device's gate, so neither can hold what
     /// the other waits for.
     func poll(_ device: PolledDevice, in window: PollWindow) async -> PollOutcome {
-        guard let admitted = admit(device) else { return .declined }
+        let admitted: Admitted
+        switch admit(device) {
+        case .admitted(let asked): admitted = asked
+        case .declined(let outcome): return outcome
+        }
         if admitted.spec.isPassive, let listener {
             listener.start()
             return await passiveOutcome(admitted, of: device, in: window)

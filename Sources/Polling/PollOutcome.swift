@@ -26,6 +26,8 @@ public struct PollOutcome: Sendable {
     /// The fleet's admission declined the poll: another gateway holds the device. No radio work was done and
     /// no record is written; the scheduler reports the tick as `TickReport.Outcome.declined`.
     public var declined = false
+    /// Declined because its operator paused the device (``PollAdmissionDecision/paused``).
+    public var paused = false
 
     public init(result: PollResult) {
         self.result = result

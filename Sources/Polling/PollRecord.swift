@@ -130,6 +130,9 @@ public struct PollRecord: Sendable {
     /// For a device shared by a fleet of gateways: which one polled it, and how it got it (nil otherwise).
     public var holder: Holder?
 
+    /// Why the scheduler skipped the tick (`nil` for a tick that ran): its record fails with code `skipped`.
+    public var skipReason: TickReport.SkipReason?
+
     /// `.advertisement` for a passive sensor's record: its readings were heard, not read.
     public var source: Source = .connection
     /// For a device listened to (a passive sensor, or `pollWhen: .heard`): what was heard during the interval.
