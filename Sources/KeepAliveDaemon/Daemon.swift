@@ -102,6 +102,13 @@ public final class Daemon: Service {
     private let progress: Locked<Progress>
     /// What `STATUS=` says (``status``); the watchdog and the healing ladder change it.
     let statusBoard = StatusBoard(DaemonStatus(polling: "starting"))
+    /// Each device's state and recent decisions, for the control interface (`keepalive status`, `explain`).
+    let board: DeviceBoard
+    /// The polls asked for by commands, from MQTT and from the control interface alike: one pending per device,
+    /// and one per its floor.
+    let commandPolls = Locked(CommandPollLimiter())
+    /// Where the control interface's signals go while it is exported (``runControl(on:engine:)``).
+    let controlSignals = Locked<AsyncStream<ControlSignal>.Continuation?>(nil)
 
     private struct Progress {
         var recordsPerDevice: [String: UInt64] = [:]
@@ -144,6 +151,8 @@ public final class Daemon: Service {
             powerSource: options.powerSource ?? powerRelay,
             logger: logger
         )
+        board = Self.deviceBoard(configuration, keepAlive: keepAlive, status: statusBoard)
+        statusBoard.observe { [controlSignals] status in _ = controlSignals.withLock { $0 }?.yield(.health(status)) }
         if let mqtt = configuration.mqtt {
             do {
                 let bridgeConfiguration = try mqtt.bridgeConfiguration(logger: logger)
@@ -184,6 +193,8 @@ public final class Daemon: Service {
         } else {
             self.output = nil
         }
+        // Last: a `Record` signal follows the line in the output.
+        sinks.append(board)
         let progress = self.progress
         sequencer = RecordSequencer(sinks: sinks) { error in
             logger.critical("output failed, stopping: \(error)")
@@ -218,7 +229,7 @@ public final class Daemon: Service {
             keepAlive: keepAlive,
             configuration: engineConfiguration,
             logger: logger,
-            admission: fleet,
+            admission: ControlAdmission(board: board, fleet: fleet),
             onRecord: { [sequencer, options, progress, fleet] record in
                 sequencer.submit(record, healing: healer?.note(for: record.device))
                 fleet?.pollCompleted(record)
@@ -238,6 +249,7 @@ public final class Daemon: Service {
             }
         )
         defer { engine.detach() }
+        board.follow { [engine] in engine.schedule(of: $0) }
         // The first connection's BlueZ is checked before READY=1; later ones after each reconnect.
         let firstSession = BlueZTransport(connection: connection, logger: logger)
         transport.attach(firstSession)
@@ -358,7 +370,10 @@ public final class Daemon: Service {
         let floors = Dictionary(
             configuration.devices.map { ($0.name, configuration.minInterval(of: $0)) }, uniquingKeysWith: { $1 })
         await withTaskGroup(of: Void.self) { [logger] group in
-            group.addTask { await Self.followCommands(of: bridge, engine: engine, floors: floors, logger: logger) }
+            group.addTask { [commandPolls] in
+                await Self.followCommands(
+                    of: bridge, engine: engine, floors: floors, limiter: commandPolls, logger: logger)
+            }
             group.addTask {
                 do {
                     try await bridge.run()
@@ -444,6 +459,10 @@ public final class Daemon: Service {
         any Error
     )? {
         await withTaskGroup(of: (any Error)?.self) { group in
+            group.addTask {
+                await self.runControl(on: connection, engine: engine)
+                return nil
+            }
             if options.powerSource == nil {
                 let power = await hostPower(connection)
                 powerRelay.set(power.state)

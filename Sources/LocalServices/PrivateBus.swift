@@ -49,16 +49,29 @@ public final class PrivateBus: Sendable {
 
     /// Starts a daemon: `dbus-daemon --config-file=… --print-address=1 --print-pid=1 --fork --nopidfile`.
     ///
-    /// - Parameter tcp: also listen on 127.0.0.1 (a free port) with ANONYMOUS authentication.
-    public static func start(tcp: Bool = false) throws -> PrivateBus {
+    /// - Parameters:
+    ///   - tcp: also listen on 127.0.0.1 (a free port) with ANONYMOUS authentication.
+    ///   - systemPolicy: D-Bus policy files to include in a bus that denies as the system bus does (its default
+    ///     policy read from the installed system.conf; root may still own and call `org.bluez`, for simulators);
+    ///     `nil` allows everything. Such a bus's directory can be entered by every user, so a second uid can
+    ///     connect.
+    public static func start(tcp: Bool = false, systemPolicy: [String]? = nil) throws -> PrivateBus {
         var template = Array("/tmp/dbus-swift-test-XXXXXX".utf8CString)
         guard let made = mkdtemp(&template) else { throw PrivateBusError.setup("mkdtemp failed") }
         let directory = String(cString: made)
         let socketPath = directory + "/bus.sock"
         let configurationPath = directory + "/bus.conf"
         do {
-            try write(
-                PrivateBusConfiguration.text(socketPath: socketPath, tcpPort: tcp ? 0 : nil), to: configurationPath)
+            if let systemPolicy {
+                chmod(directory, 0o755)
+                try write(
+                    try PrivateBusConfiguration.systemLike(socketPath: socketPath, including: systemPolicy),
+                    to: configurationPath)
+            } else {
+                try write(
+                    PrivateBusConfiguration.text(socketPath: socketPath, tcpPort: tcp ? 0 : nil),
+                    to: configurationPath)
+            }
             let (addresses, pid) = try launch(configurationPath: configurationPath)
             var tcpAddress: String?
             if tcp {

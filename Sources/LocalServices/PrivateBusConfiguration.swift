@@ -36,4 +36,39 @@ enum PrivateBusConfiguration {
 
             """
     }
+
+    /// A bus that denies as the system bus does: the default policy of the installed system.conf, root allowed
+    /// to own and call `org.bluez` and the simulator's control name (a simulator in the test process), then
+    /// `policies` included as /etc/dbus-1/system.d includes them.
+    static func systemLike(
+        socketPath: String, including policies: [String], systemConf: String = "/usr/share/dbus-1/system.conf"
+    )
+        throws -> String
+    {
+        guard let text = TextFile.read(systemConf) else {
+            throw PrivateBusError.setup("cannot read \(systemConf) for the system bus's default policy")
+        }
+        guard let start = text.firstRange(of: "<policy context=\"default\">"),
+            let end = text[start.upperBound...].firstRange(of: "</policy>")
+        else { throw PrivateBusError.setup("\(systemConf) has no default policy") }
+        let defaultPolicy = String(text[start.lowerBound..<end.upperBound])
+        let includes = policies.map { "  <include>\($0)</include>\n" }.joined()
+        return """
+            <!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+             "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+            <busconfig>
+              <type>system</type>
+              <listen>unix:path=\(socketPath)</listen>
+              <auth>EXTERNAL</auth>
+              \(defaultPolicy)
+              <policy user="root">
+                <allow own="org.bluez"/>
+                <allow send_destination="org.bluez"/>
+                <allow own="io.keepalive.Simulator"/>
+                <allow send_destination="io.keepalive.Simulator"/>
+              </policy>
+            \(includes)</busconfig>
+
+            """
+    }
 }

@@ -56,10 +56,23 @@ public final class CommandProcess: Sendable {
     /// Starts `keepalive` with `arguments`; `environment` is added to this process's (through `env(1)`, which
     /// execs in place: `pid` is keepalive's). `ownProcessGroup` starts it as a shell with job control starts a
     /// command, in a process group of its own, so that ``signalGroup(_:)`` is what a terminal's Ctrl-C does.
-    public init(_ arguments: [String], environment: [String: String] = [:], ownProcessGroup: Bool = false) throws {
-        let prefix =
+    ///
+    /// `user` runs it as another uid and gid, with exactly `groups` as supplementary groups (through
+    /// `setpriv(1)`, which also execs in place; the test process must be root).
+    public init(
+        _ arguments: [String], environment: [String: String] = [:], ownProcessGroup: Bool = false,
+        user: (uid: uid_t, gid: gid_t, groups: [gid_t])? = nil
+    ) throws {
+        var prefix =
             environment.isEmpty
             ? [] : ["/usr/bin/env"] + environment.keys.sorted().map { "\($0)=\(environment[$0] ?? "")" }
+        if let user {
+            prefix += [
+                "/usr/bin/setpriv", "--reuid=\(user.uid)", "--regid=\(user.gid)",
+                user.groups.isEmpty
+                    ? "--clear-groups" : "--groups=" + user.groups.map(String.init).joined(separator: ","),
+            ]
+        }
         let (pid, stdout, stderr) = try Subprocess.spawn(
             prefix + [keepaliveBinary] + arguments, ownProcessGroup: ownProcessGroup)
         self.pid = pid

@@ -87,19 +87,39 @@ struct PackagingTests {
         if lines.count >= 2, let pid = pid_t(lines[1].trimmingCharacters(in: .whitespaces)) { kill(pid, SIGKILL) }
     }
 
-    @Test func policyLetsTheUserCallOnlyBlueZPowerAndLogind() throws {
+    @Test func policyLetsTheUserCallOnlyBlueZPowerLogindAndItsOwnInterface() throws {
         let policy = try Self.file("io.keepalive.conf")
         let destinations = Set(policy.matches(of: /send_destination="([^"]*)"/).map { String($0.1) })
         #expect(
             destinations == [
                 "org.bluez", "org.freedesktop.UPower", "org.freedesktop.UPower.PowerProfiles",
-                "net.hadess.PowerProfiles",
-                "org.freedesktop.login1",
+                "net.hadess.PowerProfiles", "org.freedesktop.login1", "io.keepalive",
             ])
-        #expect(!policy.contains("own="), "the daemon owns no name")
+        #expect(Set(policy.matches(of: /own="([^"]*)"/).map { String($0.1) }) == ["io.keepalive"])
         #expect(!policy.contains("<deny"), "nothing to deny: the system bus denies by default")
-        #expect(policy.matches(of: /<policy ([a-z]+)="([^"]*)"/).map { "\($0.1)=\($0.2)" } == ["user=keepalive"])
+        #expect(
+            policy.matches(of: /<policy ([a-z]+)="([^"]*)"/).map { "\($0.1)=\($0.2)" }
+                == ["user=keepalive", "user=root", "group=keepalive", "context=default"])
         #expect(policy.contains(#"send_member="Inhibit""#), "logind: only Inhibit")
+    }
+
+    /// Every local user reads the control interface; steering is for root and the keepalive group only.
+    @Test func policyLetsEveryoneReadButOnlyRootAndTheGroupSteer() throws {
+        let policy = try Self.file("io.keepalive.conf")
+        let start = try #require(policy.range(of: "<policy context=\"default\">"))
+        let end = try #require(policy.range(of: "</policy>", range: start.upperBound..<policy.endIndex))
+        let everyone = String(policy[start.upperBound..<end.lowerBound])
+        let members = Set(everyone.matches(of: /send_member="([^"]*)"/).map { String($0.1) })
+        #expect(members == ["GetStatus", "GetDevice", "Explain", "Get", "GetAll"])
+        for steering in ["PollNow", "SetInterval", "Pause", "Resume", "Set\""] {
+            #expect(!everyone.contains(steering), "\(steering) is open to every user")
+        }
+        // Every rule for everyone names its member or a read-only interface: no blanket send to io.keepalive.
+        for rule in everyone.matches(of: /<allow [^>]*>/).map({ String($0.0) }) {
+            #expect(
+                rule.contains("send_member=") || rule.contains("Introspectable") || rule.contains("DBus.Peer"),
+                "\(rule)")
+        }
     }
 
     @Test func udevRuleTagsBluetoothHostsAndWantsTheService() throws {

@@ -108,10 +108,10 @@ extension Daemon {
     /// answered on the device's error topic by the bridge (limited, and folded in the log) and cost no task and no
     /// line of their own. `now` is a monotonic clock (tests may pass their own).
     static func followCommands(
-        of bridge: MQTTBridge, engine: PollEngine, floors: [String: Duration], logger: Logger,
+        of bridge: MQTTBridge, engine: PollEngine, floors: [String: Duration],
+        limiter: Locked<CommandPollLimiter> = Locked(CommandPollLimiter()), logger: Logger,
         now: @escaping @Sendable () -> Duration = { .nanoseconds(clockNanoseconds(CLOCK_MONOTONIC)) }
     ) async {
-        let limiter = Locked(CommandPollLimiter())
         await withDiscardingTaskGroup { group in
             for await command in bridge.commands {
                 switch command {

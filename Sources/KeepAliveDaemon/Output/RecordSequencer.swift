@@ -9,6 +9,8 @@ public struct SequencedRecord: Sendable {
     public let sequence: UInt64
     /// The record as one JSON object, no newline (``RecordLine``): made once, for every sink.
     public let line: String
+    /// The adapter healing step written into the line, if one was taken since the device's last record.
+    public var healing: HealingStep? = nil
 }
 
 /// Takes the daemon's records: the JSON Lines output, the MQTT bridge's spool, and whatever comes next.
@@ -71,7 +73,8 @@ public final class RecordSequencer: Sendable {
             }
             // Read under the lock: `ts` never goes backwards while `seq` goes forwards.
             let line = RecordLine.encode(record, sequence: state.nextSequence, at: WallClock.now(), healing: healing)
-            let sequenced = SequencedRecord(record: record, sequence: state.nextSequence, line: line)
+            let sequenced = SequencedRecord(
+                record: record, sequence: state.nextSequence, line: line, healing: healing)
             for sink in sinks {
                 do throws(OutputError) {
                     try sink.accept(sequenced)
