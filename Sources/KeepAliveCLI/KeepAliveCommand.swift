@@ -17,7 +17,8 @@ struct KeepAliveCommand: AsyncParsableCommand {
         version: versionWithExecutors,
         subcommands: [
             RunCommand.self, ScanCommand.self, ReadCommand.self, ProfilesCommand.self, FleetCommand.self,
-            DoctorCommand.self, SimulateCommand.self,
+            DoctorCommand.self, StatusCommand.self, ExplainCommand.self, PollCommand.self, IntervalCommand.self,
+            PauseCommand.self, ResumeCommand.self, SimulateCommand.self,
             DemoCommand.self,
         ]
     )
