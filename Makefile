@@ -83,9 +83,10 @@ build: deps
 	  echo "build has warnings or errors in the project's own code"; exit 1; fi
 	@grep -q "Build complete" .build-log.txt || (tail -30 .build-log.txt; exit 1)
 
-# The memory-growth test reads process-wide RSS, so it runs alone in a process of its own.
+# The memory tests read process-wide figures (RSS, the heap), so they run alone in a process of their own.
 test: build
 	KEEPALIVE_MEMORY_TESTS=1 $(SWIFT) test --skip-build --filter tenThousandCallsDoNotGrowMemory
+	KEEPALIVE_MEMORY_TESTS=1 $(SWIFT) test --skip-build --filter tenThousandDevicesWithFullLogs
 	$(SWIFT) test --skip-build
 
 demo: deps

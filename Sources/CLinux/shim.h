@@ -40,6 +40,12 @@ static inline void clinux_set_thread_name(const char *name) {
     prctl(PR_SET_NAME, name, 0, 0, 0);
 }
 
+// Bytes the allocator has handed out and not had back (glibc's mallinfo2 `uordblks`): what a test measures a data
+// structure's memory with. Glibc's module map leaves mallinfo2 out.
+static inline size_t clinux_heap_bytes_in_use(void) {
+    return mallinfo2().uordblks;
+}
+
 // M_ARENA_MAX is a macro Swift does not import. glibc gives each thread that allocates while another holds an
 // arena a new one (up to 8 per core), and each keeps its own free pages: a daemon whose work hops between
 // libdispatch worker threads grows by fragmentation for an hour. Two arenas are plenty for its allocation rate.

@@ -16,6 +16,21 @@ extension KeepAlive {
         public var consecutiveFailures: Int
         /// Until when its ticks are skipped after those failures (`nil`: not backing off).
         public var backoffUntil: KeepAliveInstant?
+
+        public init(
+            name: String, interval: Duration, effectiveInterval: Duration?, power: PowerState,
+            nextFire: KeepAliveInstant?, inFlight: Bool = false, consecutiveFailures: Int = 0,
+            backoffUntil: KeepAliveInstant? = nil
+        ) {
+            self.name = name
+            self.interval = interval
+            self.effectiveInterval = effectiveInterval
+            self.power = power
+            self.nextFire = nextFire
+            self.inFlight = inFlight
+            self.consecutiveFailures = consecutiveFailures
+            self.backoffUntil = backoffUntil
+        }
     }
 
     /// Where the registration stands now, or `nil` for an unknown token.

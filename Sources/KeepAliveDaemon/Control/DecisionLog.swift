@@ -42,7 +42,10 @@ struct DecisionLog: Sendable {
             return
         }
         if entries.count < Self.capacity {
-            if entries.isEmpty { entries.reserveCapacity(4) }
+            // Grown by hand, to exactly the capacity at most: the array's own doubling would reach 32.
+            if entries.count == entries.capacity {
+                entries.reserveCapacity(min(Self.capacity, max(4, entries.count * 2)))
+            }
             entries.append(decision)
         } else {
             entries[start] = decision
