@@ -111,6 +111,7 @@ struct ExplainTests {
             explanation.entries[1].text
                 == "12:00:00 not polled: backing off after 4 failures (connectionAborted), next try 12:04:00")
         #expect(explanation.now.contains("backing off after 4 failures (connectionAborted): next try 12:04:00"))
+        #expect(!explanation.now.contains { $0.hasPrefix("next poll") }, "the next try is the next poll")
         #expect(
             ControlInterface.state(
                 try #require(board.snapshot(of: "sensor-1")).state,

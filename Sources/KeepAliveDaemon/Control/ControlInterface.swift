@@ -176,8 +176,10 @@ struct ControlInterface: Sendable {
             if let effective = schedule.effectiveInterval {
                 entries.append(("effective_interval_s", .double(effective.secondsDouble)))
             }
+            // Backing off, the first tick at or after the backoff's end polls: that is when it is due.
             if let next = schedule.nextFire, state.pausedAt == nil {
-                entries.append(("next_due", .string(Self.timestamp(board.wallTime(of: next)))))
+                let due = max(next, schedule.backoffUntil ?? next)
+                entries.append(("next_due", .string(Self.timestamp(board.wallTime(of: due)))))
             }
             if let until = schedule.backoffUntil {
                 entries.append(("backoff_until", .string(Self.timestamp(board.wallTime(of: until)))))

@@ -77,7 +77,10 @@ struct Explanation: Sendable {
                 let holder = strings[decisions.last?.holder ?? 0] ?? "another gateway"
                 now.append("held by \(holder) since \(time(decisions.last?.first ?? 0)): that gateway polls it")
             }
-            if state.pausedAt == nil, let next = schedule.nextFire, let effective = schedule.effectiveInterval {
+            // While backing off, the next try above is the next poll; the ticks before it are skipped.
+            if state.pausedAt == nil, schedule.backoffUntil == nil, let next = schedule.nextFire,
+                let effective = schedule.effectiveInterval
+            {
                 now.append(
                     "next \(device.passive ? "record" : "poll") at \(time(context.wallTime(next))) "
                         + "(every \(effective.compact)\(Self.why(schedule, configured: context.configuredInterval)))")
