@@ -1,4 +1,5 @@
 import BlueZSimulator
+import DBus
 import LocalServices
 import TestHarness
 import Testing
@@ -131,6 +132,39 @@ struct ControlInterfaceEndToEndTests {
             #expect(resumed.stdout == "sensor-1: resumed\n", "\(resumed)")
             try await waitUntil("sensor-1 polled again", timeout: .seconds(20)) {
                 CLITests.records(daemon.standardOutput).filter { $0.device == "sensor-1" }.count > during
+            }
+        }
+    }
+
+    /// A live tool hears every record as its JSON line, and reads the health as a property.
+    @Test func aRecordSignalCarriesEachRecordsLineAndTheHealthIsAProperty() async throws {
+        try await Self.withDaemon { bus, daemon in
+            let connection = try await DBusConnection(bus: .address(bus))
+            let records = try await connection.signals(
+                matching: MatchRule(interface: "io.keepalive.Daemon1", member: "Record"))
+            let health = try await connection.call(
+                destination: "io.keepalive", path: "/io/keepalive/Daemon", interface: "org.freedesktop.DBus.Properties",
+                method: "Get", arguments: [.string("io.keepalive.Daemon1"), .string("Health")])
+            guard case .variant(.string(let text))? = health.first else {
+                Issue.record("Health is not a string: \(health)")
+                return
+            }
+            #expect(text.hasPrefix("polling 2 devices every 2s"), "\(text)")
+            var heard: [(String, String)] = []
+            for try await signal in records {
+                guard case .string(let device) = signal.arguments.first,
+                    case .string(let line) = signal.arguments.last
+                else { continue }
+                heard.append((device, line))
+                if heard.count == 2 { break }
+            }
+            await connection.close()
+            for (device, line) in heard {
+                #expect(line.contains("\"device\":\"\(device)\""))
+                // The output is written before the signal leaves; its pipe is read by a thread of this process.
+                try await waitUntil("the signal's line is the output's: \(line)") {
+                    CLITests.records(daemon.standardOutput).contains { $0.line == line }
+                }
             }
         }
     }
