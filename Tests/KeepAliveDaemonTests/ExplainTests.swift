@@ -162,6 +162,16 @@ struct ExplainTests {
         #expect(explanation.now.contains("held by south-pi since 12:00:00: that gateway polls it"))
     }
 
+    @Test func aHandoverIsSaidOnTheFirstPollAfterIt() throws {
+        var taken = record(result: .newData)
+        taken.holder = PollRecord.Holder(
+            gateway: "south-pi", adapter: "hci0", handover: .init(from: "north-pi", reason: "expired"))
+        try feed(taken)
+        #expect(
+            try explain().entries.last?.text
+                == "12:00:00 polled: new data, window used 1.2s — took the device over (from north-pi, expired)")
+    }
+
     @Test func noSlotSaysHowLongItWaitedOnWhichAdapter() throws {
         try feed(record(code: "noSlot", slotWait: .milliseconds(9800)))
         #expect(

@@ -58,6 +58,8 @@ struct Decision: Sendable, Hashable {
     var holder: UInt16 = 0
     /// An interned string: the adapter.
     var adapter: UInt16 = 0
+    /// An interned string: how a fleet's device came to this gateway on this poll (`from north-pi, expired`).
+    var handover: UInt16 = 0
     var kind: Kind
     var flags: Flags = []
     var power: PowerState = .normal
@@ -71,7 +73,7 @@ struct Decision: Sendable, Hashable {
     /// Whether `other` continues this run: the same decision for the same reasons, only later.
     func isLike(_ other: Decision) -> Bool {
         kind == other.kind && flags == other.flags && power == other.power && code == other.code
-            && holder == other.holder && adapter == other.adapter
+            && holder == other.holder && adapter == other.adapter && handover == other.handover
             && intervalMilliseconds == other.intervalMilliseconds
             && (kind != .backoff || value == other.value)
     }

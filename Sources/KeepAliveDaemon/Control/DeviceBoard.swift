@@ -207,6 +207,10 @@ final class DeviceBoard: RecordSink, Sendable {
                 break
             }
             decision.holder = state.strings.intern(record.holder?.gateway)
+            if let handover = record.holder?.handover {
+                let from = handover.from.map { "from \($0), " } ?? ""
+                decision.handover = state.strings.intern(from + handover.reason)
+            }
             device.log.append(decision)
 
             device.records += 1

@@ -180,6 +180,9 @@ struct Explanation: Sendable {
         case .healing:
             text = "adapter \(adapter): healing step \(code)"
         }
+        if let handover = strings[decision.handover] {
+            text += " — took the device over (\(handover))"
+        }
         if decision.kind != .healing, decision.kind != .paused, decision.kind != .heldElsewhere {
             let interval = Duration.milliseconds(decision.intervalMilliseconds).compact
             switch decision.power {
