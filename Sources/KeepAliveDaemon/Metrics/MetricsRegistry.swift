@@ -1,0 +1,248 @@
+public import CoreMetrics
+internal import Basics
+
+/// The daemon's metrics: a swift-metrics `MetricsFactory` that keeps every counter, gauge and histogram it hands
+/// out, and renders them as Prometheus text 0.0.4 or OpenMetrics 1.0 (``render(_:)``).
+///
+/// The poll engine, the MQTT bridge and the fleet report through it as through any factory; what only the daemon
+/// knows (the spool, the adapters' health, the build) is read by *collectors* at render time, so nothing runs
+/// between renders. Counters map to counters, `Gauge`, non-aggregating `Recorder` and `Meter` to gauges, `Timer`
+/// (nanoseconds, rendered in seconds) and aggregating `Recorder` to histograms with the fixed buckets of
+/// ``MetricFamily/table``. Never bootstrapped into `MetricsSystem`: each daemon has its own (tests run several in
+/// one process).
+public final class MetricsRegistry: MetricsFactory, Sendable {
+    /// Series by family name, then by their sorted labels.
+    private struct Family {
+        var family: MetricFamily
+        var series: [Labels: Series] = [:]
+    }
+
+    struct Labels: Hashable, Sendable {
+        /// Sorted by name: one series per set of labels, whatever order they were given in.
+        let pairs: [Pair]
+
+        init(_ dimensions: [(String, String)]) {
+            pairs = dimensions.map { Pair(name: $0.0, value: $0.1) }.sorted { $0.name < $1.name }
+        }
+    }
+
+    struct Pair: Hashable, Sendable, Comparable {
+        let name: String
+        let value: String
+
+        static func < (lhs: Pair, rhs: Pair) -> Bool {
+            (lhs.name, lhs.value) < (rhs.name, rhs.value)
+        }
+    }
+
+    enum Series: Sendable {
+        case counter(CounterSeries)
+        case gauge(GaugeSeries)
+        case histogram(HistogramSeries)
+    }
+
+    private let families = Locked<[String: Family]>([:])
+    private let collectors = Locked<[@Sendable () -> Void]>([])
+
+    public init() {}
+
+    /// `collect` runs before every render, outside the registry's lock: it sets the gauges and counters of what is
+    /// read rather than reported (``gauge(_:_:)``, ``counter(_:_:)``).
+    public func addCollector(_ collect: @escaping @Sendable () -> Void) {
+        collectors.withLock { $0.append(collect) }
+    }
+
+    /// The gauge of family `name` with `labels`, for a collector.
+    func gauge(_ name: String, _ labels: [(String, String)] = []) -> GaugeSeries {
+        guard case .gauge(let series) = series(name, kind: .gauge, labels, make: { .gauge(GaugeSeries()) }) else {
+            return GaugeSeries()
+        }
+        return series
+    }
+
+    /// The counter of family `name` (without `_total`) with `labels`, for a collector that reads a total kept
+    /// elsewhere (``CounterSeries/set(_:)``).
+    func counter(_ name: String, _ labels: [(String, String)] = []) -> CounterSeries {
+        guard case .counter(let series) = series(name, kind: .counter, labels, make: { .counter(CounterSeries()) })
+        else { return CounterSeries() }
+        return series
+    }
+
+    /// The series of `label` with `labels`, made on first use. A label whose family has another kind (a library
+    /// reusing one of the daemon's names) gets a family of its own, named after the kind.
+    private func series(
+        _ label: String, kind: MetricFamily.Kind, _ dimensions: [(String, String)], make: () -> Series
+    ) -> Series {
+        var name = label
+        if kind == .counter, name.hasSuffix("_total") { name.removeLast("_total".count) }
+        let labels = Labels(dimensions)
+        return families.withLock { families in
+            var family =
+                families[name]
+                ?? Family(family: MetricFamily.table[name] ?? MetricFamily.unlisted(label, kind: kind))
+            if family.family.kind != kind {
+                let other = MetricFamily.unlisted(label + "_" + kind.rawValue, kind: kind)
+                name = other.name
+                family = families[name] ?? Family(family: other)
+            }
+            if let existing = family.series[labels] { return existing }
+            let made = make()
+            family.series[labels] = made
+            families[name] = family
+            return made
+        }
+    }
+
+    private func remove(_ handler: AnyObject) {
+        families.withLock { families in
+            for (name, family) in families {
+                guard
+                    let key = family.series.first(where: { _, series in
+                        switch series {
+                        case .counter(let object): object === handler
+                        case .gauge(let object): object === handler
+                        case .histogram(let object): object === handler
+                        }
+                    })?.key
+                else { continue }
+                families[name]?.series[key] = nil
+                if families[name]?.series.isEmpty == true { families[name] = nil }
+                return
+            }
+        }
+    }
+
+    /// Every family with at least one series, in the table's order (then the unlisted by name), each with its
+    /// series sorted by labels, after the collectors ran.
+    func snapshot() -> [(family: MetricFamily, series: [(labels: Labels, series: Series)])] {
+        for collect in collectors.withLock({ $0 }) { collect() }
+        let families = families.withLock { $0 }
+        let order = Dictionary(uniqueKeysWithValues: MetricFamily.all.enumerated().map { ($1.name, $0) })
+        return families.values
+            .sorted {
+                (order[$0.family.name] ?? .max, $0.family.name) < (order[$1.family.name] ?? .max, $1.family.name)
+            }
+            .map { family in
+                let series = family.series.sorted { $0.key.pairs.lexicographicallyPrecedes($1.key.pairs) }
+                return (family.family, series.map { ($0.key, $0.value) })
+            }
+    }
+
+    // MARK: MetricsFactory
+
+    public func makeCounter(label: String, dimensions: [(String, String)]) -> any CounterHandler {
+        guard case .counter(let series) = series(label, kind: .counter, dimensions, make: { .counter(CounterSeries()) })
+        else { return CounterSeries() }
+        return series
+    }
+
+    public func makeRecorder(label: String, dimensions: [(String, String)], aggregate: Bool) -> any RecorderHandler {
+        if aggregate {
+            return histogram(label, dimensions, scale: 1)
+        }
+        guard case .gauge(let series) = series(label, kind: .gauge, dimensions, make: { .gauge(GaugeSeries()) }) else {
+            return GaugeSeries()
+        }
+        return series
+    }
+
+    public func makeMeter(label: String, dimensions: [(String, String)]) -> any MeterHandler {
+        guard case .gauge(let series) = series(label, kind: .gauge, dimensions, make: { .gauge(GaugeSeries()) }) else {
+            return GaugeSeries()
+        }
+        return series
+    }
+
+    public func makeTimer(label: String, dimensions: [(String, String)]) -> any TimerHandler {
+        // swift-metrics times in nanoseconds; the families are in seconds.
+        histogram(label, dimensions, scale: 1e-9)
+    }
+
+    private func histogram(_ label: String, _ dimensions: [(String, String)], scale: Double) -> HistogramSeries {
+        let buckets = {
+            MetricFamily.table[label]?.buckets
+                ?? MetricFamily.unlisted(label, kind: .histogram).buckets
+        }
+        guard
+            case .histogram(let series) = series(
+                label, kind: .histogram, dimensions,
+                make: { .histogram(HistogramSeries(buckets: buckets(), scale: scale)) })
+        else { return HistogramSeries(buckets: buckets(), scale: scale) }
+        return series
+    }
+
+    public func destroyCounter(_ handler: any CounterHandler) { remove(handler) }
+    public func destroyRecorder(_ handler: any RecorderHandler) { remove(handler) }
+    public func destroyMeter(_ handler: any MeterHandler) { remove(handler) }
+    public func destroyTimer(_ handler: any TimerHandler) { remove(handler) }
+}
+
+/// A counter's value: only ever goes up, but for ``set(_:)`` by a collector that mirrors a total kept elsewhere.
+final class CounterSeries: CounterHandler, Sendable {
+    private let count = Locked<Int64>(0)
+
+    func increment(by amount: Int64) {
+        count.withLock { $0 &+= max(amount, 0) }
+    }
+
+    func reset() {
+        count.withLock { $0 = 0 }
+    }
+
+    func set(_ total: Int64) {
+        count.withLock { $0 = total }
+    }
+
+    var value: Int64 { count.withLock { $0 } }
+}
+
+/// A gauge's last value.
+final class GaugeSeries: RecorderHandler, MeterHandler, Sendable {
+    private let current = Locked<Double>(0)
+
+    func record(_ value: Int64) { set(Double(value)) }
+    func record(_ value: Double) { set(value) }
+    func set(_ value: Int64) { set(Double(value)) }
+    func set(_ value: Double) { current.withLock { $0 = value } }
+    func increment(by amount: Double) { current.withLock { $0 += amount } }
+    func decrement(by amount: Double) { current.withLock { $0 -= amount } }
+
+    var value: Double { current.withLock { $0 } }
+}
+
+/// A histogram with fixed buckets: counts per bucket (not cumulative: rendering adds them up), the sum, the count.
+final class HistogramSeries: RecorderHandler, TimerHandler, Sendable {
+    struct Counts: Sendable {
+        /// One per bound, and the last for what exceeds every bound.
+        var buckets: [Int64]
+        var sum: Double = 0
+        var count: Int64 = 0
+    }
+
+    let bounds: [Double]
+    /// What a recorded value is multiplied by: 1e-9 for a timer's nanoseconds.
+    private let scale: Double
+    private let counts: Locked<Counts>
+
+    init(buckets: [Double], scale: Double) {
+        bounds = buckets
+        self.scale = scale
+        counts = Locked(Counts(buckets: Array(repeating: 0, count: buckets.count + 1)))
+    }
+
+    func record(_ value: Int64) { observe(Double(value) * scale) }
+    func record(_ value: Double) { observe(value * scale) }
+    func recordNanoseconds(_ duration: Int64) { observe(Double(duration) * scale) }
+
+    private func observe(_ value: Double) {
+        guard !value.isNaN else { return }
+        let index = bounds.firstIndex { value <= $0 } ?? bounds.count
+        counts.withLock { counts in
+            counts.buckets[index] += 1
+            counts.sum += value
+            counts.count += 1
+        }
+    }
+
+    var value: Counts { counts.withLock { $0 } }
+}
