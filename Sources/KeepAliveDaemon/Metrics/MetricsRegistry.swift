@@ -138,7 +138,7 @@ public final class MetricsRegistry: MetricsFactory, Sendable {
 
     public func makeRecorder(label: String, dimensions: [(String, String)], aggregate: Bool) -> any RecorderHandler {
         if aggregate {
-            return histogram(label, dimensions, scale: 1)
+            return histogram(label, dimensions, divisor: 1)
         }
         guard case .gauge(let series) = series(label, kind: .gauge, dimensions, make: { .gauge(GaugeSeries()) }) else {
             return GaugeSeries()
@@ -155,10 +155,10 @@ public final class MetricsRegistry: MetricsFactory, Sendable {
 
     public func makeTimer(label: String, dimensions: [(String, String)]) -> any TimerHandler {
         // swift-metrics times in nanoseconds; the families are in seconds.
-        histogram(label, dimensions, scale: 1e-9)
+        histogram(label, dimensions, divisor: 1e9)
     }
 
-    private func histogram(_ label: String, _ dimensions: [(String, String)], scale: Double) -> HistogramSeries {
+    private func histogram(_ label: String, _ dimensions: [(String, String)], divisor: Double) -> HistogramSeries {
         let buckets = {
             MetricFamily.table[label]?.buckets
                 ?? MetricFamily.unlisted(label, kind: .histogram).buckets
@@ -166,8 +166,8 @@ public final class MetricsRegistry: MetricsFactory, Sendable {
         guard
             case .histogram(let series) = series(
                 label, kind: .histogram, dimensions,
-                make: { .histogram(HistogramSeries(buckets: buckets(), scale: scale)) })
-        else { return HistogramSeries(buckets: buckets(), scale: scale) }
+                make: { .histogram(HistogramSeries(buckets: buckets(), divisor: divisor)) })
+        else { return HistogramSeries(buckets: buckets(), divisor: divisor) }
         return series
     }
 
@@ -220,19 +220,20 @@ final class HistogramSeries: RecorderHandler, TimerHandler, Sendable {
     }
 
     let bounds: [Double]
-    /// What a recorded value is multiplied by: 1e-9 for a timer's nanoseconds.
-    private let scale: Double
+    /// What a recorded value is divided by: 1e9 for a timer's nanoseconds (a division, so that a value a
+    /// binary fraction of a second is exact).
+    private let divisor: Double
     private let counts: Locked<Counts>
 
-    init(buckets: [Double], scale: Double) {
+    init(buckets: [Double], divisor: Double) {
         bounds = buckets
-        self.scale = scale
+        self.divisor = divisor
         counts = Locked(Counts(buckets: Array(repeating: 0, count: buckets.count + 1)))
     }
 
-    func record(_ value: Int64) { observe(Double(value) * scale) }
-    func record(_ value: Double) { observe(value * scale) }
-    func recordNanoseconds(_ duration: Int64) { observe(Double(duration) * scale) }
+    func record(_ value: Int64) { observe(Double(value) / divisor) }
+    func record(_ value: Double) { observe(value / divisor) }
+    func recordNanoseconds(_ duration: Int64) { observe(Double(duration) / divisor) }
 
     private func observe(_ value: Double) {
         guard !value.isNaN else { return }
