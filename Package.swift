@@ -388,7 +388,8 @@ let package = Package(
                 "Basics",
                 "KeepAliveTesting",
                 .product(name: "Logging", package: "swift-log"),
-                .product(name: "CoreMetrics", package: "swift-metrics"),
+                // The engine's metrics checked through swift-metrics' own test factory (TestMetrics).
+                .product(name: "MetricsTestKit", package: "swift-metrics"),
             ]
         ),
     ]
