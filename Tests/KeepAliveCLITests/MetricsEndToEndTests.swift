@@ -191,6 +191,35 @@ struct MetricsEndToEndTests {
         }
     }
 
+    /// With the MQTT bridge: once a --ticks run has drained its spool, every record was delivered, each delivery
+    /// timed, and nothing waits; the adapter's health and the bridge's connection are there too.
+    @Test func theBridgesDeliveriesAreCountedAndTimed() async throws {
+        try await MQTTBridgeEndToEndTests.withSetup { bus, broker, spool in
+            let directory = try makeTemporaryDirectory(prefix: "keepalive-metrics")
+            defer { removeTree(directory) }
+            let file = try TemporaryFile(
+                name: "keepalive.yaml",
+                contents: MQTTBridgeEndToEndTests.configuration(
+                    port: broker.port, spool: spool, interval: "1s",
+                    extra: "metrics:\n  textfile: \(directory)/keepalive.prom"))
+            defer { file.remove() }
+            let (status, stdout, stderr) = try await CommandProcess.run(
+                ["run", "--config", file.path, "--bus", bus.address, "--ticks", "3"], within: .seconds(90))
+            #expect(status == 0, "\(stderr)")
+            let records = stdout.split(separator: "\n").count
+            #expect(records == 6)
+            let text = try String(contentsOfFile: "\(directory)/keepalive.prom", encoding: .utf8)
+            #expect(Self.value(of: "keepalive_mqtt_delivered_total", in: text) == Double(records), "\(text)")
+            #expect(Self.value(of: "keepalive_mqtt_delivery_seconds_count", in: text) == Double(records), "\(text)")
+            #expect(Self.value(of: "keepalive_mqtt_dropped_total", in: text) == 0, "\(text)")
+            #expect(Self.value(of: "keepalive_spool_records", in: text) == 0, "\(text)")
+            #expect(Self.value(of: "keepalive_spool_oldest_age_seconds", in: text) == 0, "\(text)")
+            #expect(Self.value(of: "keepalive_spool_bytes", in: text) != nil, "\(text)")
+            let check = try await Self.promtoolCheck(text)
+            #expect(check.status == 0 && check.output.isEmpty, "promtool: \(check.output)\n\(text)")
+        }
+    }
+
     /// Without `metrics:` nothing of it is made: no endpoint thread, no file.
     @Test func withoutMetricsNoThreadIsStarted() async throws {
         try await CLITests.withSimulator(devices: 1) { bus, _ in
