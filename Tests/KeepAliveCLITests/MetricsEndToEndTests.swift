@@ -220,6 +220,50 @@ struct MetricsEndToEndTests {
         }
     }
 
+    /// A lone fleet gateway claims its shared device: held, one hold by claim; released when it stops.
+    @Test func aFleetGatewaysHoldsAreCounted() async throws {
+        try await MQTTBridgeEndToEndTests.withSetup { bus, broker, spool in
+            let directory = try makeTemporaryDirectory(prefix: "keepalive-metrics")
+            defer { removeTree(directory) }
+            let path = "\(directory)/keepalive.prom"
+            let file = try TemporaryFile(
+                name: "keepalive.yaml",
+                contents: """
+                    interval: 1s
+                    min_interval: 1s
+                    devices:
+                      - {name: shared-1, address: C0:FF:EE:00:00:01, read: [2a19], shared: true}
+                    mqtt:
+                      broker: mqtt://127.0.0.1:\(broker.port)
+                      gateway: gw
+                      spool: {path: \(spool)}
+                    fleet:
+                      lease: 6s
+                      scan: {every: 4s, for: 1s}
+                    metrics:
+                      textfile: \(path)
+
+                    """)
+            defer { file.remove() }
+            let process = try CommandProcess(["run", "--config", file.path, "--bus", bus.address])
+            defer { process.terminate() }
+            @Sendable func sample(_ name: String) -> Double? {
+                (try? String(contentsOfFile: path, encoding: .utf8)).flatMap { Self.value(of: name, in: $0) }
+            }
+            try await waitUntil("the shared device held and polled", timeout: .seconds(60)) {
+                sample("keepalive_fleet_held_devices") == 1
+                    && sample(#"keepalive_fleet_holds_total{how="claimed"}"#) == 1
+                    && (sample(#"keepalive_polls_total{device="shared-1",result="newData"}"#) ?? 0) >= 1
+            }
+            process.signal(SIGTERM)
+            #expect(try await process.waitForExit(within: .seconds(20)) == 0, "\(process.standardError)")
+            #expect(sample("keepalive_fleet_held_devices") == 0)
+            #expect(sample(#"keepalive_fleet_releases_total{why="released"}"#) == 1)
+            let check = try await Self.promtoolCheck(try String(contentsOfFile: path, encoding: .utf8))
+            #expect(check.status == 0 && check.output.isEmpty, "promtool: \(check.output)")
+        }
+    }
+
     /// Without `metrics:` nothing of it is made: no endpoint thread, no file.
     @Test func withoutMetricsNoThreadIsStarted() async throws {
         try await CLITests.withSimulator(devices: 1) { bus, _ in
@@ -260,5 +304,37 @@ struct MetricsEndToEndTests {
     static func split(_ output: String) -> (headers: String, body: String) {
         guard let end = output.range(of: "\r\n\r\n") else { return (output, "") }
         return (String(output[..<end.lowerBound]), String(output[end.upperBound...]))
+    }
+}
+
+/// The healing ladder's steps and the adapter's health in the textfile, beside the other healing tests (one at a
+/// time: they share their wall-clock bounds).
+extension MonthsWithoutAPersonTests.HealingEndToEndTests {
+    @Test func anAdapterReportedUnhealthyReadsZeroInTheMetricsUntilItIsBack() async throws {
+        let directory = try makeTemporaryDirectory(prefix: "keepalive-metrics")
+        defer { removeTree(directory) }
+        let path = "\(directory)/keepalive.prom"
+        @Sendable func sample(_ name: String) -> Double? {
+            (try? String(contentsOfFile: path, encoding: .utf8)).flatMap {
+                MetricsEndToEndTests.value(of: name, in: $0)
+            }
+        }
+        let healthy = #"keepalive_adapter_healthy{adapter="hci0"}"#
+        try await Self.withDaemon(extra: "healing:\n  failing_rounds: 2\nmetrics:\n  textfile: \(path)\n") {
+            simulator, _, _ in
+            try await simulator.setPowered(false)
+            try await waitUntil("the textfile says hci0 is unhealthy", timeout: .seconds(30)) {
+                sample(healthy) == 0
+                    && (sample(#"keepalive_healing_actions_total{action="reportUnhealthy",adapter="hci0"}"#) ?? 0) >= 1
+            }
+            try await simulator.setPowered(true)
+            try await waitUntil("the textfile says hci0 is healthy again", timeout: .seconds(30)) {
+                sample(healthy) == 1
+                    && (sample(#"keepalive_healing_actions_total{action="reportRecovered",adapter="hci0"}"#) ?? 0) >= 1
+            }
+        }
+        let text = try String(contentsOfFile: path, encoding: .utf8)
+        let check = try await MetricsEndToEndTests.promtoolCheck(text)
+        #expect(check.status == 0 && check.output.isEmpty, "promtool: \(check.output)\n\(text)")
     }
 }
