@@ -25,37 +25,26 @@ extension MetricsRegistry {
     /// label values escaped, a histogram's buckets cumulative and ending in `+Inf`, then `_sum` and `_count`.
     public func render(_ format: MetricsFormat) -> String {
         var text = ""
-        text.reserveCapacity(4_096)
-        for (family, series) in snapshot() {
-            let name = format == .openMetrics ? family.name : family.prometheusName
-            if format == .openMetrics {
-                text += "# TYPE \(name) \(family.kind.rawValue)\n"
-                if let unit = family.unit { text += "# UNIT \(name) \(unit)\n" }
-                text += "# HELP \(name) \(Self.escapedHelp(family.help, format))\n"
-            } else {
-                text += "# HELP \(name) \(Self.escapedHelp(family.help, format))\n"
-                text += "# TYPE \(name) \(family.kind.rawValue)\n"
-            }
-            for (labels, value) in series {
+        text.reserveCapacity(8_192)
+        for family in snapshot() {
+            text += format == .openMetrics ? family.openMetricsHeader : family.prometheusHeader
+            for (value, prefixes) in family.series {
                 switch value {
                 case .counter(let counter):
-                    text += Self.sample(family.name + "_total", labels.pairs, Self.number(counter.value))
+                    Self.line(&text, prefixes[0], Self.number(counter.value))
                 case .gauge(let gauge):
-                    text += Self.sample(family.name, labels.pairs, Self.number(gauge.value))
+                    Self.line(&text, prefixes[0], Self.number(gauge.value))
                 case .histogram(let histogram):
                     let counts = histogram.value
                     var cumulative: Int64 = 0
-                    for (index, bound) in histogram.bounds.enumerated() {
+                    for index in histogram.bounds.indices {
                         cumulative += counts.buckets[index]
-                        text += Self.sample(
-                            family.name + "_bucket", labels.pairs + [.init(name: "le", value: Self.number(bound))],
-                            Self.number(cumulative))
+                        Self.line(&text, prefixes[index], Self.number(cumulative))
                     }
-                    text += Self.sample(
-                        family.name + "_bucket", labels.pairs + [.init(name: "le", value: "+Inf")],
-                        Self.number(counts.count))
-                    text += Self.sample(family.name + "_sum", labels.pairs, Self.number(counts.sum))
-                    text += Self.sample(family.name + "_count", labels.pairs, Self.number(counts.count))
+                    let last = histogram.bounds.count
+                    Self.line(&text, prefixes[last], Self.number(counts.count))
+                    Self.line(&text, prefixes[last + 1], Self.number(counts.sum))
+                    Self.line(&text, prefixes[last + 2], Self.number(counts.count))
                 }
             }
         }
@@ -63,10 +52,40 @@ extension MetricsRegistry {
         return text
     }
 
-    private static func sample(_ name: String, _ labels: [Pair], _ value: String) -> String {
-        guard !labels.isEmpty else { return "\(name) \(value)\n" }
-        let rendered = labels.map { "\($0.name)=\"\(escapedLabel($0.value))\"" }.joined(separator: ",")
-        return "\(name){\(rendered)} \(value)\n"
+    private static func line(_ text: inout String, _ prefix: String, _ value: String) {
+        text += prefix
+        text += value
+        text += "\n"
+    }
+
+    /// A family's HELP and TYPE lines (TYPE, UNIT and HELP in OpenMetrics, whose counter family has no `_total`).
+    static func header(_ family: MetricFamily, _ format: MetricsFormat) -> String {
+        let help = escapedHelp(family.help, format)
+        guard format == .openMetrics else {
+            let name = family.prometheusName
+            return "# HELP \(name) \(help)\n# TYPE \(name) \(family.kind.rawValue)\n"
+        }
+        let unit = family.unit.map { "# UNIT \(family.name) \($0)\n" } ?? ""
+        return "# TYPE \(family.name) \(family.kind.rawValue)\n\(unit)# HELP \(family.name) \(help)\n"
+    }
+
+    /// What each sample line of `series` starts with, up to its value: the same in both formats. One for a counter
+    /// or a gauge; a histogram's buckets (its bounds, then `+Inf`), `_sum` and `_count`.
+    static func prefixes(_ family: MetricFamily, _ labels: Labels, _ series: Series) -> [String] {
+        func prefix(_ name: String, _ pairs: [Pair]) -> String {
+            guard !pairs.isEmpty else { return name + " " }
+            let rendered = pairs.map { "\($0.name)=\"\(escapedLabel($0.value))\"" }.joined(separator: ",")
+            return "\(name){\(rendered)} "
+        }
+        switch series {
+        case .counter: return [prefix(family.name + "_total", labels.pairs)]
+        case .gauge: return [prefix(family.name, labels.pairs)]
+        case .histogram(let histogram):
+            let bounds = histogram.bounds.map(number) + ["+Inf"]
+            return bounds.map { prefix(family.name + "_bucket", labels.pairs + [Pair(name: "le", value: $0)]) } + [
+                prefix(family.name + "_sum", labels.pairs), prefix(family.name + "_count", labels.pairs),
+            ]
+        }
     }
 
     /// A label value: backslash, double quote and line feed escaped (both formats); device names come from the

@@ -41,7 +41,21 @@ public final class MetricsRegistry: MetricsFactory, Sendable {
         case histogram(HistogramSeries)
     }
 
-    private let families = Locked<[String: Family]>([:])
+    /// A family as rendered: its header in each format, and its series in order, each with the text its sample
+    /// lines start with (names and escaped labels are made once, not at every render).
+    struct RenderedFamily: Sendable {
+        let prometheusHeader: String
+        let openMetricsHeader: String
+        let series: [(series: Series, prefixes: [String])]
+    }
+
+    private struct State {
+        var families: [String: Family] = [:]
+        /// What a render walks; nil after a series was made or destroyed.
+        var layout: [RenderedFamily]?
+    }
+
+    private let state = Locked(State())
     private let collectors = Locked<[@Sendable () -> Void]>([])
 
     public init() {}
@@ -76,26 +90,28 @@ public final class MetricsRegistry: MetricsFactory, Sendable {
         var name = label
         if kind == .counter, name.hasSuffix("_total") { name.removeLast("_total".count) }
         let labels = Labels(dimensions)
-        return families.withLock { families in
+        return state.withLock { state in
             var family =
-                families[name]
+                state.families[name]
                 ?? Family(family: MetricFamily.table[name] ?? MetricFamily.unlisted(label, kind: kind))
             if family.family.kind != kind {
                 let other = MetricFamily.unlisted(label + "_" + kind.rawValue, kind: kind)
                 name = other.name
-                family = families[name] ?? Family(family: other)
+                family = state.families[name] ?? Family(family: other)
             }
             if let existing = family.series[labels] { return existing }
             let made = make()
             family.series[labels] = made
-            families[name] = family
+            state.families[name] = family
+            state.layout = nil
             return made
         }
     }
 
     private func remove(_ handler: AnyObject) {
-        families.withLock { families in
-            for (name, family) in families {
+        state.withLock { state in
+            state.layout = nil
+            for (name, family) in state.families {
                 guard
                     let key = family.series.first(where: { _, series in
                         switch series {
@@ -105,27 +121,34 @@ public final class MetricsRegistry: MetricsFactory, Sendable {
                         }
                     })?.key
                 else { continue }
-                families[name]?.series[key] = nil
-                if families[name]?.series.isEmpty == true { families[name] = nil }
+                state.families[name]?.series[key] = nil
+                if state.families[name]?.series.isEmpty == true { state.families[name] = nil }
                 return
             }
         }
     }
 
     /// Every family with at least one series, in the table's order (then the unlisted by name), each with its
-    /// series sorted by labels, after the collectors ran.
-    func snapshot() -> [(family: MetricFamily, series: [(labels: Labels, series: Series)])] {
+    /// series sorted by labels, after the collectors ran. The layout is made again only after a change.
+    func snapshot() -> [RenderedFamily] {
         for collect in collectors.withLock({ $0 }) { collect() }
-        let families = families.withLock { $0 }
-        let order = Dictionary(uniqueKeysWithValues: MetricFamily.all.enumerated().map { ($1.name, $0) })
-        return families.values
-            .sorted {
-                (order[$0.family.name] ?? .max, $0.family.name) < (order[$1.family.name] ?? .max, $1.family.name)
-            }
-            .map { family in
-                let series = family.series.sorted { $0.key.pairs.lexicographicallyPrecedes($1.key.pairs) }
-                return (family.family, series.map { ($0.key, $0.value) })
-            }
+        return state.withLock { state in
+            if let layout = state.layout { return layout }
+            let order = Dictionary(uniqueKeysWithValues: MetricFamily.all.enumerated().map { ($1.name, $0) })
+            let layout = state.families.values
+                .sorted {
+                    (order[$0.family.name] ?? .max, $0.family.name) < (order[$1.family.name] ?? .max, $1.family.name)
+                }
+                .map { family in
+                    let series = family.series.sorted { $0.key.pairs.lexicographicallyPrecedes($1.key.pairs) }
+                    return RenderedFamily(
+                        prometheusHeader: Self.header(family.family, .prometheus),
+                        openMetricsHeader: Self.header(family.family, .openMetrics),
+                        series: series.map { ($0.value, Self.prefixes(family.family, $0.key, $0.value)) })
+                }
+            state.layout = layout
+            return layout
+        }
     }
 
     // MARK: MetricsFactory
