@@ -139,6 +139,7 @@ let package = Package(
                 "KeepAliveTesting",
                 "Basics",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
             ],
             path: "Benchmarks/KeepAliveBenchmarks"
         ),
