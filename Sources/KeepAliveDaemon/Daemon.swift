@@ -248,12 +248,13 @@ public final class Daemon: Service {
         let firstSession = BlueZTransport(connection: connection, logger: logger)
         transport.attach(firstSession)
         let ready = Promise<Void>()
-        try await startMetricsEndpoint()
+        try await startMetricsEndpoint(closingOnFailure: connection)
 
         // What runs, in the order it starts. A graceful shutdown (SIGTERM, `--ticks` done, the output broken) stops
         // them in the reverse order, each after the one below it has finished: the scheduler ends its windows and
         // waits for every disconnect; then the watchdog, the override signals and the bus go; the fleet releases
-        // its leases after the last poll; the bridge delivers the last records before `offline`.
+        // its leases after the last poll; the bridge delivers the last records before `offline`; the metrics write
+        // their last textfile.
         let parts: [DaemonService?] = [
             metrics.map { metrics in DaemonService("metrics") { await self.runMetrics(metrics) } },
             bridge.map { bridge in DaemonService("MQTT bridge") { await self.runBridge(bridge, engine: engine) } },

@@ -1,4 +1,5 @@
 internal import CoreMetrics
+internal import DBus
 internal import Logging
 internal import MQTTBridge
 internal import Basics
@@ -41,8 +42,9 @@ extension Daemon {
     }
 
     /// Adds the collectors of what is read rather than reported (the adapters' health, the spool), then binds
-    /// the HTTP endpoint with `listen:` and logs the address it got (port 0 picks one).
-    func startMetricsEndpoint() async throws {
+    /// the HTTP endpoint with `listen:` and logs the address it got (port 0 picks one). When it cannot bind, the
+    /// start fails and `connection` is closed: `run()` throws before anything else would close it.
+    func startMetricsEndpoint(closingOnFailure connection: DBusConnection) async throws {
         guard let metrics else { return }
         addCollectors(to: metrics.registry)
         guard let listen = metrics.listen else { return }
@@ -53,6 +55,7 @@ extension Daemon {
             logger.notice(
                 "metrics: serving GET /metrics", metadata: ["listen": "\(endpoint.boundAddress)"])
         } catch {
+            await connection.close()
             throw DaemonError(description: "metrics.listen \(listen): \(error)")
         }
     }
