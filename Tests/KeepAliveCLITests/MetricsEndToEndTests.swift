@@ -36,9 +36,10 @@ struct MetricsEndToEndTests {
     static func polls(in text: String) -> [String: Int] {
         var counts: [String: Int] = [:]
         for line in text.split(separator: "\n") where line.hasPrefix("keepalive_polls_total{") {
-            guard let close = line.lastIndex(of: "}"), let value = Int(line[line.index(after: close)...].dropFirst())
+            guard let open = line.firstIndex(of: "{"), let close = line.lastIndex(of: "}"),
+                let value = Int(line[line.index(after: close)...].dropFirst())
             else { continue }
-            let labels = line[line.index(after: line.firstIndex(of: "{")!)..<close]
+            let labels = line[line.index(after: open)..<close]
             var fields: [String: String] = [:]
             for pair in labels.split(separator: ",") {
                 let parts = pair.split(separator: "=", maxSplits: 1)
