@@ -118,6 +118,9 @@ final class PollMetrics: Sendable {
         case .noData: device.noData.increment()
         case .failed: break
         }
+        // Contention and a gated poll's silence say nothing of the device: they leave its failures in a row as they
+        // are (as its MQTT availability does).
+        let saysNothing = record.isContention || (record.isNotHeard && record.source == .connection)
         let inARow: Int = device.failed.withLock { failed in
             guard record.result == .failed else {
                 failed.inARow = 0
@@ -134,7 +137,7 @@ final class PollMetrics: Sendable {
                 failed.byCode[code] = counter
             }
             counter.increment()
-            failed.inARow += 1
+            if !saysNothing { failed.inARow += 1 }
             return failed.inARow
         }
         device.failuresInARow.record(inARow)

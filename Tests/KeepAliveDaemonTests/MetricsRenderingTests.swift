@@ -19,7 +19,8 @@ struct MetricsRenderingTests {
                 failure code.
                 # TYPE keepalive_polls_total counter
                 keepalive_polls_total{device="a",result="newData"} 3
-                # HELP keepalive_failures_in_a_row Failed records of the device since its last successful one.
+                # HELP keepalive_failures_in_a_row Failed records of the device since its last successful one (a poll \
+                that found no free connection slot, or a gated poll that did not hear the device, leaves it as it is).
                 # TYPE keepalive_failures_in_a_row gauge
                 keepalive_failures_in_a_row{device="a"} 2.0
 

@@ -46,7 +46,10 @@ public struct MetricFamily: Sendable, Hashable {
             "Poll records written, by device, result (newData, noData, failed) and failure code."),
         MetricFamily(
             "keepalive_failures_in_a_row", .gauge,
-            "Failed records of the device since its last successful one."),
+            """
+            Failed records of the device since its last successful one (a poll that found no free connection slot, \
+            or a gated poll that did not hear the device, leaves it as it is).
+            """),
         MetricFamily(
             "keepalive_advertisements_heard", .counter,
             "Advertisements heard of a listened-to device, as its records report them."),
