@@ -42,6 +42,8 @@
 #   libssl-dev       the CLibCrypto system library: <openssl/evp.h> for the advertisement decryption, and libssl3's
 #                    libcrypto.so.3, which the LibCrypto module loads with dlopen when it first decrypts
 #   curl             scrapes the daemon's metrics endpoint in the tests
+#   python3-prometheus-client  the Prometheus client's OpenMetrics parser: the tests read the endpoint's
+#                    OpenMetrics with it (promtool reads Prometheus text 0.0.4 only)
 # And, not installed: Debian's prometheus package is downloaded and only its promtool unpacked into
 # .build-tools/prometheus (PROMTOOL_DIR), for the tests' `promtool check metrics`; installing the package would
 # add a user, a service and some 90 MiB of web assets.
@@ -49,7 +51,7 @@
 SWIFT ?= swift
 APT_PACKAGES := libdbus-1-dev libbluetooth-dev dbus-daemon systemd libglib2.0-bin libxml2-utils bluez python3-venv gcc pkg-config python3-dbusmock libmosquitto-dev libyaml-dev mosquitto mosquitto-clients openssl \
   libssl-dev \
-  libstdc++-12-dev curl
+  libstdc++-12-dev curl python3-prometheus-client
 PROMTOOL_DIR ?= $(CURDIR)/.build-tools/prometheus
 
 PREFIX ?= /usr/local
