@@ -38,6 +38,9 @@ final class MetricsTextfile: RecordSink, Sendable {
     /// Only asks for a write: never waits for the disk.
     var neverBlocks: Bool { true }
 
+    /// The record's counts are the engine's (counted where it published the record): no line is read.
+    var needsLine: Bool { false }
+
     func accept(_ record: SequencedRecord) throws(OutputError) {
         requestWrite()
     }
