@@ -41,11 +41,18 @@
 #   openssl          the MQTT TLS tests make a CA and certificates of their own
 #   libssl-dev       the CLibCrypto system library: <openssl/evp.h> for the advertisement decryption, and libssl3's
 #                    libcrypto.so.3, which the LibCrypto module loads with dlopen when it first decrypts
+#   curl             scrapes the daemon's metrics endpoint in the tests
+#   python3-prometheus-client  the Prometheus client's OpenMetrics parser: the tests read the endpoint's
+#                    OpenMetrics with it (promtool reads Prometheus text 0.0.4 only)
+# And, not installed: Debian's prometheus package is downloaded and only its promtool unpacked into
+# .build-tools/prometheus (PROMTOOL_DIR), for the tests' `promtool check metrics`; installing the package would
+# add a user, a service and some 90 MiB of web assets.
 
 SWIFT ?= swift
 APT_PACKAGES := libdbus-1-dev libbluetooth-dev dbus-daemon systemd libglib2.0-bin libxml2-utils bluez python3-venv gcc pkg-config python3-dbusmock libmosquitto-dev libyaml-dev mosquitto mosquitto-clients openssl \
   libssl-dev \
-  libstdc++-12-dev
+  libstdc++-12-dev curl python3-prometheus-client
+PROMTOOL_DIR ?= $(CURDIR)/.build-tools/prometheus
 
 PREFIX ?= /usr/local
 # The shipped binary (make install, and what make bench measures: Benchmarks/run.py uses the same flags): the
@@ -74,6 +81,14 @@ deps:
 	  echo "installing apt packages:$$missing"; \
 	  if [ "$$(id -u)" = 0 ]; then sudo=""; else sudo="sudo"; fi; \
 	  $$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq $$missing >/dev/null; \
+	fi
+	@if ! command -v promtool >/dev/null && [ ! -x "$(PROMTOOL_DIR)/usr/bin/promtool" ]; then \
+	  echo "unpacking promtool from Debian's prometheus package into $(PROMTOOL_DIR)"; \
+	  rm -rf "$(PROMTOOL_DIR)" && mkdir -p "$(PROMTOOL_DIR)" && cd "$(PROMTOOL_DIR)" \
+	  && { apt-get download prometheus >/dev/null 2>&1 \
+	       || { apt-get update -qq && apt-get download prometheus >/dev/null 2>&1; }; } \
+	  && dpkg-deb --fsys-tarfile prometheus_*.deb | tar -x ./usr/bin/promtool && rm -f prometheus_*.deb \
+	  && ./usr/bin/promtool --version | head -1; \
 	fi
 
 # Zero warnings in our own code: the build log is checked (dependencies' warnings are theirs).

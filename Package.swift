@@ -34,6 +34,12 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         // `swift package generate-documentation` (make docs): the DocC catalogs of KeepAlive, Polling and BlueZ.
         .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
+        // The seam library users already know for metrics (issue #37): the engine and the bridge report through
+        // CoreMetrics (not `Metrics`, which brings Foundation); an app plugs swift-prometheus or swift-otel in.
+        .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
+        // The daemon's `metrics: listen:` endpoint: NIOPosix's one event loop and NIOHTTP1's parser, not a server
+        // of our own. Only these three products (no NIOFoundationCompat: the daemon stays free of Foundation).
+        .package(url: "https://github.com/apple/swift-nio", from: "2.101.3"),
     ],
     targets: [
         // The seeds' API: the keep-alive scheduler, the ledger of background task windows, power. Nothing BLE.
@@ -49,7 +55,10 @@ let package = Package(
         // (the contract BlueZ and MockTransport implement); a poll returns its outcome as a value.
         .target(
             name: "Polling",
-            dependencies: ["KeepAlive", "Readings", "Basics", .product(name: "Logging", package: "swift-log")]
+            dependencies: [
+                "KeepAlive", "Readings", "Basics", .product(name: "Logging", package: "swift-log"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+            ]
         ),
         // GATT values into numbers with units: the SIG's formats as data, the 0x2904 descriptor, configured field
         // layouts. Pure (bytes in, readings out: no I/O, no clock, no Foundation), so the core can hand readings to
@@ -130,6 +139,7 @@ let package = Package(
                 "KeepAliveTesting",
                 "Basics",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
             ],
             path: "Benchmarks/KeepAliveBenchmarks"
         ),
@@ -231,6 +241,7 @@ let package = Package(
                 "Readings",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
             ]
         ),
         .testTarget(
@@ -284,6 +295,10 @@ let package = Package(
                 "YAML",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
             ],
             // The shipped device profiles, in the binary: PackageResources.<file>_yaml (see DeviceProfile.swift).
             resources: [.embedInCode("Profiles")]
@@ -324,6 +339,7 @@ let package = Package(
                 "KeepAliveDaemon", "KeepAlive", "Polling", "KeepAliveTesting", "Readings", "DBus", "LocalServices",
                 "TestHarness", "BlueZSimulator", "Basics",
                 "MQTT", "MQTTBridge", .product(name: "Logging", package: "swift-log"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
             ]
         ),
         // The `keepalive` command end to end: the built binary against a private bus and the simulator.
@@ -373,6 +389,8 @@ let package = Package(
                 "Basics",
                 "KeepAliveTesting",
                 .product(name: "Logging", package: "swift-log"),
+                // The engine's metrics checked through swift-metrics' own test factory (TestMetrics).
+                .product(name: "MetricsTestKit", package: "swift-metrics"),
             ]
         ),
     ]

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Instructions per poll, by function: the daemon and the C floor under callgrind (issue #8's CPU analysis).
 
-    Benchmarks/callgrind_poll.py [--devices N] [--ticks T] [--top K]
+    Benchmarks/callgrind_poll.py [--devices N] [--ticks T] [--top K] [--metrics]
 
 Runs `keepalive run` (N devices, 2 s interval) under callgrind twice, for 2 and 2+T ticks, against one
 `bluez-sim --devices N --time-scale 0.01`, and the C floor (Benchmarks/c-floor/bluez_poll.c) for 1 and 1+T
@@ -115,6 +115,8 @@ def main():
     parser.add_argument("--skip-build", action="store_true")
     parser.add_argument("--keep", action="store_true",
                         help="keep the callgrind output files (for callgrind_annotate --tree=caller) and print where")
+    parser.add_argument("--metrics", action="store_true",
+                        help="the daemon with `metrics: {textfile: …}` (what the registry and the textfile add)")
     parser.add_argument("--cache-sim", action="store_true",
                         help="also simulate the caches and branch predictor (valgrind's model of this CPU's L1 and "
                              "last level) and print misses per poll for both clients: where time goes that "
@@ -148,7 +150,8 @@ def main():
     # A fresh simulator for every run: a device keeps its GATT objects after a disconnect, so a second run on the
     # same simulator fetched a tree ten times larger at start-up than the first, and that did not cancel out
     # (60,000 instructions "per poll" were start-up before 2026-11-27).
-    config = run.write_config(ctx, "callgrind.yaml", n, 2.0, budget=1.8)
+    extra = f"metrics:\n  textfile: {os.path.join(work, 'keepalive.prom')}\n" if args.metrics else ""
+    config = run.write_config(ctx, "callgrind.yaml", n, 2.0, budget=1.8, extra=extra)
     for ticks in (2, 2 + t):
         with run.Simulator(ctx, n, 0.01) as sim:
             env = dict(sim.env(), LD_LIBRARY_PATH=libs, LD_PRELOAD=os.path.join(work, "shim.so"))

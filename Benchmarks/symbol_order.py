@@ -14,7 +14,9 @@ resident (Benchmarks/NOTES.md, "RSS").
 How: the release `keepalive` (built as `make install` builds it, into .build-bench) runs under callgrind
 against `bluez-sim` in two configurations, each start-up, four ticks and shutdown: 100 devices reading a
 characteristic (the benchmarks' configuration), then 20 devices whose reads are decoded into fields and
-delivered over MQTT to a private mosquitto (the bridge, its spool and discovery). callgrind records every
+delivered over MQTT to a private mosquitto (the bridge, its spool and discovery), with `metrics:` (a textfile,
+and an endpoint that curl scrapes once a second while the daemon runs). The first configuration's functions
+come first, so the daemon without `metrics:` or `mqtt:` keeps its code together. callgrind records every
 instruction executed (`--dump-instr=yes`); the map of a link made for the profile (the same flags plus `-Map`, a
 relink only) says which input section holds each. Every executed section is listed once, in the order first
 seen: by its symbol in keepalive.order, or, for the functions Swift emits without a symbol (private closures'
@@ -39,6 +41,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -196,7 +199,9 @@ def main():
         with open(bridged, "w") as f:
             f.write(f"interval: 2s\nmin_interval: 2s\nwindow_budget: 1800ms\n"
                     f"mqtt:\n  broker: mqtt://127.0.0.1:{broker.port}\n"
-                    f"  gateway: order\n  spool: {{path: {spool}}}\ndevices:\n")
+                    f"  gateway: order\n  spool: {{path: {spool}}}\n"
+                    f"metrics:\n  textfile: {os.path.join(work, 'order.prom')}\n  listen: 127.0.0.1:0\n"
+                    f"devices:\n")
             for n in range(1, 21):
                 f.write(f'  - {{name: d{n}, address: "{run.address(n)}", read: [{{uuid: {run.COUNTER}, '
                         f'fields: [{{name: counter, at: 0, format: uint32le}}]}}]}}\n')
@@ -204,13 +209,25 @@ def main():
             profile = os.path.join(work, f"{label}.out")
             output = os.path.join(work, f"{label}.jsonl")
             run.log(f"callgrind: keepalive run, {label} configuration, 4 ticks")
-            result = subprocess.run(["valgrind", "--tool=callgrind", "--demangle=no", "--dump-instr=yes", "--dump-line=no",
-                                     f"--callgrind-out-file={profile}",
-                                     daemon, "run", "--config", config, "--bus", sim.address, "--output", output,
-                                     "--ticks", "4"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                    text=True)
-            if result.returncode != 0 or not os.path.exists(profile):
-                raise SystemExit(f"callgrind failed ({label}): {result.stderr.splitlines()[-5:]}")
+            log_path = os.path.join(work, f"{label}.log")
+            with open(log_path, "w") as log_file:
+                process = subprocess.Popen(
+                    ["valgrind", "--tool=callgrind", "--demangle=no", "--dump-instr=yes", "--dump-line=no",
+                     f"--callgrind-out-file={profile}",
+                     daemon, "run", "--config", config, "--bus", sim.address, "--output", output, "--ticks", "4"],
+                    env=env, stdout=subprocess.DEVNULL, stderr=log_file, text=True)
+                # The metrics endpoint, once it says where it is: scraped as a Prometheus would, until the end.
+                while process.poll() is None:
+                    time.sleep(1)
+                    with open(log_path) as f:
+                        listening = [line.split("listen=")[1].split()[0] for line in f if "listen=" in line]
+                    if listening:
+                        subprocess.run(["curl", "-s", "-o", "/dev/null", "--max-time", "5",
+                                        f"http://{listening[0]}/metrics"])
+                returncode = process.wait()
+            if returncode != 0 or not os.path.exists(profile):
+                with open(log_path) as f:
+                    raise SystemExit(f"callgrind failed ({label}): {f.read().splitlines()[-5:]}")
             addresses, lowest = executed_addresses(profile, daemon)
             records = open(output).read().count("\n") if os.path.exists(output) else 0
             if records < 4 * devices:

@@ -20,6 +20,8 @@ import Polling
 import KeepAliveTesting
 import Logging
 import Basics
+import CoreMetrics
+import KeepAliveDaemon
 
 let quick = CommandLine.arguments.contains("--quick")
 let logger = Logger(label: "bench", factory: { _ in SwiftLogNoOpLogHandler() })
@@ -119,7 +121,7 @@ final class Counter: Sendable {
 /// Runs `ticks` ticks of a scheduler with `devices` registrations; returns CPU per device per tick and wall
 /// time per tick. `withEngine` polls MockTransport devices through the PollEngine; otherwise each
 /// registration is a trivial callback.
-func benchmarkTicks(devices: Int, ticks: Int, withEngine: Bool) async throws -> (
+func benchmarkTicks(devices: Int, ticks: Int, withEngine: Bool, metrics: MetricsRegistry? = nil) async throws -> (
     cpuPerDevice: Duration, wallPerTick: Duration
 ) {
     let clock = TestClock()
@@ -146,7 +148,7 @@ func benchmarkTicks(devices: Int, ticks: Int, withEngine: Bool) async throws -> 
             peripherals: specs,
             transport: transport,
             keepAlive: keepAlive,
-            configuration: .init(maxConnections: 64),
+            configuration: .init(maxConnections: 64, metricsFactory: metrics ?? NOOPMetricsHandler.instance),
             logger: logger
         )
         let records = pollEngine.records()
@@ -179,6 +181,39 @@ func benchmarkTicks(devices: Int, ticks: Int, withEngine: Bool) async throws -> 
     try? await run.value
     consumer?.cancel()
     return (cpu / (devices * ticks), wall / ticks)
+}
+
+/// A registry holding what one adapter's 100 devices report after a poll each (the engine's own series), rendered
+/// `renders` times as Prometheus text; CPU per render and the text's size.
+func benchmarkMetricsRender(devices: Int, renders: Int) async throws -> (cpu: Duration, bytes: Int) {
+    let metrics = MetricsRegistry()
+    let clock = TestClock()
+    let keepAlive = try KeepAlive(configuration: .init(interval: .seconds(30)), clock: clock, logger: logger)
+    let transport = MockTransport(clock: clock)
+    let battery = BluetoothUUID(assigned: 0x2A19)
+    var specs: [PeripheralSpec] = []
+    for index in 0..<devices {
+        let peripheral = Peripheral(
+            address: "AA:BB:CC:DD:00:\(index < 16 ? "0" : "")\(String(index, radix: 16))", adapter: "hci0")
+        transport.add(peripheral, characteristics: [battery: .counter { UInt8(truncatingIfNeeded: $0) }])
+        specs.append(PeripheralSpec(name: "sensor-\(index)", peripheral: peripheral, reads: [battery]))
+    }
+    let engine = try PollEngine(
+        peripherals: specs, transport: transport, keepAlive: keepAlive,
+        configuration: .init(maxConnections: 64, metricsFactory: metrics), logger: logger)
+    let completed = Counter()
+    let records = engine.records()
+    let consumer = Task { for await _ in records { completed.increment() } }
+    let run = Task { try await keepAlive.run() }
+    await completed.wait(for: devices)
+    var bytes = 0
+    let start = cpuTime()
+    for _ in 0..<renders { bytes = metrics.render(.prometheus).utf8.count }
+    let cpu = cpuTime() - start
+    run.cancel()
+    try? await run.value
+    consumer.cancel()
+    return (cpu / renders, bytes)
 }
 
 // MARK: 4. Tick lateness on the real clock
@@ -284,6 +319,18 @@ print(
         """
         + "\(format(microseconds(engineResult.wallPerTick) / 1_000)) ms wall per tick"
 )
+
+// The engine's metrics (issue #37): the same ticks with a registry as the factory, then what one render of a
+// registry with 100 devices' series costs (a textfile write, a scrape).
+let metered = try await benchmarkTicks(devices: devices, ticks: ticks, withEngine: true, metrics: MetricsRegistry())
+print(
+    """
+    scheduler + poll engine, \(devices) mock devices, with metrics: \(format(microseconds(metered.cpuPerDevice))) \
+    µs CPU per device per tick
+    """
+)
+let render = try await benchmarkMetricsRender(devices: 100, renders: quick ? 200 : 2_000)
+print("metrics render, 100 devices: \(format(microseconds(render.cpu))) µs CPU per render, \(render.bytes) bytes")
 
 let readingIterations = quick ? 100_000 : 1_000_000
 for (name, nanoseconds) in benchmarkReadings(iterations: readingIterations) {

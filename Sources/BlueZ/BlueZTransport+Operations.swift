@@ -27,8 +27,11 @@ extension BlueZTransport {
             try await discover(path, of: peripheral, before: deadline)
         }
         do {
-            try await connectFound(path, peripheral: peripheral, options: options, deadline: deadline)
-            health.withLock { $0[peripheral, default: DeviceHealth()].consecutiveFailures = 0 }
+            let resolution = try await connectFound(path, peripheral: peripheral, options: options, deadline: deadline)
+            health.withLock { health in
+                health[peripheral, default: DeviceHealth()].consecutiveFailures = 0
+                health[peripheral, default: DeviceHealth()].lastResolution = resolution
+            }
         } catch {
             // Never leave a half-open link: Disconnect also cancels a Connect still pending in BlueZ. A
             // cancelled caller does not wait for it (BlueZ takes ~2 s): the Disconnect goes on, and the caller's
@@ -40,9 +43,10 @@ extension BlueZTransport {
         }
     }
 
+    /// Returns how long the services and the wanted characteristics took once the link was up.
     private func connectFound(
         _ path: ObjectPath, peripheral: Peripheral, options: ConnectOptions, deadline: KeepAliveInstant
-    ) async throws {
+    ) async throws -> Duration {
         let address = peripheral.address
         let remaining: @Sendable () -> Duration = { self.time.now.duration(to: deadline) }
         do {
@@ -73,7 +77,7 @@ extension BlueZTransport {
             // one Get.
             cache.update(path, BlueZ.deviceInterface, ["Connected": .boolean(true)])
         }
-
+        let linkUp = time.now
         try await cache.wait(until: deadline, for: "ServicesResolved on \(address)") { tree in
             guard let device = tree.device(path) else {
                 return .failed(
@@ -85,6 +89,7 @@ extension BlueZTransport {
             return device.flag(.servicesResolved) == true ? .satisfied : .waiting
         }
         try await waitForCharacteristics(options.characteristics, path: path, address: address, deadline: deadline)
+        return linkUp.duration(to: time.now)
     }
 
     /// Quirk 1: ServicesResolved can come before the GATT objects. Wait a little for the wanted
@@ -411,6 +416,12 @@ extension BlueZTransport {
         // Not an address: no connect could have made a link.
         guard let path = try? BlueZ.devicePath(peripheral) else { return .zero }
         return cache.linkTime(path)
+    }
+
+    /// From the `Connect` reply (or the `Get` that stood in for a missing `Connected` signal) to
+    /// `ServicesResolved` and the wanted characteristics, for the last successful connect of `peripheral`.
+    public func serviceResolutionTime(of peripheral: Peripheral) -> Duration? {
+        health.withLock { $0[peripheral]?.lastResolution }
     }
 
     // MARK: Discovery

@@ -69,6 +69,8 @@ public final class BlueZTransport: PeripheralTransport, Service {
     struct DeviceHealth {
         var consecutiveFailures = 0
         var lastRemoval: KeepAliveInstant?
+        /// How long the last successful connect spent resolving services (`serviceResolutionTime(of:)`).
+        var lastResolution: Duration?
     }
 
     public init(

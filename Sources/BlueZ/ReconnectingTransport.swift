@@ -80,6 +80,10 @@ package final class ReconnectingTransport: PeripheralTransport {
         current.withLock { $0 }?.linkTime(of: actual(peripheral))
     }
 
+    package func serviceResolutionTime(of peripheral: Peripheral) -> Duration? {
+        current.withLock { $0 }?.serviceResolutionTime(of: actual(peripheral))
+    }
+
     package func disconnect(_ peripheral: Peripheral, timeout: Duration) async {
         // With no bus there is nothing to disconnect through (and bluetoothd lost its bus too).
         guard let transport = current.withLock({ $0 }) else { return }

@@ -94,6 +94,8 @@ public final class Daemon: Service {
     public let bridge: MQTTBridge?
     /// The fleet's binding, when the configuration has `fleet:`: shared devices are polled only while held.
     let fleet: FleetBinding?
+    /// The metrics, when the configuration has `metrics:` (Daemon+Metrics.swift).
+    let metrics: DaemonMetrics?
     /// The operator's override (SIGUSR1: low power; SIGUSR2: back to the configured mode). Wins over the host.
     public let powerOverride = ManualPowerSource()
     /// What the scheduler sees: the host's combined power, relayed once `run()` has found the sources.
@@ -153,9 +155,11 @@ public final class Daemon: Service {
         )
         board = Self.deviceBoard(configuration, keepAlive: keepAlive, status: statusBoard)
         statusBoard.observe { [controlSignals] status in _ = controlSignals.withLock { $0 }?.yield(.health(status)) }
+        metrics = try Self.makeMetrics(configuration, logger: logger)
         if let mqtt = configuration.mqtt {
             do {
-                let bridgeConfiguration = try mqtt.bridgeConfiguration(logger: logger)
+                let bridgeConfiguration = try mqtt.bridgeConfiguration(
+                    logger: logger, metricsFactory: metrics?.registry)
                 // libmosquitto is loaded only with `mqtt:`: missing, it stops the start, not the bridge later.
                 try MQTTClient.loadLibrary()
                 let created = try MQTTBridge(
@@ -193,6 +197,7 @@ public final class Daemon: Service {
         } else {
             self.output = nil
         }
+        if let textfile = metrics?.textfile { sinks.append(textfile) }
         // Last: a `Record` signal follows the line in the output.
         sinks.append(board)
         let progress = self.progress
@@ -213,6 +218,7 @@ public final class Daemon: Service {
         let transport = ReconnectingTransport()
         var engineConfiguration = configuration.pollEngineConfiguration
         engineConfiguration.maxTicks = options.maxTicks
+        engineConfiguration.metricsFactory = metricsFactory
         // Records are written on the D-Bus connection's thread, where the poll ended, only when nothing in
         // `onRecord` can wait: a regular file or no output, no MQTT spool (it may `fdatasync` each record), no
         // caller's callback. Else each record costs a task and a thread switch, but never stalls the polls.
@@ -254,12 +260,15 @@ public final class Daemon: Service {
         let firstSession = BlueZTransport(connection: connection, logger: logger)
         transport.attach(firstSession)
         let ready = Promise<Void>()
+        try await startMetricsEndpoint(closingOnFailure: connection)
 
         // What runs, in the order it starts. A graceful shutdown (SIGTERM, `--ticks` done, the output broken) stops
         // them in the reverse order, each after the one below it has finished: the scheduler ends its windows and
         // waits for every disconnect; then the watchdog, the override signals and the bus go; the fleet releases
-        // its leases after the last poll; the bridge delivers the last records before `offline`.
+        // its leases after the last poll; the bridge delivers the last records before `offline`; the metrics write
+        // their last textfile.
         let parts: [DaemonService?] = [
+            metrics.map { metrics in DaemonService("metrics") { await self.runMetrics(metrics) } },
             bridge.map { bridge in DaemonService("MQTT bridge") { await self.runBridge(bridge, engine: engine) } },
             fleet.map { fleet in
                 DaemonService("fleet") { await cancelWhenGracefulShutdown { await fleet.run(transport: transport) } }

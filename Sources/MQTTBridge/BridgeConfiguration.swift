@@ -1,3 +1,4 @@
+public import CoreMetrics
 public import MQTT
 
 #if canImport(Glibc)
@@ -54,6 +55,9 @@ public struct BridgeConfiguration: Sendable {
     public var expireAfterMultiplier: Int
     /// Longest command payload accepted (64 bytes by default); longer ones are answered on the error topic.
     public var maximumCommandBytes: Int
+    /// Where the bridge reports how long records take from the spool to the broker's acknowledgement
+    /// (`keepalive_mqtt_delivery_seconds`); swift-metrics' global factory by default.
+    public var metricsFactory: any MetricsFactory = MetricsSystem.factory
 
     public init(
         mqtt: MQTTConfiguration, topicPrefix: String = "keepalive", gateway: String? = nil,

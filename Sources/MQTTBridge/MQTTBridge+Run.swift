@@ -207,6 +207,7 @@ extension MQTTBridge {
                 spool.outForDelivery = .none
                 return Result { () throws(BridgeError) in if let last { try spool.acknowledge(through: last) } }
             }
+            if let last { noteAcknowledged(through: last) }
             if case .failure(let error) = acknowledged {
                 logger.error("cannot record an acknowledgement in the spool", metadata: ["error": "\(error)"])
             }

@@ -2,6 +2,7 @@ import KeepAlive
 import Basics
 public import Logging
 import MQTT
+import CoreMetrics
 public import Readings
 public import ServiceLifecycle
 
@@ -38,6 +39,10 @@ public final class MQTTBridge: Service, Sendable {
     let commandContinuation: AsyncStream<BridgeCommand>.Continuation
     let wakeups: AsyncStream<Void>
     let wakeupContinuation: AsyncStream<Void>.Continuation
+    /// When the records of this process were spooled, until acknowledged (``oldestPendingAge``, the delivery
+    /// latency).
+    let deliveryTimes = Locked(DeliveryTimes(started: .now))
+    let deliveryTimer: Timer
 
     /// Opens (or creates) the spool and the discovery state file; connects to nothing (``run()`` does).
     ///
@@ -54,6 +59,7 @@ public final class MQTTBridge: Service, Sendable {
         self.configuration = configuration
         self.logger = logger
         self.topics = topics
+        deliveryTimer = Timer(label: "keepalive_mqtt_delivery_seconds", factory: configuration.metricsFactory)
         discovery = DiscoveryPayloads(
             discoveryPrefix: configuration.discoveryPrefix, topics: topics, gateway: configuration.gateway)
         let spool = try Spool(
@@ -182,6 +188,8 @@ public final class MQTTBridge: Service, Sendable {
             }
             throw error
         }
+        // Before the record can be handed over: its PUBACK may come before `submit` returns.
+        if let entryID { noteSpooled(entryID) }
         if dropped > 0 {
             logger.warning(
                 "spool full: dropped the oldest records", metadata: ["dropped": "\(dropped)", "total": "\(total)"])
@@ -270,6 +278,7 @@ public final class MQTTBridge: Service, Sendable {
                 }
                 return (spool.pendingCount > 0, acknowledged)
             }
+            if done { noteAcknowledged(through: entry.id) }
             if let refused {
                 logger.error(
                     "the broker refused a record; skipping it",

@@ -145,6 +145,11 @@ public protocol PeripheralTransport: Sendable {
     /// asks after every attempt's disconnect and records the sum as ``PollRecord/link``.
     func linkTime(of peripheral: Peripheral) -> Duration?
 
+    /// Of the last successful ``connect(_:options:)`` of `peripheral`, the part spent resolving services once the
+    /// link was up (BlueZ: from the `Connect` reply to `ServicesResolved` and the wanted characteristics); `nil`
+    /// when the transport cannot say (the default). ``PollEngine``'s metrics split a connect's time with it.
+    func serviceResolutionTime(of peripheral: Peripheral) -> Duration?
+
     /// Where this transport's work runs cheapest, or nil (the default): for BlueZ, the D-Bus connection's
     /// thread. ``PollEngine`` runs each poll with it as the task executor preference, so a poll's D-Bus calls,
     /// replies and signals resume it on the thread that read them instead of hopping through the cooperative
@@ -156,6 +161,8 @@ extension PeripheralTransport {
     public var preferredExecutor: (any TaskExecutor)? { nil }
 
     public func linkTime(of peripheral: Peripheral) -> Duration? { nil }
+
+    public func serviceResolutionTime(of peripheral: Peripheral) -> Duration? { nil }
 
     public func presentationFormat(of characteristic: BluetoothUUID, from peripheral: Peripheral) async throws
         -> [UInt8]?

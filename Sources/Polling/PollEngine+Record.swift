@@ -69,8 +69,10 @@ extension PollEngine {
         return record
     }
 
-    /// Hands a record to `onRecord`, then to the ``records()`` streams.
+    /// Counts a record in the metrics, hands it to `onRecord`, then to the ``records()`` streams: every record
+    /// passes here, and only here.
     func publish(_ record: PollRecord) {
+        metrics.observe(record)
         if record.result == .failed {
             logger.debug(
                 "poll record: failed",

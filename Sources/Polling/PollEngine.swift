@@ -1,3 +1,4 @@
+public import CoreMetrics
 public import KeepAlive
 public import Logging
 import Basics
@@ -41,6 +42,10 @@ public final class PollEngine: Sendable {
         /// Opens encrypted advertisements (BTHome, MiBeacon) of devices with a key: `LibCryptoAESCCM()` from the
         /// LibCrypto module. `nil`: such advertisements are refused with `decryptionUnavailable`.
         public var advertisementCipher: (any AESCCM)?
+        /// Where the engine's metrics go (polls by result and code, phases, waits, links: `PollMetrics`). The
+        /// default is swift-metrics' global factory, so an app that bootstrapped one gets them; a program that runs
+        /// several engines gives each its own.
+        public var metricsFactory: any MetricsFactory
 
         public init(
             maxConnections: Int = 3,
@@ -50,8 +55,10 @@ public final class PollEngine: Sendable {
             maxTicks: UInt64? = nil,
             recordsOnTransportExecutor: Bool = false,
             placement: Bool = true,
-            advertisementCipher: (any AESCCM)? = nil
+            advertisementCipher: (any AESCCM)? = nil,
+            metricsFactory: any MetricsFactory = MetricsSystem.factory
         ) {
+            self.metricsFactory = metricsFactory
             self.placement = placement
             self.advertisementCipher = advertisementCipher
             self.maxConnections = maxConnections
@@ -102,6 +109,8 @@ public final class PollEngine: Sendable {
     let placement: SlotPlacement
     /// The advertisements of passive sensors and of polls gated on hearing a device; `nil` when none listens.
     let listener: AdvertisementListener?
+    /// The handles the engine reports its metrics through, made once.
+    let metrics: PollMetrics
     /// Registration tokens by device name, for commands that name a device.
     var tokensByName: [String: RegistrationToken] {
         Dictionary(uniqueKeysWithValues: zip(peripherals.map(\.name), tokens.withLock { $0 }))
@@ -157,6 +166,7 @@ public final class PollEngine: Sendable {
         self.keepAlive = keepAlive
         self.logger = logger
         self.limiter = ConnectionLimiter(maxPerAdapter: configuration.maxConnections)
+        self.metrics = PollMetrics(factory: configuration.metricsFactory, peripherals: peripherals)
         self.placement = SlotPlacement(
             slots: configuration.maxConnections, jitter: keepAlive.configuration.jitter, logger: logger)
         let listener = AdvertisementListener(
@@ -483,14 +493,22 @@ public final class PollEngine: Sendable {
         // first decided the record's code (the healing end-to-end test saw either under load).
         let remaining = window.timeRemaining
         let timeout = min(configuration.connectTimeout, remaining - min(remaining / 10, .milliseconds(250)))
+        let (time, adapter) = (window.time, peripheral.adapter)
         do {
+            var started = metrics.start(time)
             try await transport.connect(
                 peripheral, options: ConnectOptions(timeout: timeout, characteristics: spec.characteristics))
+            metrics.connected(
+                on: adapter, since: started, resolution: transport.serviceResolutionTime(of: peripheral), time)
             for write in spec.writes {
+                started = metrics.start(time)
                 try await transport.write(write.value, to: write.characteristic, of: peripheral, type: write.type)
+                metrics.ended(.write, on: adapter, since: started, time)
             }
             for characteristic in spec.reads {
+                started = metrics.start(time)
                 let bytes = try await transport.read(characteristic, from: peripheral)
+                metrics.ended(.read, on: adapter, since: started, time)
                 gathered.add(value: PollRecord.Value(characteristic: characteristic, bytes: bytes))
             }
             await readPresentationFormats(spec, device: device)
@@ -536,11 +554,13 @@ public final class PollEngine: Sendable {
     private func listen(_ spec: PeripheralSpec, window: PollWindow, into gathered: Gathered) async throws {
         let peripheral = spec.peripheral
         var streams: [(PeripheralSpec.Subscription, AsyncThrowingStream<[UInt8], any Error>)] = []
+        let time = window.time
         for subscription in spec.notifications {
+            let started = metrics.start(time)
             streams.append(
                 (subscription, try await transport.notifications(from: subscription.characteristic, of: peripheral)))
+            metrics.ended(.subscribe, on: peripheral.adapter, since: started, time)
         }
-        let time = window.time
         try await withThrowingTaskGroup(of: Void.self) { group in
             for (subscription, stream) in streams {
                 group.addTask {
@@ -587,7 +607,7 @@ public final class PollEngine: Sendable {
     private func disconnect(_ peripheral: Peripheral, device: String) async {
         let transport = self.transport
         let timeout = configuration.disconnectTimeout
-        let teardowns = self.teardowns
+        let (teardowns, metrics, time) = (self.teardowns, self.metrics, keepAlive.time)
         // Registered under the lock before the task can finish, and removed by the task itself as it ends: a
         // finished disconnect is never left looking pending.
         let done = Promise<Void>()
@@ -595,7 +615,9 @@ public final class PollEngine: Sendable {
             let id = state.nextID
             state.nextID += 1
             Task(executorPreference: transport.preferredExecutor) {
+                let started = metrics.start(time)
                 await transport.disconnect(peripheral, timeout: timeout)
+                metrics.ended(.disconnect, on: peripheral.adapter, since: started, time)
                 teardowns.withLock { state in
                     if state.running[device]?.id == id { state.running[device] = nil }
                 }

@@ -27,6 +27,34 @@ struct RecordSequencerTests {
         }
     }
 
+    /// A sink that reads no line (as the metrics' textfile).
+    final class CountingSink: RecordSink {
+        let count = Locked<(records: Int, lines: [String])>((0, []))
+        let neverBlocks = true
+        let needsLine = false
+
+        func accept(_ record: SequencedRecord) throws(OutputError) {
+            count.withLock {
+                $0.records += 1
+                $0.lines.append(record.line)
+            }
+        }
+    }
+
+    /// With no sink that reads it, no line is made; the records are numbered and handed over all the same.
+    @Test func noLineIsMadeWhenNoSinkReadsIt() {
+        let counting = CountingSink()
+        let sequencer = RecordSequencer(sinks: [counting])
+        for _ in 0..<3 { sequencer.submit(Self.record("device")) }
+        #expect(sequencer.written == 3)
+        #expect(counting.count.withLock { $0.records } == 3)
+        #expect(counting.count.withLock { $0.lines } == ["", "", ""])
+        let log = Locked<[(sink: String, sequence: UInt64, line: String)]>([])
+        let both = RecordSequencer(sinks: [counting, LoggingSink("output", log: log)])
+        both.submit(Self.record("device"))
+        #expect(log.withLock { $0.first?.line.contains("\"device\":\"device\"") } == true, "a sink reads lines")
+    }
+
     static func record(_ device: String) -> PollRecord {
         PollRecord(
             device: device, peripheral: Peripheral(address: "AA:BB:CC:00:00:01", adapter: "hci0"), tick: 0,

@@ -32,7 +32,7 @@ public enum ConfigurationLoader {
     static let topLevelKeys = [
         "interval", "jitter", "window_budget", "low_power", "adapter", "max_connections", "output", "mqtt", "fleet",
         "devices",
-        "adapter_power", "healing", "min_interval", "placement", "poll_when",
+        "adapter_power", "healing", "min_interval", "placement", "poll_when", "metrics",
     ]
     static let deviceKeys = [
         "name", "address", "adapter", "interval", "budget", "profile", "fields", "read", "write", "notify", "shared",
@@ -93,6 +93,7 @@ public enum ConfigurationLoader {
                 configuration.output = output == "-" ? .standardOutput : output == "none" ? .none : .file(output)
             case "mqtt": configuration.mqtt = try mqtt(value, in: document)
             case "fleet": configuration.fleet = try fleet(value, in: document)
+            case "metrics": configuration.metrics = try metrics(value, in: document)
             case "devices": entries = try devices(value, in: document)
             case "adapter_power": configuration.healing.powerOn = try adapterPower(value, in: document)
             case "healing": try healing(value, into: &configuration.healing, in: document)
@@ -117,8 +118,11 @@ public enum ConfigurationLoader {
         // Every rule across values is `validate()`'s, said at the place of the value that breaks it (`origins`).
         try configuration.validate()
         // Passed: nothing is left to point at, and at 10,000 devices the positions would cost megabytes for good;
-        // but the files `run` reads at start (`checkFiles()`): the MQTT section's few positions stay.
-        configuration.origins = configuration.origins.filter { $0.key.hasPrefix("mqtt.") }
+        // but the files `run` reads or writes at start (`checkFiles()`): the MQTT and metrics sections' few
+        // positions stay.
+        configuration.origins = configuration.origins.filter {
+            $0.key.hasPrefix("mqtt.") || $0.key.hasPrefix("metrics.")
+        }
         return configuration
     }
 

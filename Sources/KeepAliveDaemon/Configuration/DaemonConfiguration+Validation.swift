@@ -243,10 +243,12 @@ extension DaemonConfiguration {
             .invalidValue, at: origin?.location ?? location, field: origin?.field ?? blamed.key, blamed.message)
     }
 
-    /// The files `run` must read at start can be read now (`mqtt.password_file`, the TLS files): checked by `run`
+    /// The files `run` must read at start can be read now (`mqtt.password_file`, the TLS files), and the directory
+    /// of `metrics.textfile` written: checked by `run`
     /// and `run --check` alike, so that a missing one is a configuration error (exit 78) at its line, not a failure
     /// after start. Apart from ``validate()``, whose rules hold whatever machine reads the file.
     public func checkFiles() throws(ConfigurationError) {
+        try checkMetricsDirectory()
         guard let mqtt else { return }
         let files: [(field: String, path: String?)] = [
             ("mqtt.password_file", mqtt.passwordFile), ("mqtt.tls.ca_file", mqtt.caFile),

@@ -131,6 +131,8 @@ public struct DaemonConfiguration: Sendable, Hashable {
     public var mqtt: MQTT?
     /// Several gateways sharing devices through the broker, when configured (README: Several gateways).
     public var fleet: Fleet?
+    /// Where the daemon's metrics go, when configured: a node_exporter textfile, an HTTP endpoint.
+    public var metrics: Metrics?
     /// The healing ladder's bounds, and `adapter_power: on` as ``HealingPolicy/powerOn`` (README: Healing).
     public var healing = HealingPolicy()
     /// The file it came from, if any.

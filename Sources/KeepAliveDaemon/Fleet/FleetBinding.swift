@@ -4,6 +4,7 @@ import Polling
 import Basics
 import Logging
 import MQTT
+import CoreMetrics
 
 /// The fleet protocol (module Fleet, a pure state machine) bound to the world: its own MQTT connection (clean
 /// session, the gateway's fleet status as last will), the boot-time clock, timers on the timerfd thread, the
@@ -30,13 +31,21 @@ final class FleetBinding: PollAdmission, Sendable {
     /// Told when this gateway starts (true) or stops (false) holding a device, by name: the bridge announces the
     /// device to Home Assistant while it holds it.
     private let onHoldChange: @Sendable (String, Bool) -> Void
+    /// Holds and their ends, by how and why (`keepalive_fleet_holds_total`, `keepalive_fleet_releases_total`),
+    /// and the devices held now.
+    private let metricsFactory: any MetricsFactory
+    private let held: Meter
 
     /// - Parameter shared: the shared devices, by name and address.
     init(
         configuration: FleetConfiguration, mqtt: MQTTConfiguration, shared: [(name: String, address: String)],
         scan: (every: Duration, for: Duration), logger: Logger,
-        onHoldChange: @escaping @Sendable (String, Bool) -> Void = { _, _ in }
+        onHoldChange: @escaping @Sendable (String, Bool) -> Void = { _, _ in },
+        metricsFactory: any MetricsFactory = NOOPMetricsHandler.instance
     ) throws {
+        self.metricsFactory = metricsFactory
+        held = Meter(label: "keepalive_fleet_held_devices", dimensions: [], factory: metricsFactory)
+        held.set(0)
         self.configuration = configuration
         var keys: [String: String] = [:]
         var names: [String: String] = [:]
@@ -135,6 +144,12 @@ final class FleetBinding: PollAdmission, Sendable {
             }
             logger.notice("fleet: holding a shared device", metadata: metadata)
             if let name = names[key] { onHoldChange(name, true) }
+            held.increment()
+            // Rare events: the registry hands back the same counter for the same labels.
+            Counter(
+                label: "keepalive_fleet_holds_total", dimensions: [("how", handover?.reason.rawValue ?? "claimed")],
+                factory: metricsFactory
+            ).increment()
         case .holdExtended:
             break
         case .adapterChanged(let key, let adapter):
@@ -156,6 +171,15 @@ final class FleetBinding: PollAdmission, Sendable {
                 "fleet: no longer holding a shared device",
                 metadata: ["device": "\(names[key] ?? key)", "why": "\(why)"])
             if let name = names[key] { onHoldChange(name, false) }
+            held.decrement()
+            let ended =
+                switch reason {
+                case .fenced: "fenced"
+                case .claimedBy: "claimed"
+                case .released: "released"
+                }
+            Counter(label: "keepalive_fleet_releases_total", dimensions: [("why", ended)], factory: metricsFactory)
+                .increment()
         case .diagnostic(let diagnostic):
             logger.warning("fleet: \(diagnostic)")
         }

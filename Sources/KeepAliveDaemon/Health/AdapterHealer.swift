@@ -4,6 +4,7 @@ internal import KeepAlive
 internal import Polling
 internal import Basics
 internal import Logging
+internal import CoreMetrics
 
 /// The healing ladder at work (issue #15): every record's signal goes into the pure ``HealingLadder``; what it
 /// decides is logged with why, carried out on the bus (at most one action per adapter at a time, each bounded)
@@ -23,11 +24,14 @@ final class AdapterHealer: Sendable {
     /// records say when the ladder acted, and why, beside the failures that made it).
     private let devicesByAdapter: [String: Set<String>]
     private let notes = Locked<[String: HealingStep]>([:])
+    /// Each step taken, by adapter and action (`keepalive_healing_actions_total`).
+    private let metricsFactory: any MetricsFactory
 
     init(
         specs: [PeripheralSpec], policy: HealingPolicy, transport: ReconnectingTransport, status: StatusBoard,
-        notifier: SystemdNotifier?, logger: Logger
+        notifier: SystemdNotifier?, logger: Logger, metricsFactory: any MetricsFactory = NOOPMetricsHandler.instance
     ) {
+        self.metricsFactory = metricsFactory
         var devices: [String: Set<String>] = [:]
         var peripherals: [String: [Peripheral]] = [:]
         for spec in specs {
@@ -86,6 +90,11 @@ final class AdapterHealer: Sendable {
 
     private func take(_ step: HealingStep) {
         let metadata: Logger.Metadata = ["adapter": "\(step.adapter)", "why": "\(step.why)"]
+        // Rare: the registry hands back the same counter for the same labels.
+        Counter(
+            label: "keepalive_healing_actions_total",
+            dimensions: [("adapter", step.adapter), ("action", step.action.rawValue)], factory: metricsFactory
+        ).increment()
         notes.withLock { notes in
             for device in devicesByAdapter[step.adapter] ?? [] { notes[device] = step }
         }

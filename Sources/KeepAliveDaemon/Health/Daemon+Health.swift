@@ -16,6 +16,6 @@ extension Daemon {
         return AdapterHealer(
             specs: specs.filter { !shared.contains($0.name) }, policy: configuration.healing, transport: transport,
             status: statusBoard,
-            notifier: options.notifier, logger: logger)
+            notifier: options.notifier, logger: logger, metricsFactory: metricsFactory)
     }
 }

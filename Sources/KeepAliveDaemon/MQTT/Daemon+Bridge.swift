@@ -5,6 +5,7 @@ package import Logging
 package import MQTT
 import MQTTBridge
 import Readings
+import CoreMetrics
 
 #if canImport(Glibc)
     import Glibc
@@ -50,16 +51,21 @@ extension DaemonConfiguration.MQTT {
     }
 
     /// The bridge's settings, the password read from its file now (``credentials(logger:)``).
-    func bridgeConfiguration(logger: Logger) throws -> BridgeConfiguration {
+    /// `metricsFactory`: the daemon's metrics (`metrics:`), `nil` for none.
+    func bridgeConfiguration(logger: Logger, metricsFactory: (any MetricsFactory)? = nil) throws
+        -> BridgeConfiguration
+    {
         let mqtt = MQTTConfiguration(
             host: host, port: port, clientID: clientID ?? "", credentials: try credentials(logger: logger),
             tls: tlsSettings)
-        return BridgeConfiguration(
+        var configuration = BridgeConfiguration(
             mqtt: mqtt, topicPrefix: topicPrefix, gateway: gateway, qos: MQTTQoS(rawValue: UInt8(qos)) ?? .atLeastOnce,
             discovery: discovery, discoveryPrefix: discoveryPrefix,
             spoolDirectory: spoolPath ?? Self.defaultSpoolDirectory(),
             spoolLimitBytes: spoolSize, availabilityThreshold: offlineAfter
         )
+        configuration.metricsFactory = metricsFactory ?? NOOPMetricsHandler.instance
+        return configuration
     }
 }
 
@@ -170,7 +176,8 @@ extension Daemon {
             configuration: fleetConfiguration, mqtt: bridge.mqtt,
             shared: configuration.sharedDevices.map { ($0.name, $0.address) },
             scan: (fleet.scanEvery, fleet.scanFor), logger: logger,
-            onHoldChange: { device, holding in announcer.holdChanged(device: device, holding: holding) }
+            onHoldChange: { device, holding in announcer.holdChanged(device: device, holding: holding) },
+            metricsFactory: bridge.metricsFactory
         )
     }
 }

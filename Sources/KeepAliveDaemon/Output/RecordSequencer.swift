@@ -19,9 +19,16 @@ public protocol RecordSink: Sendable {
     /// on the thread that finished the poll.
     var neverBlocks: Bool { get }
 
+    /// Whether the sink reads ``SequencedRecord/line`` (the default): when none does, the sequencer makes no line.
+    var needsLine: Bool { get }
+
     /// One record, in `seq` order, one at a time. The sink takes only its own lock. Throwing stops the output:
     /// no later record goes to any sink, so no `seq` is ever written twice or skipped silently.
     func accept(_ record: SequencedRecord) throws(OutputError)
+}
+
+extension RecordSink {
+    public var needsLine: Bool { true }
 }
 
 /// The one place the daemon's records are numbered: it gives each record its `seq` and its line, then hands it
@@ -37,12 +44,15 @@ public final class RecordSequencer: Sendable {
     }
 
     private let sinks: [any RecordSink]
+    /// Whether any sink reads the line (the metrics' textfile only counts that a record came).
+    private let makesLines: Bool
     private let state = Locked(State())
     private let onFailure: (@Sendable (OutputError) -> Void)?
 
     /// `onFailure` is called once, when a sink first fails; later records are then counted as lost.
     public init(sinks: [any RecordSink], onFailure: (@Sendable (OutputError) -> Void)? = nil) {
         self.sinks = sinks
+        self.makesLines = sinks.contains { $0.needsLine }
         self.onFailure = onFailure
     }
 
@@ -72,7 +82,9 @@ public final class RecordSequencer: Sendable {
                 return nil
             }
             // Read under the lock: `ts` never goes backwards while `seq` goes forwards.
-            let line = RecordLine.encode(record, sequence: state.nextSequence, at: WallClock.now(), healing: healing)
+            let line =
+                makesLines
+                ? RecordLine.encode(record, sequence: state.nextSequence, at: WallClock.now(), healing: healing) : ""
             let sequenced = SequencedRecord(
                 record: record, sequence: state.nextSequence, line: line, healing: healing)
             for sink in sinks {
