@@ -59,7 +59,7 @@ extension PollEngine {
             keepAlive.ledger.history(named: name).last { $0.id == windowID }
             ?? BackgroundTaskRecord(
                 id: windowID, name: name, began: fired, ended: keepAlive.time.now, budget: budget, outcome: .forcedEnd)
-        let tick = tokensByName[device].map { keepAlive.lastTick(of: $0) } ?? 0
+        let tick = token(of: device).map { keepAlive.lastTick(of: $0) } ?? 0
         let record = record(
             of: spec, outcome: outcome, window: window, tick: tick, scheduled: fired, fired: fired,
             interval: keepAlive.effectiveInterval ?? interval, power: keepAlive.powerState, trigger: .command
@@ -71,14 +71,14 @@ extension PollEngine {
     /// Where `device`'s ticks stand in the scheduler now (interval, next tick, backoff), or `nil` for an unknown
     /// device.
     public func schedule(of device: String) -> KeepAlive.RegistrationStatus? {
-        tokensByName[device].flatMap { keepAlive.status(of: $0) }
+        token(of: device).flatMap { keepAlive.status(of: $0) }
     }
 
     /// Changes `device`'s interval at once (`KeepAlive.setInterval(_:for:)`); returns the effective interval.
     @discardableResult
     public func setInterval(_ interval: Duration, forDevice device: String) throws(ConfigurationValueError) -> Duration?
     {
-        guard let token = tokensByName[device] else {
+        guard let token = token(of: device) else {
             throw ConfigurationValueError(field: "PollEngine.setInterval", reason: "no device named `\(device)`")
         }
         return try keepAlive.setInterval(interval, for: token)

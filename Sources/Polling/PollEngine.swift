@@ -111,10 +111,15 @@ public final class PollEngine: Sendable {
     let listener: AdvertisementListener?
     /// The handles the engine reports its metrics through, made once.
     let metrics: PollMetrics
-    /// Registration tokens by device name, for commands that name a device.
-    var tokensByName: [String: RegistrationToken] {
-        Dictionary(uniqueKeysWithValues: zip(peripherals.map(\.name), tokens.withLock { $0 }))
+    /// A device's registration token, for commands and status requests that name a device: a lookup, with no
+    /// dictionary built per call (status asks at every backoff record).
+    func token(of device: String) -> RegistrationToken? {
+        guard let index = peripheralIndex[device] else { return nil }
+        return tokens.withLock { index < $0.count ? $0[index] : nil }
     }
+
+    /// Each device's place in ``peripherals`` (and so in `tokens`), the first of a name.
+    let peripheralIndex: [String: Int]
     let tokens: Locked<[RegistrationToken]>
     /// Disconnects still running after their window gave up on them (by device name): the next poll of that
     /// device waits for its own, and the connection slot stays taken until it is done.
@@ -177,6 +182,11 @@ public final class PollEngine: Sendable {
         let devices = peripherals.map(PolledDevice.init(spec:))
         self.devices = Dictionary(uniqueKeysWithValues: devices.map { ($0.spec.name, $0) })
         self.tokens = Locked([])
+        var peripheralIndex: [String: Int] = [:]
+        for (index, spec) in peripherals.enumerated() where peripheralIndex[spec.name] == nil {
+            peripheralIndex[spec.name] = index
+        }
+        self.peripheralIndex = peripheralIndex
         var tokens: [RegistrationToken] = []
         for device in devices {
             let spec = device.spec

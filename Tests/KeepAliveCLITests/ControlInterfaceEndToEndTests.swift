@@ -136,12 +136,16 @@ struct ControlInterfaceEndToEndTests {
         }
     }
 
-    /// A live tool hears every record as its JSON line, and reads the health as a property.
+    /// A live tool that watches hears every record as its JSON line, and reads the health as a property.
     @Test func aRecordSignalCarriesEachRecordsLineAndTheHealthIsAProperty() async throws {
         try await Self.withDaemon { bus, daemon in
             let connection = try await DBusConnection(bus: .address(bus))
             let records = try await connection.signals(
                 matching: MatchRule(interface: "io.keepalive.Daemon1", member: "Record"))
+            // Records are signalled only while someone watches: a daemon nobody watches makes no signal.
+            _ = try await connection.call(
+                destination: "io.keepalive", path: "/io/keepalive/Daemon", interface: "io.keepalive.Daemon1",
+                method: "WatchRecords")
             let health = try await connection.call(
                 destination: "io.keepalive", path: "/io/keepalive/Daemon", interface: "org.freedesktop.DBus.Properties",
                 method: "Get", arguments: [.string("io.keepalive.Daemon1"), .string("Health")])

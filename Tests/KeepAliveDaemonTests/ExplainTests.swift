@@ -109,7 +109,7 @@ struct ExplainTests {
         #expect(explanation.entries[0].text == "11:58:00–11:59:30 (4×) failed: connectionAborted after 3 attempts")
         #expect(
             explanation.entries[1].text
-                == "12:00:00 not polled: backing off after 4 failures (connectionAborted), next try 12:04:00")
+                == "12:00:00 not polled: backing off after 4 failures (connectionAborted)")
         #expect(explanation.now.contains("backing off after 4 failures (connectionAborted): next try 12:04:00"))
         #expect(!explanation.now.contains { $0.hasPrefix("next poll") }, "the next try is the next poll")
         #expect(

@@ -110,7 +110,7 @@ struct PackagingTests {
         let end = try #require(policy.range(of: "</policy>", range: start.upperBound..<policy.endIndex))
         let everyone = String(policy[start.upperBound..<end.lowerBound])
         let members = Set(everyone.matches(of: /send_member="([^"]*)"/).map { String($0.1) })
-        #expect(members == ["GetStatus", "GetDevice", "Explain", "Get", "GetAll"])
+        #expect(members == ["GetStatus", "GetDevice", "Explain", "WatchRecords", "UnwatchRecords", "Get", "GetAll"])
         for steering in ["PollNow", "SetInterval", "Pause", "Resume", "Set\""] {
             #expect(!everyone.contains(steering), "\(steering) is open to every user")
         }

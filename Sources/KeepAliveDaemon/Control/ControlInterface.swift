@@ -15,7 +15,8 @@ import Readings
 /// Reading (`GetStatus`, `GetDevice`, `Explain`, the `Version`/`Health`/`Healthy` properties) is for every local
 /// user; steering (`PollNow`, `SetInterval`, `Pause`, `Resume`) only for root and the `keepalive` group. The bus
 /// enforces that, with the policy the package installs (udev/io.keepalive.conf); the daemon checks arguments.
-/// `Record(device, line)` is emitted for every record, with its JSON line as the output file has it.
+/// `Record(device, line)` is emitted for every record, with its JSON line as the output file has it, while a client
+/// watches (`WatchRecords`; until `UnwatchRecords` or it leaves the bus).
 struct ControlInterface: Sendable {
     static let busName = "io.keepalive"
     static let path: ObjectPath = "/io/keepalive/Daemon"
@@ -41,6 +42,9 @@ struct ControlInterface: Sendable {
     /// Shared with the MQTT commands: one pending poll per device and one per floor, whoever asks.
     let commandPolls: Locked<CommandPollLimiter>
     let logger: Logger
+    /// Told when a client starts (`true`) or stops watching records (`WatchRecords`, `UnwatchRecords`), by its
+    /// unique name.
+    var watch: @Sendable (String, Bool) -> Void = { _, _ in }
     /// A monotonic clock for the limiter.
     var now: @Sendable () -> Duration = { .nanoseconds(clockNanoseconds(CLOCK_MONOTONIC)) }
 
@@ -62,6 +66,16 @@ struct ControlInterface: Sendable {
                         let name = try Self.deviceArgument(call)
                         guard let explanation = explain(name) else { throw Self.unknown(name) }
                         return [Self.dictionary(explanation)]
+                    },
+                    DBusMethod("WatchRecords") { [watch] call in
+                        guard let sender = call.sender else { return [] }
+                        watch(sender, true)
+                        return []
+                    },
+                    DBusMethod("UnwatchRecords") { [watch] call in
+                        guard let sender = call.sender else { return [] }
+                        watch(sender, false)
+                        return []
                     },
                     DBusMethod("PollNow", in: "s", out: "a{sv}", inNames: ["device"], outNames: ["record"]) { call in
                         [Self.dictionary(try await pollNow(try Self.deviceArgument(call)))]
