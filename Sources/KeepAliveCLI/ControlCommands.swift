@@ -38,8 +38,8 @@ struct ExplainCommand: AsyncParsableCommand {
         discussion: """
             The daemon keeps each device's recent decisions (fired, skipped and why, slot waits, window outcomes, \
             errors, healing on its adapter, fleet decisions), like ticks folded into one line. Example: \
-            `keepalive explain porch` prints "14:02:00 not polled: backing off after 4 failures \
-            (connectionAborted), next try 14:06:00".
+            `keepalive explain porch` prints "now: backing off after 4 failures (connectionAborted): next try \
+            14:06:00" and, tick by tick, "14:02:00 not polled: backing off after 4 failures (connectionAborted)".
             """
     )
 
