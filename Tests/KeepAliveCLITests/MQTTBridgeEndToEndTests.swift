@@ -290,6 +290,11 @@ struct MQTTBridgeEndToEndTests {
             daemon.signal(SIGTERM)
             #expect(try await daemon.waitForExit(within: .seconds(15)) == 0)
             let written = CLITests.records(daemon.standardOutput).map(\.seq)
+            // The broker acknowledged the records drained at shutdown; it forwards them to the subscriber after. A
+            // loaded run read the subscriber before the last two arrived.
+            try await waitUntil("the records drained at shutdown arrive", timeout: .seconds(20)) {
+                Set(written).isSubset(of: Set(subscriber.stateSequences(prefix: "keepalive/gw/")))
+            }
             let arrived = subscriber.stateSequences(prefix: "keepalive/gw/")
             #expect(Set(written).isSubset(of: Set(arrived)), "every record delivered")
             #expect(Set(arrived).sorted() == Array(0..<Set(arrived).count), "seq contiguous at the subscriber")

@@ -454,6 +454,9 @@ struct Fixtures: Sendable {
         // The doctor's give-up for each bus call (3 s): under a sanitizer, with the whole suite on two cores,
         // connecting to a fresh private bus took longer (an ASan run failed the system-bus check here).
         options.timeout = .seconds(3 * sanitizerSlowdown * sanitizerSlowdown)
+        // The same for `bluetoothd --version` (2 s): a one-line script took longer while the whole suite loaded two
+        // cores (a stock-executors run). The test of the bound sets its own.
+        options.versionTimeout = .seconds(30)
         return options
     }
 
