@@ -1,10 +1,14 @@
-import KeepAlive
 import Basics
 
-/// One poll of a device at a time: a scheduled poll and a poll asked for by a command wait for each other here
-/// (first come, first served), so a device is never connected twice at once. The scheduler already keeps two
-/// scheduled polls of one device apart (the overlap skip); this covers polls from outside its grid.
-final class DeviceGate: Sendable {
+/// One piece of work on a device at a time: a scheduled poll, a poll asked for by a command and a deferred task
+/// (``DeferredTaskScheduler``) wait for each other here (first come, first served), so a device is never connected
+/// twice at once. The scheduler already keeps two scheduled polls of one device apart (the overlap skip); this
+/// covers work from outside its grid.
+///
+/// ```swift
+/// try await gate.withDevice("fern") { try await downloadHistory() }
+/// ```
+public final class DeviceGate: Sendable {
     private struct State {
         var busy: Set<String> = []
         var waiters: [String: [(id: UInt64, continuation: CheckedContinuation<Void, any Error>)]] = [:]
@@ -13,8 +17,10 @@ final class DeviceGate: Sendable {
 
     private let state = Locked(State())
 
+    public init() {}
+
     /// Waits until `device` is free and takes it; throws `CancellationError` when cancelled while waiting.
-    func enter(_ device: String) async throws {
+    public func enter(_ device: String) async throws {
         let id: UInt64? = state.withLock { state in
             guard state.busy.contains(device) else {
                 state.busy.insert(device)
@@ -48,7 +54,7 @@ final class DeviceGate: Sendable {
     }
 
     /// Frees `device`, handing it to the first waiter if any (it stays busy for that one).
-    func leave(_ device: String) {
+    public func leave(_ device: String) {
         let next = state.withLock { state -> CheckedContinuation<Void, any Error>? in
             guard var queue = state.waiters[device], !queue.isEmpty else {
                 state.busy.remove(device)
@@ -59,5 +65,20 @@ final class DeviceGate: Sendable {
             return first.continuation
         }
         next?.resume()
+    }
+
+    /// Runs `body` holding `device`, and frees it on every path. Throws `CancellationError` when cancelled while
+    /// waiting (then `body` never ran).
+    public func withDevice<Result: Sendable>(
+        _ device: String, _ body: () async throws -> Result
+    ) async throws -> Result {
+        try await enter(device)
+        defer { leave(device) }
+        return try await body()
+    }
+
+    /// Whether someone holds `device` now.
+    public func isBusy(_ device: String) -> Bool {
+        state.withLock { $0.busy.contains(device) }
     }
 }
