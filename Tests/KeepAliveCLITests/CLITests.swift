@@ -477,6 +477,8 @@ struct CLITests {
         #expect(
             demo.standardOutput(since: mark).contains("window #"), "no record came after Ctrl-C, nothing to drain")
         let last = output.split(separator: "\n").last ?? ""
-        #expect(last.hasPrefix("mqtt: ") && last.hasSuffix(", 0 left in the spool"), "last line: \(last); stderr: \(demo.standardError.suffix(3_000))")
+        #expect(
+            last.hasPrefix("mqtt: ") && last.hasSuffix(", 0 left in the spool"),
+            "last line: \(last); stderr: \(demo.standardError.suffix(3_000))")
     }
 }
