@@ -192,6 +192,9 @@ public struct SimulatedCharacteristic: Sendable {
     /// Reads answer `RequiredWrite.placeholder` until a client wrote the required bytes to another
     /// characteristic of the device (on this connection, if that one forgets writes on disconnect).
     public var requiredWrite: RequiredWrite?
+    /// A part the device's own state answers (a history, a clock) instead of `value`: set by the presets that
+    /// need one (`SimulatedService.miFloraHistory`, `.lywsd03mmc`).
+    var role: CharacteristicRole?
 
     public init(
         uuid: String, flags: [String], value: ValueGenerator, notifyInterval: Duration = .seconds(1),
@@ -321,9 +324,15 @@ public enum SimulatedUUID {
     public static let miFloraMode = full("1a00")
     public static let miFloraRealTimeData = full("1a01")
     public static let miFloraFirmwareAndBattery = full("1a02")
-    /// LYWSD03MMC (stock firmware): the data service and the temperature/humidity/voltage reading.
+    /// Mi Flora history: the service 0x1206, its control (write), data (read) and device time (read).
+    public static let miFloraHistoryService = full("1206")
+    public static let miFloraHistoryControl = full("1a10")
+    public static let miFloraHistoryData = full("1a11")
+    public static let miFloraDeviceTime = full("1a12")
+    /// LYWSD03MMC (stock firmware): the data service, the temperature/humidity/voltage reading and the clock.
     public static let lywsd03mmcService = "ebe0ccb0-7a0a-4b0c-8a1a-6ff2997da3a6"
     public static let lywsd03mmcReading = "ebe0ccc1-7a0a-4b0c-8a1a-6ff2997da3a6"
+    public static let lywsd03mmcTime = "ebe0ccb7-7a0a-4b0c-8a1a-6ff2997da3a6"
     /// The simulator's own vendor service whose temperature decodes only through its 0x2904 descriptor.
     public static let probeService = "4b410101-6b65-6570-616c-697665000000"
     public static let probeTemperature = "4b410102-6b65-6570-616c-697665000000"

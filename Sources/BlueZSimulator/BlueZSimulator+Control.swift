@@ -84,6 +84,38 @@ extension BlueZSimulator {
                             repeats: Int(options["repeats"]?.unwrappingVariants.uint32 ?? 3))
                         return [.array(element: "s", addresses.map(DBusValue.string))]
                     },
+                    // The Mi Flora's stored history (SimulatedHistory): replace it by `count` hourly entries, or
+                    // record `count` more.
+                    DBusMethod("SetHistoryEntries", in: "su", inNames: ["device", "count"]) { call in
+                        let (address, count) = try call.arguments.decode(String.self, UInt32.self)
+                        try self.setHistoryEntries(Int(count), device: address)
+                        return []
+                    },
+                    DBusMethod("AppendHistoryEntries", in: "su", inNames: ["device", "count"]) { call in
+                        let (address, count) = try call.arguments.decode(String.self, UInt32.self)
+                        try self.appendHistoryEntries(Int(count), device: address)
+                        return []
+                    },
+                    // How many entries the Mi Flora holds, how many entry reads it served, its device time.
+                    DBusMethod(
+                        "HistoryState", in: "s", out: "uuu", inNames: ["device"],
+                        outNames: ["entries", "entry_reads", "device_time"]
+                    ) { call in
+                        let address = try call.arguments.decode(String.self)
+                        let entries = try self.historyEntries(device: address).count
+                        let reads = try self.historyEntryReads(device: address)
+                        let time = try self.historyDeviceTime(device: address)
+                        return [.uint32(UInt32(entries)), .uint32(UInt32(clamping: reads)), .uint32(time)]
+                    },
+                    // The device's clock in Unix seconds and its time zone offset in hours.
+                    DBusMethod(
+                        "DeviceClock", in: "s", out: "dn", inNames: ["device"],
+                        outNames: ["unix_seconds", "timezone_hours"]
+                    ) { call in
+                        let address = try call.arguments.decode(String.self)
+                        let clock = try self.deviceClock(device: address)
+                        return [.double(clock.unixSeconds), .int16(Int16(clock.timezoneHours))]
+                    },
                     DBusMethod("SetAdapterPowered", in: "sb", inNames: ["adapter", "powered"]) { call in
                         let (adapter, powered) = try call.arguments.decode(String.self, Bool.self)
                         try await self.setPowered(powered, adapter: adapter)

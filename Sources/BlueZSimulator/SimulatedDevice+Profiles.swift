@@ -4,11 +4,12 @@
 extension SimulatedDevice {
     /// A Xiaomi Mi Flora (HHCCJCY01) plant sensor: advertises as "Flower care" with a public address and serves
     /// `SimulatedService.miFloraData`. A correct client writes `A0 1F` to 0x1a00 on every connection before
-    /// reading 0x1a01; one that forgets reads the stale `AA BB CC DD EE FF 99 88 77 66 00…`.
+    /// reading 0x1a01; one that forgets reads the stale `AA BB CC DD EE FF 99 88 77 66 00…`. With a `history`
+    /// (by default 300 hourly entries), also `SimulatedService.miFloraHistory`.
     public static func miFlora(
         address: String, name: String = "Flower care", adapter: String = "hci0", celsius: Double = 23.4,
         lux: UInt32 = 1_234, moisture: UInt8 = 41, conductivity: UInt16 = 567, battery: UInt8 = 97,
-        firmware: String = "3.2.1"
+        firmware: String = "3.2.1", history: SimulatedHistory? = SimulatedHistory()
     ) -> SimulatedDevice {
         SimulatedDevice(
             address: address, addressType: .public, name: name, adapter: adapter, rssi: -70,
@@ -16,20 +17,23 @@ extension SimulatedDevice {
                 .miFloraData(
                     celsius: celsius, lux: lux, moisture: moisture, conductivity: conductivity, battery: battery,
                     firmware: firmware)
-            ])
+            ] + (history.map { [.miFloraHistory($0)] } ?? []))
     }
 
     /// A Xiaomi LYWSD03MMC thermometer/hygrometer on stock firmware: `SimulatedService.lywsd03mmc`, notifying a
-    /// 5-byte reading every `notifyInterval` once a client called StartNotify.
+    /// 5-byte reading every `notifyInterval` once a client called StartNotify, with a clock that starts at
+    /// `clockStart` (Unix seconds; 2000-01-01 by default) until a client sets it.
     public static func lywsd03mmc(
         address: String, name: String = "LYWSD03MMC", adapter: String = "hci0", celsius: Double = 22.51,
-        humidity: UInt8 = 48, millivolts: UInt16 = 2_981, notifyInterval: Duration = .seconds(1)
+        humidity: UInt8 = 48, millivolts: UInt16 = 2_981, notifyInterval: Duration = .seconds(1),
+        clockStart: UInt32 = 946_684_800
     ) -> SimulatedDevice {
         SimulatedDevice(
             address: address, addressType: .public, name: name, adapter: adapter, rssi: -65,
             services: [
                 .lywsd03mmc(
-                    celsius: celsius, humidity: humidity, millivolts: millivolts, notifyInterval: notifyInterval)
+                    celsius: celsius, humidity: humidity, millivolts: millivolts, notifyInterval: notifyInterval,
+                    clockStart: clockStart)
             ])
     }
 
@@ -85,8 +89,8 @@ extension Array where Element == SimulatedDevice {
     /// | address | name | what a client reads (value 0) |
     /// |---|---|---|
     /// | C0:FF:EE:01:00:01 | Flower care | after writing A0 1F to 0x1a00: 23.4 °C, 1234 lux, 41 %, 567 µS/cm; 0x1a02:
-    /// 97 %, "3.2.1" |
-    /// | C0:FF:EE:01:00:02 | LYWSD03MMC | notifications: 22.51 °C, 48 %, 2.981 V |
+    /// 97 %, "3.2.1"; history (0x1206): 300 hourly entries, device time 2,158,345 s at start |
+    /// | C0:FF:EE:01:00:02 | LYWSD03MMC | notifications: 22.51 °C, 48 %, 2.981 V; clock (ebe0ccb7-…) at 2000-01-01 |
     /// | C0:FF:EE:01:00:03 | Env-Sensor | 0x2A6E −7.25 °C, 0x2A6F 55.5 %, probe (via 0x2904) −18.25 °C |
     /// | C0:FF:EE:01:00:04 | HR-Monitor | 0x2A37 notifications: 72 bpm, RR 853/1024 s |
     /// | C0:FF:EE:01:00:05 | Thermometer | 0x2A1C indications: 36.54 °C |

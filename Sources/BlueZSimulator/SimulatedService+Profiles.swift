@@ -42,17 +42,62 @@ extension SimulatedService {
         0xAA, 0xBB, 0xCC, 0xDD, 0xEE, 0xFF, 0x99, 0x88, 0x77, 0x66, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
     ]
 
+    /// The Mi Flora (HHCCJCY01) history service 0x1206, holding `history` (`SimulatedHistory`):
+    /// - 0x1a10 "history control" (read, write): selects what 0x1a11 answers, for the current connection only
+    ///   (the sensor forgets it when the link drops, as 0x1a00): `A0 00 00` the header, `A1` + index uint16 LE
+    ///   that entry (0 the oldest); `A2 00 00` wipes the stored entries.
+    /// - 0x1a11 "history data" (read), 16 bytes: after `A0 00 00` the entry count uint16 LE and 14 zeros; after
+    ///   `A1 i` entry i (`SimulatedHistory.Entry.bytes`), or 16 × `FF` past the last; before any selection on
+    ///   the link, the stale `AA BB CC DD EE FF 99 88 77 66 00…` of 0x1a01.
+    /// - 0x1a12 "device time" (read): seconds since the device was powered, uint32 LE, running in real time.
+    ///
+    /// Sources: emericg/WatchFlower `docs/flowercare-ble-api.md` ("Historical data": the service, the three
+    /// characteristics, the commands, the header, the entry layout, the device time "seconds since device
+    /// epoch (boot)"); open-homeautomation/miflora `miflora/miflora_poller.py` (`fetch_history`, `clear_history`,
+    /// `_INVALID_HISTORY_DATA`: all `FF` among the answers that are no entry). What 0x1a11 answers before a
+    /// selection, and past the last entry, is not documented beyond that list: the simulator's choice.
+    public static func miFloraHistory(_ history: SimulatedHistory = SimulatedHistory()) -> SimulatedService {
+        var control = SimulatedCharacteristic(
+            uuid: SimulatedUUID.miFloraHistoryControl, flags: ["read", "write"], value: .constant([0x00, 0x00, 0x00]),
+            forgetsWritesOnDisconnect: true)
+        control.role = .miFloraHistoryControl
+        var data = SimulatedCharacteristic(
+            uuid: SimulatedUUID.miFloraHistoryData, flags: ["read"], value: .constant(miFloraHistoryPlaceholder))
+        data.role = .miFloraHistoryData(history)
+        var time = SimulatedCharacteristic(
+            uuid: SimulatedUUID.miFloraDeviceTime, flags: ["read"], value: .constant([0x00, 0x00, 0x00, 0x00]))
+        time.role = .miFloraDeviceTime
+        return SimulatedService(uuid: SimulatedUUID.miFloraHistoryService, characteristics: [control, data, time])
+    }
+
     /// The LYWSD03MMC (stock firmware) data service ebe0ccb0-… with its reading ebe0ccc1-… (read, notify;
-    /// `ValueGenerator.lywsd03mmc`). The real sensor notifies every few seconds; `notifyInterval` sets the pace.
+    /// `ValueGenerator.lywsd03mmc`) and its clock ebe0ccb7-… (read, write). The real sensor notifies every few
+    /// seconds; `notifyInterval` sets the pace.
+    ///
+    /// The clock: Unix time uint32 LE, then the time zone offset int8 in hours (5 bytes read; a write of 4 or 5
+    /// bytes sets it, another size is refused with ATT error 0x0D). It starts at `clockStart` (default
+    /// 2000-01-01T00:00:00Z, a clock nobody set) when the simulator does and runs in real time. On the real
+    /// sensor the clock comes before the reading (handles 0x20 and 0x33); here it comes after, so that the
+    /// reading keeps the handle it had before the clock was simulated.
+    ///
+    /// Sources: h4/lywsd02 `lywsd02/client.py` (`UUID_TIME` ebe0ccb7-…, "5 or 4 bytes, READ WRITE",
+    /// `struct.pack('Ib', timestamp, tz_offset)`), which uduncanu/lywsd03mmc `lywsd03mmc/lywsd03mmc.py`
+    /// extends for this sensor; keks51/lywsd03mmc-client `Readme.md` (service ebe0ccb0-…, characteristic
+    /// ebe0ccb7-… "Read or write Timestamp" on a LYWSD03MMC); koenvervloesem/bluetooth-clocks
+    /// `src/bluetooth_clocks/devices/xiaomi.py` (`<Lb`, time then offset in hours).
     public static func lywsd03mmc(
         celsius: Double = 22.51, humidity: UInt8 = 48, millivolts: UInt16 = 2_981,
-        notifyInterval: Duration = .seconds(1)
+        notifyInterval: Duration = .seconds(1), clockStart: UInt32 = 946_684_800
     ) -> SimulatedService {
-        SimulatedService(uuid: SimulatedUUID.lywsd03mmcService, characteristics: [
+        var clock = SimulatedCharacteristic(
+            uuid: SimulatedUUID.lywsd03mmcTime, flags: ["read", "write"], value: .constant([0, 0, 0, 0, 0]))
+        clock.role = .clock(start: clockStart)
+        return SimulatedService(uuid: SimulatedUUID.lywsd03mmcService, characteristics: [
             SimulatedCharacteristic(
                 uuid: SimulatedUUID.lywsd03mmcReading, flags: ["read", "notify"],
                 value: .lywsd03mmc(celsius: celsius, humidity: humidity, millivolts: millivolts),
-                notifyInterval: notifyInterval)
+                notifyInterval: notifyInterval),
+            clock,
         ])
     }
 

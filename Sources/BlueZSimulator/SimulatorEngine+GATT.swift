@@ -72,7 +72,11 @@ extension SimulatorEngine {
             characteristic.pendingRead = nil
             let link = model.devices[characteristic.devicePath]?.link ?? 0
             let full: [UInt8]
-            if let required = characteristic.configuration.requiredWrite,
+            if let role = characteristic.configuration.role,
+                let answer = model.answer(role, device: characteristic.devicePath, link: link)
+            {
+                full = answer
+            } else if let required = characteristic.configuration.requiredWrite,
                 !model.requiredWriteDone(required, device: characteristic.devicePath)
             {
                 full = required.placeholder
@@ -147,6 +151,9 @@ extension SimulatorEngine {
                 characteristic.written(onLink: link)
                 ?? characteristic.configuration.value.value(characteristic.readSequence)
             guard Int(offset) <= stored.count else { throw BlueZError.attError(0x07) }
+            if let role = characteristic.configuration.role {
+                try model.written(bytes, offset: offset, role: role, device: characteristic.devicePath)
+            }
             stored.replaceSubrange(Int(offset)..<min(stored.count, Int(offset) + bytes.count), with: bytes)
             characteristic.written = stored
             characteristic.writtenOnLink = link

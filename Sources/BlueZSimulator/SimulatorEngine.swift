@@ -131,6 +131,7 @@ final class SimulatorEngine: Sendable {
             advertising: device.advertising, paired: device.paired, trusted: device.trusted)
         state.serviceData = device.serviceData
         state.manufacturerData = device.manufacturerData
+        (state.history, state.clock) = Model.roleStates(of: device, now: .now)
         var advertiser: AdvertiserState?
         if let advertisement = device.advertisement {
             guard let address = AdvertisementEncoder.addressBytes(device.address) else {
@@ -309,6 +310,8 @@ public enum BlueZSimulatorError: Error, Sendable, Hashable, CustomStringConverti
     case notRunning
     /// A passive sensor that cannot advertise: its address, and why.
     case invalidAdvertiser(String, String)
+    /// A device that cannot do what was asked (no history, no clock, too little uptime): its address, and why.
+    case unsupported(String, String)
 
     public var description: String {
         switch self {
@@ -319,6 +322,7 @@ public enum BlueZSimulatorError: Error, Sendable, Hashable, CustomStringConverti
         case .nameTaken(let name): "\(name) is owned by someone else"
         case .notRunning: "the simulated bluetoothd is not running"
         case .invalidAdvertiser(let address, let reason): "device \(address) cannot advertise: \(reason)"
+        case .unsupported(let address, let reason): "device \(address): \(reason)"
         }
     }
 }

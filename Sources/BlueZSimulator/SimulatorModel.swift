@@ -105,6 +105,11 @@ struct DeviceState {
     /// brought.
     var serviceData: [String: [UInt8]] = [:]
     var manufacturerData: [UInt16: [UInt8]] = [:]
+    /// The Mi Flora's stored history (a device with `SimulatedService.miFloraHistory`); it outlives links and
+    /// bluetoothd restarts, as the sensor's flash does.
+    var history: HistoryState?
+    /// A settable clock (the LYWSD03MMC's time characteristic); it runs on between links.
+    var clock: ClockState?
 
     var batteryService: ServiceLayout? {
         services.first { $0.uuid == SimulatedUUID.full("180F") }
