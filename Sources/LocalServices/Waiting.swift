@@ -16,11 +16,12 @@ public struct TimedOut: Error, Sendable, CustomStringConvertible {
 /// try await waitUntil("the service has the call") { await service.calls == 1 }
 /// ```
 public func waitUntil(
-    _ what: String, timeout: Duration = .seconds(10), _ condition: @Sendable () async throws -> Bool
+    _ what: String, timeout: Duration = .seconds(30), _ condition: @Sendable () async throws -> Bool
 ) async throws {
     let clock = ContinuousClock()
     // A give-up, not a timing assertion: under a sanitizer everything runs several times slower, and the whole
-    // suite runs at once on two cores (an ASan run took more than 10 s for a sysfs source's first reading).
+    // suite runs at once on two cores (an ASan run took more than 10 s for a sysfs source's first reading, and so
+    // did a plain run in its first seconds, when every suite starts at once: hence 30 s).
     let deadline = clock.now + timeout * Sanitizers.slowdown
     while try await !condition() {
         guard clock.now < deadline else { throw TimedOut(what: what) }

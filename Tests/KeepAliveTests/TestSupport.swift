@@ -79,7 +79,7 @@ func withRunning<T>(_ keepAlive: KeepAlive, _ body: () async throws -> T) async 
 
 /// Polls `condition` (state another thread changes: a timer thread, a launch reaching its gate) every millisecond
 /// until it holds; gives up with a failure after `timeout` of real time.
-func waitUntil(_ what: String, timeout: Duration = .seconds(10), _ condition: () -> Bool) async throws {
+func waitUntil(_ what: String, timeout: Duration = .seconds(30), _ condition: () -> Bool) async throws {
     let giveUp = ContinuousClock.now + timeout
     while !condition() {
         guard ContinuousClock.now < giveUp else {
