@@ -144,6 +144,7 @@ public final class DeferredTaskScheduler: Service, Sendable {
     private let wallClock: @Sendable () -> Duration
     private let logger: Logger
     private let state = Locked(State())
+    private let saving = Locked(())
     private let alarm: Alarm
     private let broadcast = Broadcast<Event>()
 
@@ -357,7 +358,9 @@ public final class DeferredTaskScheduler: Service, Sendable {
         let outcome: Outcome
         do {
             if let device = start.request.device, let gate {
-                outcome = try await gate.withDevice(device) { await self.runWindow(start) }
+                outcome = try await gate.withDevice(device, holder: "deferred task \(identifier)") {
+                    await self.runWindow(start)
+                }
             } else {
                 outcome = await runWindow(start)
             }
@@ -396,9 +399,12 @@ public final class DeferredTaskScheduler: Service, Sendable {
                     .forcedEnd, identifier: identifier,
                     "the handler ignored its expiry past the ledger's grace (budget \(start.request.budget.compact))"))
         } catch {
-            // A shutdown expires the windows and cancels the runs: the request waits for the next start.
+            // A shutdown or a sleep expires the windows and cancels the runs: the request waits, as it was.
             if state.withLock({ $0.stopping }) {
                 return .interrupted("the scheduler stopped")
+            }
+            if !keepAlive.ledger.isOpen {
+                return .interrupted("the ledger closed (shutting down or going to sleep)")
             }
             if current.withLock({ $0 })?.isExpired == true {
                 return .failed(
@@ -422,7 +428,14 @@ public final class DeferredTaskScheduler: Service, Sendable {
                 return nil
             case .interrupted:
                 let failures = start.attempt - 1
-                state.pending[identifier] = Pending(request: start.request, failures: failures, order: state.nextOrder)
+                var request = start.request
+                if !state.stopping {
+                    // The ledger is closed for a while (a sleep coming, a shutdown): look again in a few seconds,
+                    // not at once and again and again.
+                    let later = now + Self.closedLedgerPause
+                    request.earliestBegin = max(request.earliestBegin ?? later, later)
+                }
+                state.pending[identifier] = Pending(request: request, failures: failures, order: state.nextOrder)
                 state.nextOrder += 1
                 return nil
             case .failed:
@@ -461,6 +474,9 @@ public final class DeferredTaskScheduler: Service, Sendable {
         }
         alarm.ring()
     }
+
+    /// How long a run the closed ledger refused waits before it asks again.
+    static let closedLedgerPause = Duration.seconds(5)
 
     /// `retryDelay` doubled per failure in a row, at most `maxRetryDelay`.
     func backoff(afterFailures failures: Int) -> Duration {
@@ -505,6 +521,12 @@ public final class DeferredTaskScheduler: Service, Sendable {
 
     private func save() {
         guard let store else { return }
+        // One save at a time, each of the state as it is then: two runs ending together wrote one temporary file
+        // at once, and the second's rename found it gone.
+        saving.withLock { _ in saveNow(to: store) }
+    }
+
+    private func saveNow(to store: any DeferredTaskStore) {
         let now = self.now
         let wallNow = wallClock()
         let tasks = state.withLock { state in

@@ -58,7 +58,13 @@ public struct FileDeferredTaskStore: DeferredTaskStore {
     }
 
     public func load() throws -> [StoredDeferredTask] {
-        guard let bytes = try Self.read(path) else { return [] }
+        let read: [UInt8]?
+        do {
+            read = try AtomicFile.read(path)
+        } catch {
+            throw DeferredTaskStoreError(path: path, error.message)
+        }
+        guard let bytes = read else { return [] }
         do throws(DeferredTaskStoreError) {
             let document: JSONValue
             do {
@@ -102,7 +108,11 @@ public struct FileDeferredTaskStore: DeferredTaskStore {
                 }
             }
         }
-        try Self.replace(path, with: document.bytes + [0x0A])
+        do {
+            try AtomicFile.replace(path, with: document.bytes + [0x0A])
+        } catch {
+            throw DeferredTaskStoreError(path: error.path, error.message)
+        }
     }
 
     private func decode(_ value: JSONValue, at index: Int) throws(DeferredTaskStoreError) -> StoredDeferredTask {
@@ -144,62 +154,5 @@ public struct FileDeferredTaskStore: DeferredTaskStore {
         let line = before.count { $0 == 0x0A } + 1
         let column = offset - (before.lastIndex(of: 0x0A).map { $0 + 1 } ?? 0) + 1
         return "line \(line), column \(column): \(error)"
-    }
-
-    // MARK: Files
-
-    private static func read(_ path: String) throws(DeferredTaskStoreError) -> [UInt8]? {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else {
-            if errno == ENOENT { return nil }
-            throw DeferredTaskStoreError(path: path, "cannot open: \(String(cString: strerror(errno)))")
-        }
-        defer { close(fd) }
-        var bytes: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 4_096)
-        while true {
-            let count = chunk.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
-            if count < 0, errno == EINTR { continue }
-            guard count >= 0 else {
-                throw DeferredTaskStoreError(path: path, "cannot read: \(String(cString: strerror(errno)))")
-            }
-            if count == 0 { return bytes }
-            bytes += chunk.prefix(count)
-            guard bytes.count <= 1 << 20 else { throw DeferredTaskStoreError(path: path, "larger than 1 MiB") }
-        }
-    }
-
-    private static func replace(_ path: String, with bytes: [UInt8]) throws(DeferredTaskStoreError) {
-        let temporary = path + ".new"
-        let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
-        guard fd >= 0 else {
-            throw DeferredTaskStoreError(path: temporary, "cannot create: \(String(cString: strerror(errno)))")
-        }
-        var written = 0
-        while written < bytes.count {
-            let count = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress! + written, $0.count - written) }
-            if count < 0, errno == EINTR { continue }
-            guard count > 0 else {
-                let reason = String(cString: strerror(errno))
-                close(fd)
-                unlink(temporary)
-                throw DeferredTaskStoreError(path: temporary, "cannot write: \(reason)")
-            }
-            written += count
-        }
-        let synced = fsync(fd) == 0
-        let reason = String(cString: strerror(errno))
-        close(fd)
-        guard synced, rename(temporary, path) == 0 else {
-            let reason = synced ? String(cString: strerror(errno)) : reason
-            unlink(temporary)
-            throw DeferredTaskStoreError(path: path, "cannot replace: \(reason)")
-        }
-        let directory = path.lastIndex(of: "/").map { String(path[..<$0]) } ?? "."
-        let directoryFD = open(directory.isEmpty ? "/" : directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        if directoryFD >= 0 {
-            _ = fsync(directoryFD)
-            close(directoryFD)
-        }
     }
 }

@@ -11,7 +11,10 @@ import Basics
 public final class DeviceGate: Sendable {
     private struct State {
         var busy: Set<String> = []
-        var waiters: [String: [(id: UInt64, continuation: CheckedContinuation<Void, any Error>)]] = [:]
+        /// Who holds a device, for those who said (``enter(_:holder:)``).
+        var holders: [String: String] = [:]
+        var waiters: [String: [(id: UInt64, holder: String?, continuation: CheckedContinuation<Void, any Error>)]] =
+            [:]
         var nextID: UInt64 = 0
     }
 
@@ -20,10 +23,13 @@ public final class DeviceGate: Sendable {
     public init() {}
 
     /// Waits until `device` is free and takes it; throws `CancellationError` when cancelled while waiting.
-    public func enter(_ device: String) async throws {
+    /// `holder` says who holds it (``holder(of:)``), for work that others should not queue behind, such as a
+    /// deferred task's long link: a scheduled poll then gives its tick up at once rather than wait.
+    public func enter(_ device: String, holder: String? = nil) async throws {
         let id: UInt64? = state.withLock { state in
             guard state.busy.contains(device) else {
                 state.busy.insert(device)
+                state.holders[device] = holder
                 return nil
             }
             state.nextID += 1
@@ -37,9 +43,10 @@ public final class DeviceGate: Sendable {
                     // Freed between the first look and here: take it.
                     guard state.busy.contains(device) else {
                         state.busy.insert(device)
+                        state.holders[device] = holder
                         return .success(())
                     }
-                    state.waiters[device, default: []].append((id, continuation))
+                    state.waiters[device, default: []].append((id, holder, continuation))
                     return nil
                 }
                 if let outcome { continuation.resume(with: outcome) }
@@ -58,9 +65,11 @@ public final class DeviceGate: Sendable {
         let next = state.withLock { state -> CheckedContinuation<Void, any Error>? in
             guard var queue = state.waiters[device], !queue.isEmpty else {
                 state.busy.remove(device)
+                state.holders[device] = nil
                 return nil
             }
             let first = queue.removeFirst()
+            state.holders[device] = first.holder
             state.waiters[device] = queue.isEmpty ? nil : queue
             return first.continuation
         }
@@ -70,11 +79,16 @@ public final class DeviceGate: Sendable {
     /// Runs `body` holding `device`, and frees it on every path. Throws `CancellationError` when cancelled while
     /// waiting (then `body` never ran).
     public func withDevice<Result: Sendable>(
-        _ device: String, _ body: () async throws -> Result
+        _ device: String, holder: String? = nil, _ body: () async throws -> Result
     ) async throws -> Result {
-        try await enter(device)
+        try await enter(device, holder: holder)
         defer { leave(device) }
         return try await body()
+    }
+
+    /// Who holds `device` now, when the holder said (``enter(_:holder:)``).
+    public func holder(of device: String) -> String? {
+        state.withLock { $0.holders[device] }
     }
 
     /// Whether someone holds `device` now.
