@@ -315,6 +315,14 @@ public final class PollEngine: Sendable {
         guard case .admitted(var asked) = admit(device) else { return .declined }
         if let heard = listenedTo(&asked, device: device, start: start) { return heard }
         let admitted = asked
+        if let holder = gate.holder(of: admitted.spec.name) {
+            // A long link of other work (``withLink(to:holder:characteristics:connectTimeout:_:)``) has the device:
+            // the tick gives up at once, as contention, rather than hold a slot the whole time waiting for it.
+            let outcome = admitted.outcome(
+                .failed(TransportError(.noSlot, "the device is busy: \(holder) holds its link")))
+            start { _ in LaunchResult(outcome.result, detail: outcome, isContention: true) }
+            return LaunchRequest(fallbackDetail: outcome)
+        }
         let work: LaunchWork = { [weak self] window in
             guard let self else { return LaunchResult(.failed(CancellationError())) }
             var admitted = admitted
@@ -615,7 +623,7 @@ public final class PollEngine: Sendable {
     /// A live window waits for it. A cancelled one does not: BlueZ takes about 2 s to disconnect, longer than
     /// the ledger's grace, so waiting would turn every expiry into a forced end. The disconnect then finishes
     /// on its own, keeping the device's connection slot until it does (see ``waitUntilDisconnected()``).
-    private func disconnect(_ peripheral: Peripheral, device: String) async {
+    func disconnect(_ peripheral: Peripheral, device: String) async {
         let transport = self.transport
         let timeout = configuration.disconnectTimeout
         let (teardowns, metrics, time) = (self.teardowns, self.metrics, keepAlive.time)
@@ -641,7 +649,7 @@ public final class PollEngine: Sendable {
 
     /// Gives the connection slot back, or, while the device's disconnect still runs, once it has finished; the
     /// placement learns how long the poll held it.
-    private func releaseSlot(adapter: String, device: String, granted: KeepAliveInstant?) {
+    func releaseSlot(adapter: String, device: String, granted: KeepAliveInstant?) {
         let time = keepAlive.time
         guard let pending = teardowns.withLock({ $0.running[device]?.done }) else {
             if let granted { placement.learn(device, hold: granted.duration(to: time.now)) }

@@ -62,6 +62,9 @@ public struct PollRecord: Sendable {
         case connection
         /// The device's advertisements, heard without connecting (a passive sensor).
         case advertisement
+        /// The device's own log, read back by a deferred task (a Mi Flora's hourly history): ``PollRecord/measured``
+        /// says when.
+        case history
     }
 
     /// What was heard of a device's advertisements during its interval.
@@ -135,6 +138,9 @@ public struct PollRecord: Sendable {
 
     /// `.advertisement` for a passive sensor's record: its readings were heard, not read.
     public var source: Source = .connection
+    /// When the device measured the readings, since the Unix epoch, when that is not when the record was made: a
+    /// history entry's own time, on the gateway's clock.
+    public var measured: Duration?
     /// For a device listened to (a passive sensor, or `pollWhen: .heard`): what was heard during the interval.
     public var heard: Heard?
 
