@@ -7,6 +7,7 @@
 /// | `<prefix>/<gateway>/health` | the daemon's status line (problems first), when the daemon reports one | yes |
 /// | `<prefix>/<gateway>/error` | a command for an unknown device, as text | no |
 /// | `<prefix>/<gateway>/<device>/state` | the poll record (JSON Lines object) | no |
+/// | `<prefix>/<gateway>/<device>/history` | a record of the device's own history (`"source":"history"`) | no |
 /// | `<prefix>/<gateway>/<device>/availability` | `online` / `offline` | yes |
 /// | `<prefix>/<gateway>/<device>/failures` | consecutive failed polls, decimal | yes |
 /// | `<prefix>/<gateway>/<device>/interval` | the effective interval, e.g. `30s` | yes |
@@ -34,6 +35,9 @@ struct BridgeTopics: Sendable {
 
     func device(_ name: String) -> String { base + "/" + Self.level(name) }
     func state(_ name: String) -> String { device(name) + "/state" }
+    func history(_ name: String) -> String { device(name) + "/history" }
+    /// Where a spooled record goes: its device's `state`, or `history` for a history record.
+    func record(_ record: SpoolRecord) -> String { record.history ? history(record.device) : state(record.device) }
     func availability(_ name: String) -> String { device(name) + "/availability" }
     func failures(_ name: String) -> String { device(name) + "/failures" }
     func interval(_ name: String) -> String { device(name) + "/interval" }

@@ -30,6 +30,7 @@ extension MQTTBridge {
             state.connected = false
             state.client = nil
         }
+        connectionChanged(false)
         // Not in this task: it may be cancelled, and the close must still publish `offline`.
         let offline = retained(topics.status, "offline")
         await Task { await client.close(publishing: [offline]) }.value
@@ -52,8 +53,10 @@ extension MQTTBridge {
                     state.enqueue(.connected)
                 }
                 wakeupContinuation.yield()
+                connectionChanged(true)
             case .disconnected(let error):
                 state.withLock { $0.connected = false }
+                connectionChanged(false)
                 logger.warning("lost the MQTT broker; spooling", metadata: ["error": "\(error)"])
             case .connectFailed(let error, let retry):
                 connectionFailed(error, retry: retry)
@@ -166,7 +169,7 @@ extension MQTTBridge {
             let messages = batch.compactMap { item in
                 item.record.map { record in
                     MQTTOutgoingMessage(
-                        topic: topics.state(record.device), payload: record.payload, qos: configuration.qos,
+                        topic: topics.record(record), payload: record.payload, qos: configuration.qos,
                         retain: false, properties: MQTTProperties(contentType: "application/json"))
                 }
             }

@@ -43,6 +43,8 @@ public final class MQTTBridge: Service, Sendable {
     /// latency).
     let deliveryTimes = Locked(DeliveryTimes(started: .now))
     let deliveryTimer: Timer
+    /// Told each time the connection to the broker comes or goes (``onConnectionChange(_:)``).
+    let connectionObservers = Locked<[@Sendable (Bool) -> Void]>([])
 
     /// Opens (or creates) the spool and the discovery state file; connects to nothing (``run()`` does).
     ///
@@ -154,6 +156,10 @@ public final class MQTTBridge: Service, Sendable {
     ///   - sequence: the record's `seq`, as in its JSON (spool order is submit order; call in `seq` order).
     ///   - advertisement: for a record made from an advertisement (the device is then announced as passive), its
     ///     packet id; nil for a poll's record.
+    ///   - history: a record of the device's own history (a deferred download): published on the device's
+    ///     `history` topic, not `state` (Home Assistant's MQTT sensors take a state's time from its arrival, so an
+    ///     hour of last week must not become the sensor's state now); it says nothing of the device's availability
+    ///     and announces nothing.
     ///   - payload: the record's JSON object, UTF-8, without the newline.
     /// - Throws: `.unknownDevice`; `.spool` when the write or sync failed (the record is not spooled durably;
     ///   after a failed sync it may still be delivered);
@@ -162,12 +168,13 @@ public final class MQTTBridge: Service, Sendable {
     ///   topic.
     public func submit(
         device: String, sequence: UInt64, succeeded: Bool?, readings: [Reading] = [],
-        advertisement: BridgeAdvertisement? = nil, payload: [UInt8]
+        advertisement: BridgeAdvertisement? = nil, history: Bool = false, payload: [UInt8]
     ) throws(BridgeError) {
         guard state.withLock({ $0.devices[device] != nil }) else {
             throw BridgeError(code: .unknownDevice, message: "no device \"\(device)\" is configured for MQTT")
         }
-        let record = SpoolRecord(sequence: sequence, succeeded: succeeded == true, device: device, payload: payload)
+        let record = SpoolRecord(
+            sequence: sequence, succeeded: succeeded == true, device: device, payload: payload, history: history)
         // The sync is made outside the spool's lock, after the record was handed over or the delivery woken: the
         // record is published while the disk flushes (1–3 ms here), and `submit` still returns only once it is
         // durable.
@@ -201,7 +208,7 @@ public final class MQTTBridge: Service, Sendable {
         // PUBACK: one hand-off per record, as records spread over a tick travel. Otherwise the delivery task is
         // woken, sends what is queued, then the spool in order, in batches.
         let client = state.withLock { state -> MQTTClient? in
-            if var entry = state.devices[device] {
+            if !history, var entry = state.devices[device] {
                 if let succeeded, let change = entry.availability.record(succeeded: succeeded) {
                     state.enqueue(.message(retained(topics.availability(device), change.rawValue)))
                 }
@@ -260,7 +267,7 @@ public final class MQTTBridge: Service, Sendable {
     /// logged, as the delivery task does.
     private func hand(_ record: SpoolRecord, entry: Spool.Entry, to client: MQTTClient) {
         let message = MQTTOutgoingMessage(
-            topic: topics.state(record.device), payload: record.payload, qos: configuration.qos, retain: false,
+            topic: topics.record(record), payload: record.payload, qos: configuration.qos, retain: false,
             properties: MQTTProperties(contentType: "application/json"))
         client.publish(message) { [self] outcome in
             var refused: MQTTError?
@@ -433,5 +440,23 @@ public final class MQTTBridge: Service, Sendable {
             changed = true
         }
         return changed
+    }
+}
+
+extension MQTTBridge {
+    /// Calls `observer` with `true` at each CONNACK and `false` each time the connection is lost (and when
+    /// ``run()`` ends), on the client's thread: it must be quick. The daemon's deferred tasks that require the
+    /// network wait on it.
+    public func onConnectionChange(_ observer: @escaping @Sendable (Bool) -> Void) {
+        connectionObservers.withLock { $0.append(observer) }
+    }
+
+    /// Whether the bridge is connected to its broker now.
+    public var isConnected: Bool {
+        state.withLock { $0.connected }
+    }
+
+    func connectionChanged(_ connected: Bool) {
+        for observer in connectionObservers.withLock({ $0 }) { observer(connected) }
     }
 }

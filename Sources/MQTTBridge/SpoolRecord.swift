@@ -8,7 +8,8 @@
 /// 12      4     CRC-32 of the 12 bytes before it: a damaged length is detected, never followed
 /// 16      L     body:
 ///                 0   8   seq (UInt64 LE), the daemon's record sequence number
-///                 8   1   flags: bit 0 = the poll succeeded; bit 7 = padding (no record: see below)
+///                 8   1   flags: bit 0 = the poll succeeded; bit 1 = a history record (published on the
+///                         device's `history` topic); bit 7 = padding (no record: see below)
 ///                 9   2   D, the device name's length in bytes (UInt16 LE)
 ///                 11  D   the device name, UTF-8
 ///                 11+D …  the payload: the record's JSON bytes, as published
@@ -35,6 +36,19 @@ struct SpoolRecord: Sendable, Hashable {
     var succeeded: Bool
     var device: String
     var payload: [UInt8]
+    /// A record of the device's own history, published on its `history` topic (`MQTTBridge.submit`'s
+    /// `history`).
+    var history = false
+
+    init(sequence: UInt64, succeeded: Bool, device: String, payload: [UInt8], history: Bool = false) {
+        self.sequence = sequence
+        self.succeeded = succeeded
+        self.device = device
+        self.payload = payload
+        self.history = history
+    }
+
+    static let historyFlag: UInt8 = 0x02
 
     /// The record's frame, header included.
     func encoded() -> [UInt8] {
@@ -42,7 +56,7 @@ struct SpoolRecord: Sendable, Hashable {
         var body: [UInt8] = []
         body.reserveCapacity(Self.bodyHeaderSize + name.count + payload.count)
         appendLittleEndian(sequence, to: &body)
-        body.append(succeeded ? 1 : 0)
+        body.append((succeeded ? 1 : 0) | (history ? Self.historyFlag : 0))
         appendLittleEndian(UInt16(name.count), to: &body)
         body += name
         body += payload
@@ -108,7 +122,9 @@ struct SpoolRecord: Sendable, Hashable {
         let nameStart = start + bodyHeaderSize
         let device = String(decoding: body[nameStart..<(nameStart + nameLength)], as: UTF8.self)
         let payload = Array(body[(nameStart + nameLength)...])
-        return SpoolRecord(sequence: sequence, succeeded: flags & 1 == 1, device: device, payload: payload)
+        return SpoolRecord(
+            sequence: sequence, succeeded: flags & 1 == 1, device: device, payload: payload,
+            history: flags & historyFlag != 0)
     }
 
     // MARK: Segments written before the marker
