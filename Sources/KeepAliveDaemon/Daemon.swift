@@ -264,7 +264,8 @@ public final class Daemon: Service {
 
         // What runs, in the order it starts. A graceful shutdown (SIGTERM, `--ticks` done, the output broken) stops
         // them in the reverse order, each after the one below it has finished: the scheduler ends its windows and
-        // waits for every disconnect; then the watchdog, the override signals and the bus go; the fleet releases
+        // waits for every disconnect; then the watchdog, the override signals, the deferred tasks (their windows
+        // ended with the scheduler's: they wait for the next start) and the bus go; the fleet releases
         // its leases after the last poll; the bridge delivers the last records before `offline`; the metrics write
         // their last textfile.
         let parts: [DaemonService?] = [
@@ -279,6 +280,8 @@ public final class Daemon: Service {
                         first: connection, firstTransport: firstSession, transport: transport, engine: engine)
                 }
             },
+            hasDeferredWork
+                ? DaemonService("deferred tasks") { await self.runDeferred(engine: engine, after: ready) } : nil,
             DaemonService("SIGHUP: reopen the output") { [output, logger] in
                 await cancelWhenGracefulShutdown { await Self.reopenOnHangUp(output, logger: logger) }
             },

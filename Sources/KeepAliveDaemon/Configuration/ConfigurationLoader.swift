@@ -32,13 +32,15 @@ public enum ConfigurationLoader {
     static let topLevelKeys = [
         "interval", "jitter", "window_budget", "low_power", "adapter", "max_connections", "output", "mqtt", "fleet",
         "devices",
-        "adapter_power", "healing", "min_interval", "placement", "poll_when", "metrics",
+        "adapter_power", "healing", "min_interval", "placement", "poll_when", "metrics", "state_directory",
     ]
     static let deviceKeys = [
         "name", "address", "adapter", "interval", "budget", "profile", "fields", "read", "write", "notify", "shared",
-        "min_interval", "advertisements", "key", "key_file", "poll_when",
+        "min_interval", "advertisements", "key", "key_file", "poll_when", "history", "clock_sync",
     ]
-    static let profileKeys = ["profile", "manufacturer", "model", "description", "read", "write", "notify"]
+    static let profileKeys = [
+        "profile", "manufacturer", "model", "description", "read", "write", "notify", "history", "clock",
+    ]
 
     /// Reads and parses the file at `path`; the result's `path` is set.
     public static func load(path: String) throws(ConfigurationError) -> DaemonConfiguration {
@@ -94,6 +96,7 @@ public enum ConfigurationLoader {
             case "mqtt": configuration.mqtt = try mqtt(value, in: document)
             case "fleet": configuration.fleet = try fleet(value, in: document)
             case "metrics": configuration.metrics = try metrics(value, in: document)
+            case "state_directory": configuration.stateDirectory = try document.path(value, "state_directory")
             case "devices": entries = try devices(value, in: document)
             case "adapter_power": configuration.healing.powerOn = try adapterPower(value, in: document)
             case "healing": try healing(value, into: &configuration.healing, in: document)
@@ -240,8 +243,10 @@ public enum ConfigurationLoader {
             }
         }
         var operations = own
+        var deviceProfile: DeviceProfile?
         if let profileNode = fields["profile"] {
             let profile = try self.profile(named: profileNode, field: fields.field("profile"), in: document)
+            deviceProfile = profile.profile
             device.profile = profile.name
             device.manufacturer = profile.manufacturer
             device.model = profile.model
@@ -262,6 +267,7 @@ public enum ConfigurationLoader {
             try applyOverrides(overrides, path: fields.field("fields"), to: &operations, in: document)
         }
         device.advertising = try advertising(fields, in: document)
+        try deferredWork(fields, profile: deviceProfile, into: &device, in: document)
         device.writes = operations.writes
         device.reads = operations.reads
         device.notifications = operations.notifications
@@ -323,14 +329,14 @@ public enum ConfigurationLoader {
 
     /// The shipped profile named by `node`, or an error listing the ones there are.
     private static func profile(named node: YAMLNode, field: String, in document: Document) throws(ConfigurationError)
-        -> (name: String, manufacturer: String?, model: String?, operations: Operations)
+        -> (name: String, manufacturer: String?, model: String?, operations: Operations, profile: DeviceProfile)
     {
         let name = try document.nonEmptyText(
             node, field, expected: "a profile name like mi-flora (see `keepalive profiles`)")
         for (_, result) in embeddedProfiles {
             let parsed = try result.get()
             if parsed.profile.name == name {
-                return (name, parsed.profile.manufacturer, parsed.profile.model, parsed.operations)
+                return (name, parsed.profile.manufacturer, parsed.profile.model, parsed.operations, parsed.profile)
             }
         }
         let known = EmbeddedProfiles.files.map { String($0.name.dropFirst("Profiles/".count).dropLast(".yaml".count)) }
@@ -384,6 +390,8 @@ public enum ConfigurationLoader {
             case "model": profile.model = try document.nonEmptyText(pair.value, "model", expected: "a model name")
             case "description":
                 profile.summary = try document.nonEmptyText(pair.value, "description", expected: "a line of text")
+            case "history": profile.history = try profileHistory(pair.value, in: document)
+            case "clock": profile.clock = try profileClock(pair.value, in: document)
             default: try operation(pair.key, pair.value, field: pair.key, into: &operations, in: document)
             }
         }

@@ -53,6 +53,10 @@ public struct DaemonConfiguration: Sendable, Hashable {
         public var advertising: PeripheralSpec.Advertising?
         /// `poll_when:`, when not the file's.
         public var pollWhen: PeripheralSpec.PollWhen?
+        /// `history:`: its on-device history, downloaded now and then (its profile says how).
+        public var history: History?
+        /// `clock_sync:`: its clock set from the gateway's now and then (its profile says where).
+        public var clockSync: ClockSync?
         /// Where the entry starts in the file, for messages about it.
         public var location: SourceLocation?
 
@@ -133,6 +137,9 @@ public struct DaemonConfiguration: Sendable, Hashable {
     public var fleet: Fleet?
     /// Where the daemon's metrics go, when configured: a node_exporter textfile, an HTTP endpoint.
     public var metrics: Metrics?
+    /// `state_directory:`: where the daemon keeps what must outlive it besides the spool (the deferred tasks'
+    /// pending list, the history positions). Nil: systemd's `$STATE_DIRECTORY`, else /var/lib/keepalive.
+    public var stateDirectory: String?
     /// The healing ladder's bounds, and `adapter_power: on` as ``HealingPolicy/powerOn`` (README: Healing).
     public var healing = HealingPolicy()
     /// The file it came from, if any.

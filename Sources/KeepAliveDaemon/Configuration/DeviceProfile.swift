@@ -17,6 +17,10 @@ public struct DeviceProfile: Sendable, Hashable {
     public var reads: [BluetoothUUID]
     public var notifications: [PeripheralSpec.Subscription]
     public var decoding: [BluetoothUUID: PeripheralSpec.Decoding]
+    /// `history:`: how the sensor keeps a history a device may download (`history:` on the device).
+    public var history: DaemonConfiguration.HistoryFormat?
+    /// `clock:`: where the sensor takes the time (`clock_sync:` on the device).
+    public var clock: DaemonConfiguration.ClockCharacteristic?
     /// The file it came from, as errors name it.
     public var file: String
 

@@ -73,6 +73,11 @@ public enum ExampleConfiguration {
         # (appended to). Default "-".
         output: "-"
 
+        # Where the daemon keeps what must outlive it besides the MQTT spool: the pending deferred tasks
+        # (deferred.json) and how far each sensor's history was published (history.json). Default
+        # $STATE_DIRECTORY (systemd's StateDirectory=), else /var/lib/keepalive.
+        # state_directory: /var/lib/keepalive
+
         # The devices to keep alive: at least one. Each has
         #   name      required, unique: names the device in records and logs
         #   address   required: AA:BB:CC:DD:EE:FF (either case), unique per adapter
@@ -90,6 +95,11 @@ public enum ExampleConfiguration {
         #             passive: heard, never connected to (one record per tick from what it said meanwhile)
         #   key / key_file  optional: its 16-byte key as 32 hex digits (BTHome's encryption key, Xiaomi's
         #             bind key), or a file holding it (relative to this file); never shown in a message
+        #   history   optional: download the sensor's own log every this long, `24h`, or {every: 24h,
+        #             on_battery: true}; only while the MQTT broker is connected and, unless on_battery,
+        #             on external power; profiles with one: mi-flora (README: Sensor history and clocks)
+        #   clock_sync  optional: set the sensor's clock to the gateway's every this long, `24h`; profiles
+        #             with one: lywsd03mmc
         # and, unless a profile or `advertisements` says it, at least one of
         #   write     [{uuid, value, type}]: value is hex bytes, "01ff", "0x01ff", "01:ff" or "01 ff";
         #             type is `request` (acknowledged, the default) or `command` (without response)

@@ -168,6 +168,8 @@ final class DeviceBoard: RecordSink, Sendable {
 
     func accept(_ sequenced: SequencedRecord) throws(OutputError) {
         let record = sequenced.record
+        // An entry of the device's own history is no tick of it: its last record and decisions stay the polls'.
+        guard record.source != .history else { return }
         let at = wallTime(of: record.fired)
         let unhealthy = record.result == .failed ? unhealthyAdapters()[record.peripheral.adapter] != nil : false
         let passive = device(named: record.device)?.passive ?? false

@@ -42,12 +42,14 @@ final class MQTTRecordSink: RecordSink {
                 device: record.device, sequence: sequenced.sequence,
                 // Contention and a gated poll's silence say nothing of the device; a passive sensor's does.
                 succeeded: record.isContention || (record.isNotHeard && record.source == .connection)
+                    || record.source == .history
                     ? nil : record.result != .failed,
                 readings: record.readings,
                 // A passive sensor's record: a new packet is newData; anything else repeats the last one, whose
                 // events (a button press) were published already.
                 advertisement: record.source == .advertisement
                     ? BridgeAdvertisement(packetID: record.heard?.packetID, isRepeat: record.result != .newData) : nil,
+                history: record.source == .history,
                 payload: Array(sequenced.line.utf8)
             )
             // One lock per record; the clock only when a failure ends.

@@ -92,6 +92,13 @@ public enum RecordLine {
             if let rssi = heard.rssi { line.integer("rssi", Int(rssi)) } else { line.null("rssi") }
             if let id = heard.packetID { line.integer("packet_id", UInt64(id)) } else { line.null("packet_id") }
             if let format = heard.format { line.string("format", format.rawValue) }
+        } else if record.source == .history {
+            // A record of the device's own log: `ts` is when it was written here, `measured` when the device
+            // measured it (its clock corrected to the gateway's).
+            line.string("source", record.source.rawValue)
+            if let measured = record.measured {
+                line.string("measured", WallClock.Time(seconds: 0, nanoseconds: 0).advanced(by: measured).rfc3339)
+            }
         }
         line.integer("interval_ms", record.interval.milliseconds)
         line.string("power", record.power.rawValue)

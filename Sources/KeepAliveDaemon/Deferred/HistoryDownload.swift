@@ -1,0 +1,126 @@
+import Basics
+import KeepAlive
+import Logging
+import Polling
+import Readings
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// One download of a Mi Flora's history (`history:` on a device whose profile is `mi-flora`): on one link, the
+/// entries the gateway has not published yet, oldest first, each as a record of its own (`"source":"history"`,
+/// `"measured"` its time), its position saved after each.
+///
+/// The sensor counts time in seconds since it was powered (0x1a12); each entry's time becomes the gateway's by
+/// the distance to that count, read at the start of the link (`MiFloraHistory.DeviceClock`). A sensor whose
+/// battery was changed counts from 0 again and starts a new history: the position's device time no longer
+/// matches, and the new entries newer than the last one published are published (none twice, none skipped).
+struct HistoryDownload {
+    let device: DaemonConfiguration.Device
+    let interval: Duration
+    let engine: PollEngine
+    let keepAlive: KeepAlive
+    let positions: HistoryPositions
+    let submit: @Sendable (PollRecord) -> Void
+    let logger: Logger
+
+    /// Downloads what is new; returns how many entries it published. Cancellation (the window's end) stops it
+    /// between two entries, with the position of the last one published saved.
+    func run() async throws -> Int {
+        let control = try BluetoothUUID(MiFloraHistory.controlCharacteristic)
+        let data = try BluetoothUUID(MiFloraHistory.dataCharacteristic)
+        let time = try BluetoothUUID(MiFloraHistory.deviceTimeCharacteristic)
+        let name = device.name
+        return try await engine.withLink(
+            to: name, holder: "its history download", characteristics: [control, data, time]
+        ) { peripheral, transport in
+            @Sendable func read(entry index: Int) async throws -> [UInt8] {
+                try await transport.write(
+                    MiFloraHistory.readEntry(UInt16(clamping: index)), to: control, of: peripheral, type: .request)
+                return try await transport.read(data, from: peripheral)
+            }
+            try await transport.write(MiFloraHistory.enterHistoryMode, to: control, of: peripheral, type: .request)
+            let count = try MiFloraHistory.entryCount(header: try await transport.read(data, from: peripheral))
+            let deviceNow = try MiFloraHistory.deviceTime(try await transport.read(time, from: peripheral))
+            let clock = MiFloraHistory.DeviceClock(deviceNow: deviceNow, gatewayWallAtRead: Self.wallSeconds())
+
+            // Where to start: after the last entry published, if the sensor still holds it there.
+            var start = 0
+            var newerThan: Duration?
+            if let position = positions[name] {
+                if position.next > 0, position.next <= count,
+                    let last = try? MiFloraHistory.Entry(try await read(entry: position.next - 1)),
+                    last.deviceTimestamp == position.deviceTimestamp
+                {
+                    start = position.next
+                } else if position.next > 0 {
+                    newerThan = position.measured
+                    logger.notice(
+                        """
+                        history: the sensor's log restarted (a new battery?); publishing its entries newer than the \
+                        last one published
+                        """,
+                        metadata: ["device": "\(name)", "entries": "\(count)"])
+                }
+            }
+            var published = 0
+            for index in start..<count {
+                try Task.checkCancellation()
+                let bytes = try await read(entry: index)
+                let entry: MiFloraHistory.Entry
+                var record: PollRecord
+                var position: HistoryPositions.Position
+                do {
+                    entry = try MiFloraHistory.Entry(bytes)
+                    let measured = Duration.milliseconds(Int64((clock.wallTime(of: entry) * 1_000).rounded()))
+                    if let newerThan, measured <= newerThan { continue }
+                    record = self.record(entry, bytes: bytes, characteristic: data, peripheral: peripheral)
+                    record.measured = measured
+                    position = .init(next: index + 1, deviceTimestamp: entry.deviceTimestamp, measured: measured)
+                } catch {
+                    // Said in a record of its own, never skipped in silence; the position moves past it.
+                    record = self.record(nil, bytes: bytes, characteristic: data, peripheral: peripheral)
+                    record.result = .failed
+                    record.failure = PollRecord.Failure(
+                        code: "invalidHistoryEntry", message: "history entry \(index) of \(count): \(error)",
+                        transient: false)
+                    let previous = positions[name]
+                    position = .init(
+                        next: index + 1, deviceTimestamp: previous?.deviceTimestamp ?? 0,
+                        measured: previous?.measured ?? .zero)
+                }
+                submit(record)
+                try positions.save(position, for: name)
+                published += 1
+            }
+            return published
+        }
+    }
+
+    private func record(
+        _ entry: MiFloraHistory.Entry?, bytes: [UInt8], characteristic: BluetoothUUID, peripheral: Peripheral
+    ) -> PollRecord {
+        let now = keepAlive.time.now
+        // The profile's names and units, so that an hour of the history reads as a poll of the hour would.
+        let readings =
+            entry.map { entry in
+                [
+                    Reading(name: "temperature", value: .number(entry.temperature), unit: "°C"),
+                    Reading(name: "light", value: .unsigned(UInt64(entry.light)), unit: "lx"),
+                    Reading(name: "moisture", value: .unsigned(UInt64(entry.moisture)), unit: "%"),
+                    Reading(name: "conductivity", value: .unsigned(UInt64(entry.conductivity)), unit: "µS/cm"),
+                ]
+            } ?? []
+        var record = PollRecord(
+            device: device.name, peripheral: peripheral, tick: 0, scheduled: now, fired: now, result: .newData,
+            values: [PollRecord.Value(characteristic: characteristic, bytes: bytes)], readings: readings,
+            interval: interval, power: keepAlive.powerState)
+        record.source = .history
+        return record
+    }
+
+    static func wallSeconds() -> Double {
+        Double(clockNanoseconds(CLOCK_REALTIME)) / 1e9
+    }
+}
