@@ -1,5 +1,9 @@
 public import Polling
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 // `history:` and `clock_sync:` on a device: work the daemon does now and then as deferred tasks (README "Sensor
 // history and clocks"), where the device's profile says how.
 
@@ -55,4 +59,14 @@ extension DaemonConfiguration {
 
     /// The least `every` of a history download or a clock sync: each costs a link.
     public static let minimumDeferredEvery = Duration.seconds(60)
+
+    /// The daemon's state directory when `state_directory:` does not say: the first of systemd's
+    /// `StateDirectory=` (`$STATE_DIRECTORY`), else /var/lib/keepalive. The spool's default is `spool` in it.
+    public static func defaultStateDirectory() -> String {
+        if let value = getenv("STATE_DIRECTORY") {
+            let first = String(cString: value).split(separator: ":").first.map(String.init)
+            if let first, first.hasPrefix("/") { return first }
+        }
+        return "/var/lib/keepalive"
+    }
 }

@@ -20,12 +20,7 @@ extension Daemon {
     /// Where the daemon keeps its state besides the spool: `state_directory:`, else systemd's `StateDirectory=`
     /// (`$STATE_DIRECTORY`), else /var/lib/keepalive.
     var stateDirectory: String {
-        if let directory = configuration.stateDirectory { return directory }
-        if let value = getenv("STATE_DIRECTORY") {
-            let first = String(cString: value).split(separator: ":").first.map(String.init)
-            if let first, first.hasPrefix("/") { return first }
-        }
-        return "/var/lib/keepalive"
+        configuration.stateDirectory ?? DaemonConfiguration.defaultStateDirectory()
     }
 
     /// Runs each device's history downloads and clock syncs until the daemon shuts down.

@@ -12,14 +12,10 @@ import CoreMetrics
 #endif
 
 extension DaemonConfiguration.MQTT {
-    /// Where the spool goes when the configuration does not say: systemd's `StateDirectory=` (`$STATE_DIRECTORY`),
-    /// else /var/lib/keepalive/spool.
+    /// Where the spool goes when the configuration does not say: `spool` in systemd's `StateDirectory=`
+    /// (`$STATE_DIRECTORY`), else /var/lib/keepalive/spool.
     static func defaultSpoolDirectory() -> String {
-        if let value = getenv("STATE_DIRECTORY") {
-            let first = String(cString: value).split(separator: ":").first.map(String.init)
-            if let first, first.hasPrefix("/") { return first + "/spool" }
-        }
-        return "/var/lib/keepalive/spool"
+        DaemonConfiguration.defaultStateDirectory() + "/spool"
     }
 
     /// The user name and its password, read from `password_file` now (a file others can read is warned about, and
