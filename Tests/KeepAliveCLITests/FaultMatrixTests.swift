@@ -94,11 +94,11 @@ struct FaultMatrixTests {
                 }
             }
             let afterClear = sensor1Records().dropFirst(clearedAt + 1)
-            // Under a sanitizer, with the whole suite beside it, a poll can outlast its 666-ms window for no reason
-            // of the fault's (a Connect took 678 ms once): there the first poll that did not run out of time counts.
+            // With the whole suite beside it, a poll can outlast its 666-ms window for no reason of the fault's (a
+            // Connect took 678 ms under a sanitizer, and over 600 ms on the stock executors in a local CI run): the
+            // first poll that did not run out of time counts (and a later one must succeed: the wait above).
             let firstPoll = afterClear.first { record in
-                !record.contains("\"code\":\"skipped\"")
-                    && !(sanitizerSlowdown > 1 && record.contains("\"code\":\"windowExpired\""))
+                !record.contains("\"code\":\"skipped\"") && !record.contains("\"code\":\"windowExpired\"")
             }
             #expect(
                 firstPoll?.contains("\"result\":\"failed\"") == false,
