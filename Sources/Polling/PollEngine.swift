@@ -103,8 +103,8 @@ public final class PollEngine: Sendable {
     let admission: (any PollAdmission)?
     /// Per device: what the engine remembers between its polls (never what a poll in progress gathers).
     let devices: [String: PolledDevice]
-    /// One piece of work on a device at a time (``DeviceGate``): its scheduled polls, command polls and deferred
-    /// tasks (``DeferredTaskScheduler``) share this one.
+    /// One piece of work on a device at a time (`DeviceGate`, module KeepAlive): its scheduled polls, command
+    /// polls and deferred tasks (`DeferredTaskScheduler`) share this one.
     public let gate = DeviceGate()
     /// Where each device polls in its interval, so that the devices of an adapter keep within its slots.
     let placement: SlotPlacement
