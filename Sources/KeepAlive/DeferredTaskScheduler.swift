@@ -392,8 +392,7 @@ public final class DeferredTaskScheduler: Service, Sendable {
             return .failed(DeferredTaskError(.failed, identifier: identifier, "the handler completed it with failure"))
         } catch let error as BackgroundTaskError where error.code == .refused {
             return .interrupted("the ledger is closed (shutting down or going to sleep)")
-        } catch let error as BackgroundTaskError {
-            _ = error
+        } catch is BackgroundTaskError {  // the other code: a forced end
             return .failed(
                 DeferredTaskError(
                     .forcedEnd, identifier: identifier,

@@ -60,74 +60,71 @@ extension Daemon {
             return
         }
         let positions = HistoryPositions(path: directory + "/history.json", logger: logger)
-        // The next request of each identifier, for a resubmission after a success or after one given up on.
-        var next: [String: @Sendable () -> DeferredTaskRequest] = [:]
+        // Each identifier's next request and how long after a run it comes: after a success, or after one given up
+        // on.
+        var plan: [String: (request: @Sendable () -> DeferredTaskRequest, every: Duration)] = [:]
         for device in configuration.devices {
-            let interval = device.interval ?? configuration.interval
             if let history = device.history {
                 let identifier = "history.\(device.name)"
-                let request: @Sendable () -> DeferredTaskRequest = { [network] in
-                    DeferredTaskRequest(
-                        identifier: identifier, kind: .processing, requiresNetwork: network != nil,
-                        requiresExternalPower: !history.onBattery)
-                }
-                next[identifier] = request
+                plan[identifier] = (
+                    { [network] in
+                        DeferredTaskRequest(
+                            identifier: identifier, kind: .processing, requiresNetwork: network != nil,
+                            requiresExternalPower: !history.onBattery)
+                    }, history.every
+                )
+            }
+            if let sync = device.clockSync {
+                let identifier = "clock.\(device.name)"
+                plan[identifier] = ({ DeferredTaskRequest(identifier: identifier, kind: .refresh) }, sync.every)
+            }
+        }
+        let work = plan
+        @Sendable func again(_ identifier: String, after start: KeepAliveInstant) {
+            guard let next = work[identifier] else { return }
+            var request = next.request()
+            request.earliestBegin = start + next.every
+            try? scheduler.submit(request)
+        }
+        for device in configuration.devices {
+            if device.history != nil {
+                let identifier = "history.\(device.name)"
                 let download = HistoryDownload(
-                    device: device, interval: interval, engine: engine, keepAlive: keepAlive, positions: positions,
-                    submit: { [sequencer] in sequencer.submit($0) }, logger: logger)
+                    device: device, interval: device.interval ?? configuration.interval, engine: engine,
+                    keepAlive: keepAlive, positions: positions, submit: { [sequencer] in sequencer.submit($0) },
+                    logger: logger)
                 try? scheduler.register(identifier, kind: .processing) { [logger] task in
                     let published = try await download.run()
                     logger.info(
                         "history downloaded", metadata: ["device": "\(device.name)", "published": "\(published)"])
-                    var again = request()
-                    again.earliestBegin = task.window.began + history.every
-                    try? scheduler.submit(again)
+                    again(identifier, after: task.window.began)
                 }
             }
             if let sync = device.clockSync {
                 let identifier = "clock.\(device.name)"
-                let request: @Sendable () -> DeferredTaskRequest = {
-                    DeferredTaskRequest(identifier: identifier, kind: .refresh)
-                }
-                next[identifier] = request
                 let clockSync = ClockSync(device: device, sync: sync, engine: engine)
                 try? scheduler.register(identifier, kind: .refresh) { [logger] task in
                     let (seconds, zone) = try await clockSync.run()
                     logger.info(
                         "clock set",
                         metadata: ["device": "\(device.name)", "unix": "\(seconds)", "utcOffsetHours": "\(zone)"])
-                    var again = request()
-                    again.earliestBegin = task.window.began + sync.every
-                    try? scheduler.submit(again)
+                    again(identifier, after: task.window.began)
                 }
             }
         }
         // What the last run left pending stays (its time kept); what the file no longer asks for goes.
-        for pending in scheduler.pendingRequests where next[pending.identifier] == nil {
+        for pending in scheduler.pendingRequests where work[pending.identifier] == nil {
             scheduler.cancel(pending.identifier)
         }
-        for (identifier, request) in next.sorted(by: { $0.key < $1.key }) where scheduler.status(of: identifier) == nil
-        {
-            try? scheduler.submit(request())
+        for (identifier, next) in work.sorted(by: { $0.key < $1.key }) where scheduler.status(of: identifier) == nil {
+            try? scheduler.submit(next.request())
         }
         let events = scheduler.events()
-        let every: [String: Duration] = Dictionary(
-            uniqueKeysWithValues: configuration.devices.flatMap { device in
-                [
-                    device.history.map { ("history.\(device.name)", $0.every) },
-                    device.clockSync.map { ("clock.\(device.name)", $0.every) },
-                ].compactMap { $0 }
-            })
         await withDiscardingTaskGroup { group in
-            group.addTask { [next] in
+            group.addTask {
                 for await event in events {
                     // Given up on after its attempts: it comes again at its next usual time.
-                    guard case .failed(let error, _, nil) = event, let request = next[error.identifier] else {
-                        continue
-                    }
-                    var again = request()
-                    again.earliestBegin = scheduler.now + (every[error.identifier] ?? .seconds(86_400))
-                    try? scheduler.submit(again)
+                    if case .failed(let error, _, nil) = event { again(error.identifier, after: scheduler.now) }
                 }
             }
             try? await scheduler.run()
