@@ -56,6 +56,7 @@ extension PollEngine {
             attempts: outcome.attempts, interval: interval, power: power, trigger: trigger
         )
         record.holder = outcome.holder
+        record.busy = outcome.busy
         record.slotWait = outcome.slotWait
         record.link = outcome.link
         record.heard = outcome.heard

@@ -318,8 +318,10 @@ public final class PollEngine: Sendable {
         if let holder = gate.holder(of: admitted.spec.name) {
             // A long link of other work (``withLink(to:holder:characteristics:connectTimeout:_:)``) has the device:
             // the tick gives up at once, as contention, rather than hold a slot the whole time waiting for it.
-            let outcome = admitted.outcome(
+            var busy = admitted.outcome(
                 .failed(TransportError(.noSlot, "the device is busy: \(holder) holds its link")))
+            busy.busy = holder
+            let outcome = busy
             start { _ in LaunchResult(outcome.result, detail: outcome, isContention: true) }
             return LaunchRequest(fallbackDetail: outcome)
         }

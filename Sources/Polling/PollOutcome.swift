@@ -21,6 +21,8 @@ public struct PollOutcome: Sendable {
     public var link: Duration?
     /// For a device shared by a fleet: which gateway polled it, on which adapter, and after which handover.
     public var holder: PollRecord.Holder?
+    /// What held the device's link when the tick gave up for it (``PollRecord/busy``).
+    public var busy: String?
     /// For a device listened to: what was heard of it during the interval (``PollRecord/heard``).
     public var heard: PollRecord.Heard?
     /// The fleet's admission declined the poll: another gateway holds the device. No radio work was done and

@@ -132,6 +132,10 @@ public struct PollRecord: Sendable {
     public var trigger: Trigger = .schedule
     /// For a device shared by a fleet of gateways: which one polled it, and how it got it (nil otherwise).
     public var holder: Holder?
+    /// Who held the device's link when this tick gave up for it, for example `history download`: a long link of
+    /// other work (``PollEngine/withLink(to:holder:characteristics:connectTimeout:_:)``). The record is `noSlot`
+    /// contention, not a failure of the device. `nil` otherwise.
+    public var busy: String?
 
     /// Why the scheduler skipped the tick (`nil` for a tick that ran): its record fails with code `skipped`.
     public var skipReason: TickReport.SkipReason?

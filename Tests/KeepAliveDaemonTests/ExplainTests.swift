@@ -179,6 +179,19 @@ struct ExplainTests {
                 == "12:00:00 not polled: no connection slot free on hci0 for 9.8s (other devices held them all)")
     }
 
+    /// A tick that gave up while a deferred task held the device's link says what held it, not a slot wait of 0 s.
+    @Test func noSlotWhileAHistoryDownloadHeldTheLinkSaysSo() throws {
+        var busy = record(code: "noSlot")
+        busy.busy = "history download"
+        try feed(busy)
+        let entry = try #require(try explain().entries.last)
+        #expect(
+            entry.text
+                == "12:00:00 not polled: the device was busy, its link held by history download (not a failure of "
+                + "the device)")
+        #expect(entry.kind == "noSlot")
+    }
+
     @Test func notHeardIsSaidForAGatedPollAndForAPassiveSensor() throws {
         try feed(record("gated", code: "notHeard"))
         #expect(

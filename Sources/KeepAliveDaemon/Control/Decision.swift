@@ -15,7 +15,8 @@ struct Decision: Sendable, Hashable {
         case overlap
         /// Skipped: the ledger was closed (shutting down, or the host going to sleep).
         case closed
-        /// The window ended while the poll waited for a connection slot (``Decision/value``: the wait, in ms).
+        /// The window ended while the poll waited for a connection slot (``Decision/value``: the wait, in ms), or
+        /// the tick gave up because other work held the device's link (``Decision/code``: what held it).
         case noSlot
         /// Not heard advertising: a passive sensor silent for its interval, or a gated poll that sent no Connect.
         case notHeard
@@ -52,7 +53,7 @@ struct Decision: Sendable, Hashable {
     var value: UInt32 = 0
     /// Like decisions in a row (one entry for 100 good polls).
     var count: UInt32 = 1
-    /// An interned string: the failure code, or the healing action.
+    /// An interned string: the failure code, the healing action, or what held the link of a `noSlot` tick.
     var code: UInt16 = 0
     /// An interned string: the gateway holding the device.
     var holder: UInt16 = 0

@@ -204,6 +204,7 @@ final class DeviceBoard: RecordSink, Sendable {
                 decision.code = state.strings.intern(known?.lastFailureCode)
             case .noSlot:
                 decision.value = Self.milliseconds(record.slotWait)
+                decision.code = state.strings.intern(record.busy)  // a few names: what held the link
             case .polled:
                 decision.value = Self.milliseconds(record.window?.used)
             default:

@@ -165,8 +165,12 @@ struct Explanation: Sendable {
         case .closed:
             text = "not polled: the daemon was shutting down or the host going to sleep (the ledger was closed)"
         case .noSlot:
-            let waited = Duration.milliseconds(decision.value).compact
-            text = "not polled: no connection slot free on \(adapter) for \(waited) (other devices held them all)"
+            if let busy = strings[decision.code] {
+                text = "not polled: the device was busy, its link held by \(busy) (not a failure of the device)"
+            } else {
+                let waited = Duration.milliseconds(decision.value).compact
+                text = "not polled: no connection slot free on \(adapter) for \(waited) (other devices held them all)"
+            }
         case .notHeard:
             text =
                 decision.flags.contains(.passive)

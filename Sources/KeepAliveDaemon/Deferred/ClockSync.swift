@@ -17,7 +17,7 @@ struct ClockSync {
     func run() async throws -> (unixSeconds: UInt32, timeZoneHours: Int8) {
         let characteristic = sync.clock.characteristic
         return try await engine.withLink(
-            to: device.name, holder: "its clock sync", characteristics: [characteristic]
+            to: device.name, holder: "clock sync", characteristics: [characteristic]
         ) { peripheral, transport in
             let (seconds, zone) = Self.now()
             try await transport.write(

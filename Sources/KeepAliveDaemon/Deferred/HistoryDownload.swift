@@ -33,7 +33,7 @@ struct HistoryDownload {
         let time = try BluetoothUUID(MiFloraHistory.deviceTimeCharacteristic)
         let name = device.name
         return try await engine.withLink(
-            to: name, holder: "its history download", characteristics: [control, data, time]
+            to: name, holder: "history download", characteristics: [control, data, time]
         ) { peripheral, transport in
             @Sendable func read(entry index: Int) async throws -> [UInt8] {
                 try await transport.write(

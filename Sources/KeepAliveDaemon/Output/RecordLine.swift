@@ -40,6 +40,10 @@ public enum RecordLine {
                 }
             }
         }
+        if let busy = record.busy {
+            // A noSlot tick that gave up because other work held the device's link (a history download).
+            line.string("busy", busy)
+        }
         if let healing {
             // What the healing ladder did on this device's adapter since its last record (README: Healing).
             line.object("healing") { object in
