@@ -68,7 +68,7 @@ struct LaunchGateTests {
         let events = Collector(keepAlive.events())
         try keepAlive.register(name: "sensor", options: .init(budget: .seconds(10)), gate: gate)
         try await withRunning(keepAlive) {
-            try await waitUntil("the launch asked its gate", timeout: .seconds(10)) { gate.count == 1 }
+            try await waitUntil("the launch asked its gate") { gate.count == 1 }
             #expect(keepAlive.ledger.openCount == 1, "the window is open while the launch waits")
             #expect(calls.withLock { $0 } == 0, "the callback must not run before the gate lets it")
             clock.advance(to: clock.instant(.seconds(4)))
@@ -98,9 +98,9 @@ struct LaunchGateTests {
         let events = Collector(keepAlive.events())
         try keepAlive.register(name: "sensor", options: .init(budget: .seconds(10)), gate: gate)
         try await withRunning(keepAlive) {
-            try await waitUntil("the launch asked its gate", timeout: .seconds(10)) { gate.count == 1 }
+            try await waitUntil("the launch asked its gate") { gate.count == 1 }
             // The ledger's driver sleeps until the warning (2/3 of the budget): past it and the deadline at once.
-            try await waitUntil("the ledger's driver sleeps", timeout: .seconds(10)) {
+            try await waitUntil("the ledger's driver sleeps") {
                 clock.pendingDeadlines.contains { $0 < clock.instant(.seconds(10)) }
             }
             clock.advance(to: clock.instant(.seconds(10)))
@@ -114,8 +114,8 @@ struct LaunchGateTests {
                 return
             }
             #expect(error.message.contains("waiting for the gate"))
-            #expect(window.outcome == .expired, "\(window)")
-            #expect(keepAlive.ledger.openCount == 0)
+            #expect(window.outcome == .expired, "\(window); events: \(events.all)")
+            #expect(keepAlive.ledger.openCount == 0, "events: \(events.all)")
             #expect(!gate.open(0), "a withdrawn request is never let in")
             #expect(calls.withLock { $0 } == 0)
 
@@ -123,10 +123,10 @@ struct LaunchGateTests {
             let next = clock.instant(.seconds(30))
             try await clock.waitForSleeper(until: next)
             clock.advance(to: next)
-            try await waitUntil("the second tick asked its gate", timeout: .seconds(10)) { gate.count == 2 }
-            #expect(gate.open(1))
+            try await waitUntil("the second tick asked its gate") { gate.count == 2 }
+            #expect(gate.open(1), "withdrawn before it was let in; events: \(events.all)")
             _ = try await events.next { if case .report(let report) = $0 { report.tick == 1 } else { false } }
-            #expect(calls.withLock { $0 } == 1)
+            #expect(calls.withLock { $0 } == 1, "events: \(events.all)")
         }
     }
 
@@ -141,7 +141,7 @@ struct LaunchGateTests {
             )
         }
         let running = Task { try await keepAlive.run() }
-        try await waitUntil("every launch asked its gate", timeout: .seconds(10)) { gate.count == 3 }
+        try await waitUntil("every launch asked its gate") { gate.count == 3 }
         await keepAlive.stop()
         try await running.value
         let all = reports.withLock { $0 }

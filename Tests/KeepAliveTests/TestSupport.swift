@@ -78,9 +78,10 @@ func withRunning<T>(_ keepAlive: KeepAlive, _ body: () async throws -> T) async 
 }
 
 /// Polls `condition` (state another thread changes: a timer thread, a launch reaching its gate) every millisecond
-/// until it holds; gives up with a failure after `timeout` of real time.
+/// until it holds; gives up with a failure after `timeout` of real time, longer under a sanitizer (a give-up, not a
+/// timing assertion: the whole suite runs at once on two cores, several times slower there).
 func waitUntil(_ what: String, timeout: Duration = .seconds(30), _ condition: () -> Bool) async throws {
-    let giveUp = ContinuousClock.now + timeout
+    let giveUp = ContinuousClock.now + timeout * Sanitizers.slowdown
     while !condition() {
         guard ContinuousClock.now < giveUp else {
             throw TestClock.WaitTimeout(description: "timed out waiting until \(what)")

@@ -21,7 +21,7 @@
     /// Looks at `condition` every millisecond until it holds; throws `TimedOut` after `timeout` (a give-up for a
     /// broken executor, not a timing assertion: generous for a loaded two-core machine under a sanitizer).
     func waitUntil(_ what: String, timeout: Duration = .seconds(20), _ condition: () -> Bool) async throws {
-        let deadline = ContinuousClock.now + timeout
+        let deadline = ContinuousClock.now + timeout * Sanitizers.slowdown
         while !condition() {
             guard ContinuousClock.now < deadline else { throw TimedOut(what: what) }
             try await Task.sleep(for: .milliseconds(1))
