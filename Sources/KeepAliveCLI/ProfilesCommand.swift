@@ -9,7 +9,8 @@ struct ProfilesCommand: ParsableCommand {
         commandName: "profiles",
         abstract: "List the device profiles a configuration can name with `profile:`.",
         discussion: """
-            Each profile says what a poll writes, reads and listens to, and how the bytes become readings. A \
+            Each profile says what a poll writes, reads and listens to, how the bytes become readings, and for \
+            some sensors how to download their own log (`history:`) and set their clock (`clock_sync:`). A \
             device with `profile: NAME` gets all of it; its own read/write/notify entries and its `fields:` \
             overrides go on top (README: Readings).
             """
@@ -52,6 +53,14 @@ struct ProfilesCommand: ParsableCommand {
         lines.append(
             "  readings  "
                 + profile.readings.map { $0.name + ($0.unit.map { " (\($0))" } ?? "") }.joined(separator: ", "))
+        // What a device's `history:` and `clock_sync:` use (README: Sensor history and clocks).
+        if let history = profile.history {
+            lines.append("  history   \(history.rawValue): the sensor's own log, downloaded with `history:`")
+        }
+        if let clock = profile.clock {
+            let uuid = clock.characteristic.shortDescription
+            lines.append("  clock     \(uuid) (\(clock.format.rawValue)), set with `clock_sync:`")
+        }
         return lines.joined(separator: "\n")
     }
 
@@ -72,6 +81,12 @@ struct ProfilesCommand: ParsableCommand {
                 + (reading.unit.map { ",\"unit\":" + JSONText.quoted($0) } ?? "") + "}"
         }
         members.append("\"readings\":[" + readings.joined(separator: ",") + "]")
+        if let history = profile.history { members.append("\"history\":" + JSONText.quoted(history.rawValue)) }
+        if let clock = profile.clock {
+            members.append(
+                "\"clock\":{\"uuid\":" + JSONText.quoted(clock.characteristic.shortDescription) + ",\"format\":"
+                    + JSONText.quoted(clock.format.rawValue) + "}")
+        }
         return "{" + members.joined(separator: ",") + "}"
     }
 

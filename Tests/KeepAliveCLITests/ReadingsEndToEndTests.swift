@@ -90,4 +90,30 @@ struct ReadingsEndToEndTests {
                 (36.54...36.58).contains(number(patient["temperature"]) ?? 0) && patient["temperature"]?.unit == "°C")
         }
     }
+
+    /// `keepalive profiles` says which shipped sensors keep a log to download and which take the time, in text and
+    /// in JSON: what `history:` and `clock_sync:` need of a device's profile.
+    @Test func theProfilesCommandSaysWhichSensorsKeepALogOrAClock() async throws {
+        let text = try await CommandProcess.run(["profiles"])
+        #expect(text.status == 0, "stderr: \(text.stderr)")
+        #expect(text.stdout.contains("  history   mi-flora: the sensor's own log, downloaded with `history:`"))
+        #expect(
+            text.stdout.contains(
+                "  clock     ebe0ccb7-7a0a-4b0c-8a1a-6ff2997da3a6 (unix32le-tz8), set with `clock_sync:`"))
+        #expect(text.stdout.components(separatedBy: "  history ").count == 2, "only the Mi Flora keeps one")
+
+        let json = try await CommandProcess.run(["profiles", "--json"])
+        #expect(json.status == 0, "stderr: \(json.stderr)")
+        var byName: [String: [String: Any]] = [:]
+        for line in json.stdout.split(separator: "\n") {
+            let object = try #require(
+                try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any], "\(line)")
+            byName[try #require(object["name"] as? String)] = object
+        }
+        #expect(byName["mi-flora"]?["history"] as? String == "mi-flora")
+        let clock = try #require(byName["lywsd03mmc"]?["clock"] as? [String: Any])
+        #expect(clock["uuid"] as? String == "ebe0ccb7-7a0a-4b0c-8a1a-6ff2997da3a6")
+        #expect(clock["format"] as? String == "unix32le-tz8")
+        #expect(byName["battery"]?["history"] == nil && byName["battery"]?["clock"] == nil)
+    }
 }
