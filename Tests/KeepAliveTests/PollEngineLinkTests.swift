@@ -33,10 +33,12 @@ struct PollEngineLinkTests {
                     for await _ in released { break }
                 }
             }
-            try await waitUntil("the download holds the device") {
+            // Held, and its own Connect sent (the gate is taken before it): tick 0's and the download's.
+            try await waitUntil("the download holds the device and has connected") {
                 engine.gate.holder(of: "sensor") == "history download"
+                    && transport.calls(.connect, on: sensor).count == 2
             }
-            let connects = transport.calls(.connect, on: sensor).count
+            let connects = 2
             try await clock.waitForSleeper(until: clock.instant(.seconds(10)))
             clock.advance(to: clock.instant(.seconds(10)))
             let busy = try await records.next()
