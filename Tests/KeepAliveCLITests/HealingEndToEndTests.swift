@@ -11,7 +11,8 @@ import Testing
 
 /// Issue #15's end-to-end tests, one at a time: each runs `keepalive run`, a dbus-daemon and the simulator, and
 /// side by side on two cores they pushed other suites' wall-clock bounds over (a poll window of the CLI suite
-/// expired at 1344 ms of 1333).
+/// expired at 1344 ms of 1333). The watchdog's tests are a group of their own (`WatchdogEndToEndTests`), one at a
+/// time beside these: two groups of about a minute each rather than one of two and a half.
 @Suite("Issue #15 (months without a person) through keepalive run", .serialized)
 struct MonthsWithoutAPersonTests {}
 

@@ -68,49 +68,53 @@ final class FakeNotifySocket: Sendable {
     func firstIndex(containing text: String) -> Int? { messages.firstIndex { $0.text.contains(text) } }
 }
 
-extension MonthsWithoutAPersonTests {
-    /// The watchdog means "polls work" (issue #15): `keepalive run` under a fake systemd (`NOTIFY_SOCKET` and
-    /// `WATCHDOG_USEC` pointing at a socket the test binds) sends `WATCHDOG=1` while its scheduler keeps up, and
-    /// stops when it is wedged, so systemd would restart it.
-    @Suite("Watchdog through keepalive run", .serialized)
-    struct WatchdogEndToEndTests {
-        /// `WATCHDOG_USEC` for the test: pings every second (half of it); slower under a sanitizer.
-        static let watchdogMicroseconds = 2_000_000 * Int(sanitizerSlowdown)
-        static var pingInterval: Duration { .microseconds(watchdogMicroseconds / 2) }
+/// The watchdog means "polls work" (issue #15): `keepalive run` under a fake systemd (`NOTIFY_SOCKET` and
+/// `WATCHDOG_USEC` pointing at a socket the test binds) sends `WATCHDOG=1` while its scheduler keeps up, and
+/// stops when it is wedged, so systemd would restart it.
+///
+/// A suite of its own, one test at a time, beside issue #15's other end-to-end tests (`MonthsWithoutAPersonTests`)
+/// rather than after them: each of the two groups runs one daemon at a time, so at most two of them run at once.
+/// Queued behind the healing ladder's tests, the watchdog's made that group the whole suite's longest (158 s of a
+/// 159-s end-to-end run under ThreadSanitizer; 129 s of `make test`'s 129 s).
+@Suite("Watchdog through keepalive run", .serialized)
+struct WatchdogEndToEndTests {
+    /// `WATCHDOG_USEC` for the test: pings every second (half of it); slower under a sanitizer.
+    static let watchdogMicroseconds = 2_000_000 * Int(sanitizerSlowdown)
+    static var pingInterval: Duration { .microseconds(watchdogMicroseconds / 2) }
 
-        @Test func aHealthyDaemonKeepsPingingAndSaysWhatItPollsInStatus() async throws {
-            try await CLITests.withSimulator(devices: 2) { bus, _ in
-                let file = try TemporaryFile(
-                    name: "keepalive.yaml", contents: CLITests.configuration(devices: 2, interval: "1s"))
-                defer { file.remove() }
-                let notify = try FakeNotifySocket(directory: file.directory)
-                defer { notify.stop() }
-                let process = try CommandProcess(
-                    ["run", "--config", file.path, "--bus", bus.address],
-                    environment: ["NOTIFY_SOCKET": notify.path, "WATCHDOG_USEC": "\(Self.watchdogMicroseconds)"])
-                defer { process.terminate() }
-                try await waitUntil("READY=1", timeout: .seconds(20)) {
-                    notify.firstIndex(containing: "READY=1") != nil
-                }
-                try await waitUntil("six pings", timeout: .seconds(30)) { notify.pings.count >= 6 }
-                let ready = try #require(notify.messages.first { $0.text.contains("READY=1") })
-                #expect(ready.text.contains("STATUS=polling 2 devices every 1s"), "\(ready.text)")
-                // Each ping came about one ping interval after the one before: never withheld (a give-up bound, not a
-                // measurement: withheld pings would leave a gap of several intervals).
-                let pings = notify.pings
-                for (earlier, later) in zip(pings, pings.dropFirst()) {
-                    #expect(later - earlier < Self.pingInterval * 3, "a gap of \(later - earlier) between pings")
-                }
-                #expect(CLITests.records(process.standardOutput).count >= 4)
-                #expect(!process.standardError.contains("stalled"), "\(process.standardError)")
-                process.signal(SIGTERM)
-                #expect(try await process.waitForExit(within: .seconds(10)) == 0)
-                // The exit drains the pipes, not the notify socket's reader.
-                try await waitUntil("STOPPING=1", timeout: .seconds(10)) {
-                    notify.firstIndex(containing: "STOPPING=1") != nil
-                }
+    @Test func aHealthyDaemonKeepsPingingAndSaysWhatItPollsInStatus() async throws {
+        try await CLITests.withSimulator(devices: 2) { bus, _ in
+            let file = try TemporaryFile(
+                name: "keepalive.yaml", contents: CLITests.configuration(devices: 2, interval: "1s"))
+            defer { file.remove() }
+            let notify = try FakeNotifySocket(directory: file.directory)
+            defer { notify.stop() }
+            let process = try CommandProcess(
+                ["run", "--config", file.path, "--bus", bus.address],
+                environment: ["NOTIFY_SOCKET": notify.path, "WATCHDOG_USEC": "\(Self.watchdogMicroseconds)"])
+            defer { process.terminate() }
+            try await waitUntil("READY=1", timeout: .seconds(20)) {
+                notify.firstIndex(containing: "READY=1") != nil
+            }
+            try await waitUntil("six pings", timeout: .seconds(30)) { notify.pings.count >= 6 }
+            let ready = try #require(notify.messages.first { $0.text.contains("READY=1") })
+            #expect(ready.text.contains("STATUS=polling 2 devices every 1s"), "\(ready.text)")
+            // Each ping came about one ping interval after the one before: never withheld (a give-up bound, not a
+            // measurement: withheld pings would leave a gap of several intervals).
+            let pings = notify.pings
+            for (earlier, later) in zip(pings, pings.dropFirst()) {
+                #expect(later - earlier < Self.pingInterval * 3, "a gap of \(later - earlier) between pings")
+            }
+            #expect(CLITests.records(process.standardOutput).count >= 4)
+            #expect(!process.standardError.contains("stalled"), "\(process.standardError)")
+            process.signal(SIGTERM)
+            #expect(try await process.waitForExit(within: .seconds(10)) == 0)
+            // The exit drains the pipes, not the notify socket's reader.
+            try await waitUntil("STOPPING=1", timeout: .seconds(10)) {
+                notify.firstIndex(containing: "STOPPING=1") != nil
             }
         }
+    }
 
         /// The output is a FIFO whose pipe holds 4 KiB and which nobody reads: after a few records the writer
         /// blocks in write(2), and the scheduler behind it stops firing (a daemon wedged on a stuck disk or pipe).
@@ -161,32 +165,31 @@ extension MonthsWithoutAPersonTests {
                     process.standardError.contains("the scheduler is stalled"), "\(process.standardError.suffix(2_000))"
                 )
 
-                // Unblock the output: the records flow, the scheduler catches up, the pings resume.
-                let mark = process.mark()
-                let draining = Locked(true)
-                Thread {
-                    var buffer = [UInt8](repeating: 0, count: 65_536)
-                    while draining.withLock({ $0 }) {
-                        var ready = pollfd(fd: reader, events: Int16(POLLIN), revents: 0)
-                        if poll(&ready, 1, 50) > 0 { _ = read(reader, &buffer, buffer.count) }
-                    }
-                }.start()
-                defer { draining.withLock { $0 = false } }
-                try await waitUntil("pings resume", timeout: .seconds(30)) { notify.pings.contains { $0 > stalledAt } }
-                // The ping goes out before the STATUS that says so.
-                try await waitUntil("the recovered STATUS", timeout: .seconds(10)) {
-                    notify.messages.dropFirst(stalledIndex + 1).contains {
-                        $0.text.hasPrefix("STATUS=polling 2 devices")
-                    }
+            // Unblock the output: the records flow, the scheduler catches up, the pings resume.
+            let mark = process.mark()
+            let draining = Locked(true)
+            Thread {
+                var buffer = [UInt8](repeating: 0, count: 65_536)
+                while draining.withLock({ $0 }) {
+                    var ready = pollfd(fd: reader, events: Int16(POLLIN), revents: 0)
+                    if poll(&ready, 1, 50) > 0 { _ = read(reader, &buffer, buffer.count) }
                 }
-                // The notification can overtake the log line, which reaches the test through a pipe and a reader.
-                try await waitUntil("the log says the scheduler caught up", timeout: .seconds(10)) {
-                    process.standardError(since: mark).contains("the scheduler caught up")
+            }.start()
+            defer { draining.withLock { $0 = false } }
+            try await waitUntil("pings resume", timeout: .seconds(30)) { notify.pings.contains { $0 > stalledAt } }
+            // The ping goes out before the STATUS that says so.
+            try await waitUntil("the recovered STATUS", timeout: .seconds(10)) {
+                notify.messages.dropFirst(stalledIndex + 1).contains {
+                    $0.text.hasPrefix("STATUS=polling 2 devices")
                 }
-                process.signal(SIGTERM)
-                #expect(
-                    try await process.waitForExit(within: .seconds(10)) == 0, "\(process.standardError.suffix(2_000))")
             }
+            // The notification can overtake the log line, which reaches the test through a pipe and a reader.
+            try await waitUntil("the log says the scheduler caught up", timeout: .seconds(10)) {
+                process.standardError(since: mark).contains("the scheduler caught up")
+            }
+            process.signal(SIGTERM)
+            #expect(
+                try await process.waitForExit(within: .seconds(10)) == 0, "\(process.standardError.suffix(2_000))")
         }
     }
 }
