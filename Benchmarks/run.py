@@ -1481,7 +1481,7 @@ def section_listening(ctx):
     """What listening costs the daemon (issue #36): its CPU at 1,000 advertisements a second with 50 of the
     advertisers configured as passive devices, against the same daemon and simulator with no advertiser; its RSS
     with 2,000 unconfigured advertisers heard against none."""
-    seconds, rss_seconds, reps = (15.0, 10.0, 1) if ctx.quick else (60.0, 30.0, 2)
+    seconds, rss_seconds, reps = (8.0, 6.0, 1) if ctx.quick else (60.0, 30.0, 2)
     results = {"rate": LISTEN_RATE, "advertisers": LISTEN_ADVERTISERS, "configured": LISTEN_CONFIGURED,
                "kinds": LISTEN_KINDS, "crowd": LISTEN_CROWD, "interval": LISTEN_INTERVAL, "seconds": seconds,
                "rss_seconds": rss_seconds, "reps": reps, "cpu": {"loaded": [], "baseline": []},
