@@ -1,12 +1,14 @@
 public import DBus
 import LocalServices
+import Basics
 
 #if canImport(Glibc)
     import Glibc
 #endif
 
 /// Runs `body`, throwing `TimedOut` if it has not finished after `timeout` (so a broken test fails instead of
-/// hanging the run). `body` is cancelled then.
+/// hanging the run). `body` is cancelled then. A give-up, not a timing assertion: under a sanitizer it is
+/// `Sanitizers.slowdown` times longer, as `waitUntil`'s is.
 ///
 /// ```swift
 /// let reply = try await withTimeout("the call fails") { try await pending.value }
@@ -17,7 +19,7 @@ public func withTimeout<T: Sendable>(
     try await withThrowingTaskGroup(of: T.self) { group in
         group.addTask { try await body() }
         group.addTask {
-            try await Task.sleep(for: timeout)
+            try await Task.sleep(for: timeout * Sanitizers.slowdown)
             throw TimedOut(what: what)
         }
         defer { group.cancelAll() }
