@@ -52,13 +52,15 @@ fi
 echo "== stock executors: the whole suite"
 status=0
 if ((${#sanitizer[@]} == 0)); then
-    # As `make test`: the memory tests alone first (they measure the process), then everything.
+    # As `make test`: the memory tests alone first (they measure the process), then the rest, then the end-to-end
+    # tests.
     {
         KEEPALIVE_MEMORY_TESTS=1 timeout 600 swift test --skip-build "${flags[@]}" \
             --filter tenThousandCallsDoNotGrowMemory \
             && KEEPALIVE_MEMORY_TESTS=1 timeout 600 swift test --skip-build "${flags[@]}" \
                 --filter tenThousandDevicesWithFullLogs \
-            && timeout 1800 swift test --skip-build "${flags[@]}"
+            && timeout 1800 swift test --skip-build "${flags[@]}" --skip KeepAliveCLITests \
+            && timeout 1800 swift test --skip-build "${flags[@]}" --filter KeepAliveCLITests
     } > "$log" 2>&1 || status=$?
 else
     # Under a sanitizer the end-to-end tests (KeepAliveCLITests: real daemons, simulators, brokers) run after the
