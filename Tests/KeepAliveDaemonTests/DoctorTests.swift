@@ -122,13 +122,15 @@ import Testing
         let clock = ContinuousClock()
         let start = clock.now
         let checks = await Doctor(options: fixtures.options(bus: "unix:path=/nonexistent/socket")).run()
-        // Well under libdbus's 25-s default timeout, which is what this guards against; not a speed test (the
-        // whole doctor took 5.6-6.2 s on two loaded cores, against well under a second alone).
-        #expect(clock.now - start < .seconds(15 * sanitizerSlowdown * sanitizerSlowdown))
+        // "Quickly" is what the failure says: the connect's own error, not a timeout's (libdbus's 25-s default is
+        // what this guards against). The wall clock is only a give-up: in the whole suite on two loaded cores the
+        // doctor has taken 16.5 s, against 10 ms alone.
+        #expect(clock.now - start < .seconds(60 * sanitizerSlowdown * sanitizerSlowdown))
         #expect(checks.map(\.name) == Self.names)
         let bus = check(DoctorCheck.Name.systemBus, in: checks)
         #expect(bus.status == .failed)
-        #expect(bus.detail.contains("/nonexistent/socket"))
+        #expect(bus.detail.contains("/nonexistent/socket: No such file or directory"), "\(bus)")
+        #expect(!bus.detail.contains("no answer"), "\(bus)")
         #expect(bus.fix?.contains("systemctl start dbus") == true)
         #expect(bus.fix?.contains("DBUS_SYSTEM_BUS_ADDRESS") == true)
         for name in [
@@ -155,9 +157,9 @@ import Testing
         let clock = ContinuousClock()
         let start = clock.now
         let checks = await Doctor(options: options).run()
-        // Well under libdbus's 25-s default timeout, which is what this guards against; not a speed test (the
-        // whole doctor took 5.6-6.2 s on two loaded cores, against well under a second alone).
-        #expect(clock.now - start < .seconds(15 * sanitizerSlowdown * sanitizerSlowdown))
+        // That the doctor's own 500-ms timeout ended the wait, not libdbus's 25-s default, is what the detail says
+        // (only that timeout writes it). The wall clock is only a give-up, as above.
+        #expect(clock.now - start < .seconds(60 * sanitizerSlowdown * sanitizerSlowdown))
         let bus = check(DoctorCheck.Name.systemBus, in: checks)
         #expect(bus.status == .failed)
         #expect(bus.detail.contains("no answer from the bus at unix:path=\(path) within 500ms"), "\(bus)")
@@ -186,9 +188,9 @@ import Testing
             let clock = ContinuousClock()
             let start = clock.now
             let bluez = check(DoctorCheck.Name.bluez, in: await Doctor(options: options).run())
-            // Well under libdbus's 25-s default timeout, which is what this guards against; not a speed test (the
-            // whole doctor took 5.6-6.2 s on two loaded cores, against well under a second alone).
-            #expect(clock.now - start < .seconds(15 * sanitizerSlowdown * sanitizerSlowdown))
+            // The detail says the 300-ms bound ended the wait; the wall clock, under the script's 60 s, is a
+            // give-up that leaves room for a loaded machine (the doctor has taken 16.5 s in the whole suite).
+            #expect(clock.now - start < .seconds(45 * sanitizerSlowdown * sanitizerSlowdown))
             #expect(bluez.status == .ok)
             #expect(bluez.detail.contains("BlueZ version unknown (`\(hanging) --version` did not answer within 300ms)"))
         }
