@@ -112,12 +112,21 @@ import Testing
         await client.close()
     }
 
+    /// 500 QoS 1 publishes one after another, each returning at its PUBACK, reach an independent subscriber
+    /// once each and in order. The mean round trip is printed, not asserted: it is a figure for a benchmark (in
+    /// the whole suite on two loaded cores it has read 52 ms, against 0.12 ms alone).
     @Test func qos1RoundTripOnLoopback() async throws {
         let broker = try await Broker.start()
         defer { broker.remove() }
+        let count = 500
+        let subscriber = try Watched([
+            "mosquitto_sub", "-h", "127.0.0.1", "-p", "\(broker.port)", "-q", "1", "-t", "bench", "-C", "\(count)",
+            "-F", "%p",
+        ])
+        defer { subscriber.kill(SIGKILL) }
+        try await waitUntil("mosquitto_sub is subscribed") { broker.log.contains("Received SUBSCRIBE") }
         let client = try MQTTClient(configuration: configuration(broker))
         try await client.connect()
-        let count = 500
         let clock = ContinuousClock()
         let started = clock.now
         for index in 0..<count {
@@ -126,7 +135,9 @@ import Testing
         let elapsed = clock.now - started
         let microseconds = Double(elapsed.components.seconds) * 1e6 + Double(elapsed.components.attoseconds) / 1e12
         print("QoS 1 publish round trip on loopback: \(Int(microseconds / Double(count))) µs (mean of \(count))")
-        #expect(microseconds / Double(count) < 50_000)
+        #expect(try await subscriber.waitForExit(within: .seconds(20)) == 0)
+        let payloads = subscriber.output.split(separator: "\n").map(String.init)
+        #expect(payloads == (0..<count).map(String.init), "\(payloads.count) payloads")
         await client.close()
     }
 }
