@@ -100,9 +100,9 @@ build: deps
 
 # The memory tests read process-wide figures (RSS, the heap), so they run alone in a process of their own. The
 # end-to-end tests (KeepAliveCLITests: real daemons, simulators, brokers, through the CLI) run after the rest, not
-# beside it: on two slow cores the rest saturates them for its whole run (132 s of CPU-bound suites), and daemons
-# started then missed their windows (7 failures in one run, none with this order, 3m28s against 3m20s). Both
-# parts run even when the first fails.
+# beside it: on two slow cores the rest keeps both busy for its whole run (its 792 tests took 132 s), and daemons
+# started then missed their windows (7 and 8 failures in two runs; none in this order, 3m28s against 3m20s).
+# Both parts run even when the first fails.
 test: build
 	KEEPALIVE_MEMORY_TESTS=1 $(SWIFT) test --skip-build --filter tenThousandCallsDoNotGrowMemory
 	KEEPALIVE_MEMORY_TESTS=1 $(SWIFT) test --skip-build --filter tenThousandDevicesWithFullLogs
