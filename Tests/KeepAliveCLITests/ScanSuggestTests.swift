@@ -325,7 +325,9 @@ struct ScanEndToEndTests {
 
     @Test func jsonLinesCarryTheDecodedReadings() async throws {
         try await Self.withSensors { bus in
-            let result = try await CommandProcess.run(["scan", "--bus", bus.address, "--timeout", "1s", "--json"])
+            let result = try await CommandProcess.run([
+                "scan", "--bus", bus.address, "--timeout", "\(sanitizerSlowdown)s", "--json",
+            ])
             #expect(result.status == 0, "\(result.stderr)")
             let lines = result.stdout.split(separator: "\n")
             let bthome = try #require(lines.first { $0.contains("\"address\":\"A4:C1:38:8D:18:B2\"") })
@@ -343,7 +345,9 @@ struct ScanEndToEndTests {
 
     @Test func suggestPrintsEntriesForTheRecognisedSensors() async throws {
         try await Self.withSensors { bus in
-            let result = try await CommandProcess.run(["scan", "--bus", bus.address, "--timeout", "1s", "--suggest"])
+            let result = try await CommandProcess.run([
+                "scan", "--bus", bus.address, "--timeout", "\(sanitizerSlowdown)s", "--suggest",
+            ])
             #expect(result.status == 0, "\(result.stderr)")
             let output = result.stdout
             #expect(output.hasPrefix("# 4 devices heard on hci0, 3 recognised."), "\(output)")
