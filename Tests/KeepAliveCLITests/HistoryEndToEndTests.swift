@@ -184,7 +184,7 @@ struct HistoryEndToEndTests {
             }
             #expect(Self.history(daemon.standardOutput).count == 300)
             daemon.signal(SIGTERM)
-            #expect(try await daemon.waitForExit(within: .seconds(15)) == 0)
+            #expect(try await daemon.waitForExit(within: .seconds(15)) == 0, "\(daemon.standardError.suffix(3_000))")
         }
     }
 
@@ -205,7 +205,7 @@ struct HistoryEndToEndTests {
             localtime_r(&now, &parts)
             #expect(Int(clock.timezoneHours) == parts.tm_gmtoff / 3_600)
             daemon.signal(SIGTERM)
-            #expect(try await daemon.waitForExit(within: .seconds(15)) == 0)
+            #expect(try await daemon.waitForExit(within: .seconds(15)) == 0, "\(daemon.standardError.suffix(3_000))")
         }
     }
 }
