@@ -421,7 +421,11 @@ struct CLITests {
     /// ✗, also in the first ticks, when every sensor polls at once and most wait for a connection slot; every
     /// other poll shows readings.
     @Test func theDemosOnlyFailureIsItsInjectedFault() async throws {
-        let result = try await CommandProcess.run(["demo", "--duration", "40s"], within: .seconds(120))
+        // Five 8-s ticks; under a sanitizer the interval, and with it the windows and the fault's time, three times
+        // longer: ThreadSanitizer on two slow cores let two polls overrun their 5.33-s windows' grace (forcedEnd).
+        let result = try await CommandProcess.run(
+            ["demo", "--interval", "\(8 * sanitizerSlowdown)s", "--duration", "\(40 * sanitizerSlowdown)s"],
+            within: .seconds(120))
         #expect(result.status == 0, "\(result.stderr)")
         let polls = result.stdout.split(separator: "\n").filter { line in
             ["✓", "·", "✗", "–"].contains { line.hasPrefix("  \($0) ") }
