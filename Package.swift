@@ -196,7 +196,7 @@ let package = Package(
         ),
         // A private dbus-daemon and a private mosquitto on this machine, and the subprocesses behind them: what
         // `keepalive demo` and `simulate`, bluez-sim and the soak start, and the tests too.
-        .target(name: "LocalServices", dependencies: ["DBus", "Basics"]),
+        .target(name: "LocalServices", dependencies: ["DBus", "Basics", "CLinux"]),
         // The tests' own harness, never linked into the daemon: the built `keepalive` as a process, test
         // certificates, waiting on conditions with deadlines.
         .target(name: "TestHarness", dependencies: ["LocalServices", "DBus", "Basics"]),

@@ -11,6 +11,7 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/timerfd.h>
 #include <time.h>
 
@@ -32,6 +33,13 @@ static inline int clinux_timerfd_set_absolute(int fd, long long seconds, long na
     value.it_value.tv_sec = seconds;
     value.it_value.tv_nsec = nanoseconds;
     return timerfd_settime(fd, TFD_TIMER_ABSTIME, &value, 0);
+}
+
+// A pipe whose two ends are close-on-exec from the start. pipe2 needs _GNU_SOURCE, which the Glibc module is not
+// built with, and pipe() then fcntl() leaves an instant in which a process another thread spawns inherits the
+// write end: a daemon that forks then holds it open, and whoever reads to end of file waits for that daemon.
+static inline int clinux_pipe_cloexec(int ends[2]) {
+    return (int)syscall(SYS_pipe2, ends, O_CLOEXEC);
 }
 
 // pthread_setname_np needs _GNU_SOURCE, which the Glibc module is not built with; prctl names the calling
@@ -106,9 +114,7 @@ static void clinux_signal_pipe_handler(int number) {
 static inline int clinux_signal_pipe(void) {
     if (clinux_signal_pipe_ends[0] >= 0) return clinux_signal_pipe_ends[0];
     int ends[2];
-    if (pipe(ends) != 0) return -1;
-    fcntl(ends[0], F_SETFD, FD_CLOEXEC);
-    fcntl(ends[1], F_SETFD, FD_CLOEXEC);
+    if (clinux_pipe_cloexec(ends) != 0) return -1;
     fcntl(ends[1], F_SETFL, fcntl(ends[1], F_GETFL) | O_NONBLOCK);
     clinux_signal_pipe_ends[0] = ends[0];
     clinux_signal_pipe_ends[1] = ends[1];

@@ -1,7 +1,8 @@
 import Basics
+import CLinux
 
 #if canImport(Glibc)
-public import Glibc
+    public import Glibc
 #endif
 
 /// Runs a program with `posix_spawnp` and collects its output on a thread of its own.
@@ -41,32 +42,22 @@ public enum Subprocess {
     /// it, and the caller stops it itself when done. Only for such children: one in the caller's group is what
     /// makes a Ctrl-C'd test run take its helpers down with it.
     public static func spawn(_ arguments: [String], ownProcessGroup: Bool = false) throws -> (
-        pid: pid_t, stdout: Int32, stderr: Int32
-    ) {
-        try spawns.withLock { count in
-            count += 1
-            return try spawnSerially(arguments, ownProcessGroup: ownProcessGroup)
-        }
-    }
-
-    private static func spawnSerially(_ arguments: [String], ownProcessGroup: Bool) throws -> (
-        pid: pid_t, stdout: Int32, stderr: Int32
+        pid: Glibc.pid_t, stdout: Int32, stderr: Int32
     ) {
         precondition(!arguments.isEmpty, "Subprocess.spawn needs a program name")
         var outPipe: [Int32] = [0, 0]
         var errPipe: [Int32] = [0, 0]
         // Our pipe ends must not leak into a child another thread spawns meanwhile: a daemon that forks
         // (dbus-daemon --fork) would then hold our write end forever and readAll would never see EOF — this
-        // hung a whole test run once two buses started together. So every end is close-on-exec (dup2 onto the
-        // child's 1 and 2 clears it there), and spawns are serialised so none happens between pipe and fcntl.
-        guard pipe(&outPipe) == 0 else { throw SubprocessError.spawnFailed(errno) }
-        guard pipe(&errPipe) == 0 else {
+        // hung a whole test run once two buses started together. So every end is close-on-exec from the start
+        // (dup2 onto the child's 1 and 2 clears it there).
+        guard clinux_pipe_cloexec(&outPipe) == 0 else { throw SubprocessError.spawnFailed(errno) }
+        guard clinux_pipe_cloexec(&errPipe) == 0 else {
             let code = errno
             close(outPipe[0])
             close(outPipe[1])
             throw SubprocessError.spawnFailed(code)
         }
-        for fd in outPipe + errPipe { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
@@ -117,7 +108,7 @@ public enum Subprocess {
     }
 
     /// Waits for the child `pid` to end and returns its exit code (128 + signal when a signal ended it).
-    public static func waitForExit(_ pid: pid_t) -> Int32 {
+    public static func waitForExit(_ pid: Glibc.pid_t) -> Int32 {
         var status: Int32 = 0
         while waitpid(pid, &status, 0) < 0, errno == EINTR {}
         return (status & 0x7f) == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
@@ -139,10 +130,6 @@ public enum Subprocess {
 }
 
 /// A program could not be started; `errno` or the `posix_spawn` result.
-/// Serialises `Subprocess.spawn` (see there), counting spawns. Not `Locked<()>`: TSan mis-reports accesses to a
-/// zero-sized value as racing with the lock's own fields.
-private let spawns = Locked(0)
-
 public enum SubprocessError: Error, Sendable {
     case spawnFailed(Int32)
 }

@@ -3,6 +3,7 @@
 
     @_spi(ExperimentalCustomExecutors) @_spi(ExperimentalScheduling) import _Concurrency
     import Basics
+    import CLinux
 
     #if canImport(Glibc)
         import Glibc
@@ -37,11 +38,8 @@
         ///   idle (one more descriptor in the same poll).
         init(drainDispatchMainQueue: Bool = true) {
             var p: [Int32] = [-1, -1]
-            if pipe(&p) == 0 {
-                for fd in p {
-                    _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
-                    _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
-                }
+            if clinux_pipe_cloexec(&p) == 0 {
+                for fd in p { _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) }
                 unusableReason = nil
             } else {
                 unusableReason = "the main executor's wake-up pipe could not be made (errno \(errno))"

@@ -1,9 +1,10 @@
+import CLinux
 import DBus
 import Basics
 import MQTTBridge
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 // The checks that read the host rather than the bus (rfkill, HCI controllers, power supplies, configuration), the
@@ -313,10 +314,9 @@ enum BoundedProcess {
     /// file or `timeout`, then kills (SIGKILL) and reaps the child if it is still there.
     static func run(_ path: String, _ arguments: [String], _ timeout: Duration) -> Outcome {
         var ends: [Int32] = [-1, -1]
-        // Close-on-exec, so that a process another thread spawns does not inherit our pipe and hold its write end
-        // open (pipe2 does not import; a spawn in the instant before fcntl costs at most the deadline).
-        guard pipe(&ends) == 0 else { return .spawnFailed(errno) }
-        for end in ends { _ = fcntl(end, F_SETFD, FD_CLOEXEC) }
+        // Close-on-exec from the start, so that a process another thread spawns does not inherit our pipe and hold
+        // its write end open (the read below would then wait for the whole timeout).
+        guard clinux_pipe_cloexec(&ends) == 0 else { return .spawnFailed(errno) }
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }

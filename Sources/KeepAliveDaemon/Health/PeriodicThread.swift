@@ -1,4 +1,5 @@
 internal import Basics
+internal import CLinux
 
 #if canImport(Glibc)
     internal import Glibc
@@ -36,9 +37,7 @@ final class PeriodicThread: Sendable {
     /// Starts the thread; `nil` when the system has no thread or pipe to spare (the caller logs it).
     init?(interval: Duration, _ body: @escaping @Sendable () -> Void) {
         var ends: [Int32] = [-1, -1]
-        // pipe2 is not exported without _GNU_SOURCE; nothing is spawned meanwhile that could inherit these.
-        guard pipe(&ends) == 0 else { return nil }
-        for end in ends { _ = fcntl(end, F_SETFD, FD_CLOEXEC) }
+        guard clinux_pipe_cloexec(&ends) == 0 else { return nil }
         pipeEnds = (ends[0], ends[1])
         let context = Context(interval: interval, body: body, wake: ends[0])
         guard case .success(let created) = PlatformThread.start(name: nil, joinable: true, { context.loop() }) else {
