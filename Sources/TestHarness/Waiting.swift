@@ -61,11 +61,24 @@ public func residentSetKilobytes(of pid: Int32? = nil) -> Int {
     return 0
 }
 
-/// Runs `body` on a thread of its own and returns what it returns. For a test that computes for seconds (the spool's
-/// exhaustive damage cases): on the concurrency pool's few threads it would starve every other test's waits on a
-/// 2-core machine. `body` must not record issues (`#expect` needs the test's task): return what to check.
+/// Runs `body` on a thread of its own, at the lowest priority, and returns what it returns. For a test that computes
+/// for seconds (the spool's exhaustive damage cases, the fleet simulations): on the concurrency pool's few threads
+/// it would starve every other test's waits on a 2-core machine, and on threads of their own at the usual priority
+/// these tests still took most of both cores for the suite's first minute — CI's pool then ran every other test
+/// 32 s late, and a doctor's 3-s give-up and a 30-s sleep ran out before their tests could look. At nice 19 they
+/// get what the rest of the suite leaves. `body` must not record issues (`#expect` needs the test's task): return
+/// what to check.
 public func onOwnThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
     try await withCheckedThrowingContinuation { continuation in
-        startThread { continuation.resume(with: Result { try body() }) }
+        startThread {
+            lowerThisThreadsPriority()
+            continuation.resume(with: Result { try body() })
+        }
     }
+}
+
+/// Gives the calling thread the lowest scheduling priority (nice 19). On Linux the nice value is a thread's, not
+/// the process's: `setpriority(PRIO_PROCESS, 0, …)` changes the calling thread only.
+public func lowerThisThreadsPriority() {
+    _ = setpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0, 19)
 }

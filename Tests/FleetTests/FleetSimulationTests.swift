@@ -31,12 +31,15 @@ import Testing
     /// computation: on the cooperative pool (two threads on this machine) two of them at once blocked every other
     /// suite's tasks, and all nine at once on threads of their own took both cores; either way other suites'
     /// wall-clock bounds failed (a doctor check measured 15.2 s for 15 under AddressSanitizer, 5.6 s for 5 without).
-    /// One simulation at a time: nine at once on threads of their own took both cores from everything else.
+    /// One simulation at a time: nine at once on threads of their own took both cores from everything else. And at
+    /// the lowest priority (as TestHarness's `onOwnThread`), so that it takes only what the other suites leave.
     static let oneAtATime = NSLock()
 
     static func offThePool<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
         await withCheckedContinuation { continuation in
             let thread = Thread {
+                // Nice 19; on Linux the nice value is the calling thread's.
+                _ = setpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0, 19)
                 oneAtATime.lock()
                 let result = body()
                 oneAtATime.unlock()
