@@ -408,9 +408,10 @@ import Testing
         let clock = ContinuousClock()
         let start = clock.now
         let checks = await Doctor().run()
-        // Under libdbus's 25-s default timeout (no check may fall back to it); 16.7 s was measured for 15 on two
-        // loaded cores, so the bound is that timeout, not a speed goal.
-        #expect(clock.now - start < .seconds(24 * sanitizerSlowdown))
+        // Only a give-up: that no check falls back to libdbus's 25-s default is what the tests of the missing and
+        // the silent bus prove, by the checks' words. The wall clock cannot: this run took 16.7 s on two loaded
+        // cores and over 24 s on CI's, while the suite's start held the thread pool.
+        #expect(clock.now - start < .seconds(60 * sanitizerSlowdown * sanitizerSlowdown))
         #expect(checks.map(\.name) == Self.names)
         for check in checks where check.status == .failed { #expect(check.fix != nil, "\(check)") }
         if ProcessInfo.processInfo.environment["DOCTOR_PRINT"] != nil {
@@ -453,9 +454,11 @@ struct Fixtures: Sendable {
             bus: .address(address), rfkillDirectory: directory + "/rfkill",
             powerSupplyDirectory: directory + "/power_supply",
             bluetoothClassDirectory: directory + "/no-bluetooth-class", bluetoothdPaths: [bluetoothd])
-        // The doctor's give-up for each bus call (3 s): under a sanitizer, with the whole suite on two cores,
-        // connecting to a fresh private bus took longer (an ASan run failed the system-bus check here).
-        options.timeout = .seconds(3 * sanitizerSlowdown * sanitizerSlowdown)
+        // The doctor's give-up for each bus call (3 s) is raced on the shared thread pool, which the whole suite
+        // holds for its first half minute on two cores: the call's own steps then queue behind everything else and
+        // a 3-s timer can end before a fresh private bus has answered (an ASan run, then a plain CI run, failed
+        // the bus checks here). The tests of the timeout set their own.
+        options.timeout = .seconds(60 * sanitizerSlowdown)
         // The same for `bluetoothd --version` (2 s): a one-line script took longer while the whole suite loaded two
         // cores (a stock-executors run). The test of the bound sets its own.
         options.versionTimeout = .seconds(30)

@@ -133,13 +133,14 @@
         }
 
         /// Catches: a `Task.sleep(until:)` on `ContinuousClock` armed at another deadline than its boottime one.
-        /// (Far enough ahead to be looked at on a loaded machine, and cancelled then: the other sleep tests see
-        /// sleeps end.)
+        /// (An hour ahead, so that it is looked at before it ends however loaded the machine is — at 30 s, the whole
+        /// suite's start on two CI cores let it end first — and cancelled then: the other sleep tests see sleeps
+        /// end.)
         @Test func continuousClockSleepsAreArmedAtTheirBootTimeDeadline() async throws {
             let timers = TimerThread()
             let pool = QuietGlobalExecutor(threads: 2, timers: timers)
             defer { pool.shutdown() }
-            let deadline = ContinuousClock.now + .seconds(30)
+            let deadline = ContinuousClock.now + .seconds(3600)
             let bootDeadline = TimerThread.now() + ContinuousClock.now.duration(to: deadline)
             let sleeper = Task(executorPreference: pool) { () -> Bool in
                 do { try await Task.sleep(until: deadline, clock: .continuous) } catch { return true }
