@@ -158,8 +158,9 @@ public final class Daemon: Service {
         metrics = try Self.makeMetrics(configuration, logger: logger)
         if let mqtt = configuration.mqtt {
             do {
-                let bridgeConfiguration = try mqtt.bridgeConfiguration(
+                var bridgeConfiguration = try mqtt.bridgeConfiguration(
                     logger: logger, metricsFactory: metrics?.registry)
+                bridgeConfiguration.shutdownDrainBound = options.drainBound
                 // libmosquitto is loaded only with `mqtt:`: missing, it stops the start, not the bridge later.
                 try MQTTClient.loadLibrary()
                 let created = try MQTTBridge(
@@ -376,8 +377,8 @@ public final class Daemon: Service {
     }
 
     /// The bridge and its commands, beside the polling; at shutdown (after the scheduler, the bus and the fleet)
-    /// it gets up to `options.drainBound` (3 s) to deliver what is still spooled while connected, then says
-    /// `offline` and closes.
+    /// the bridge gets up to `options.drainBound` (3 s) to deliver what is still spooled while connected, then
+    /// says `offline` and closes (``MQTTBridge/run()``); the commands end with it.
     private func runBridge(_ bridge: MQTTBridge, engine: PollEngine) async {
         let floors = Dictionary(
             configuration.devices.map { ($0.name, configuration.minInterval(of: $0)) }, uniquingKeysWith: { $1 })
@@ -386,16 +387,12 @@ public final class Daemon: Service {
                 await Self.followCommands(
                     of: bridge, engine: engine, floors: floors, limiter: commandPolls, logger: logger)
             }
-            group.addTask {
-                do {
-                    try await bridge.run()
-                } catch is CancellationError {
-                } catch {
-                    logger.error("the MQTT bridge stopped: \(error)")
-                }
+            do {
+                try await bridge.run()
+            } catch is CancellationError {
+            } catch {
+                logger.error("the MQTT bridge stopped: \(error)")
             }
-            try? await gracefulShutdown()
-            await Self.drain(bridge, within: options.drainBound)
             group.cancelAll()
         }
     }

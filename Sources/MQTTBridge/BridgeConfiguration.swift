@@ -55,6 +55,10 @@ public struct BridgeConfiguration: Sendable {
     public var expireAfterMultiplier: Int
     /// Longest command payload accepted (64 bytes by default); longer ones are answered on the error topic.
     public var maximumCommandBytes: Int
+    /// How long a graceful shutdown may go on delivering what is still spooled while the broker is connected, before
+    /// `offline` and the close (3 s by default); what is left stays in the spool for the next start. A broker that
+    /// is away ends the wait at once.
+    public var shutdownDrainBound: Duration = .seconds(3)
     /// Where the bridge reports how long records take from the spool to the broker's acknowledgement
     /// (`keepalive_mqtt_delivery_seconds`); swift-metrics' global factory by default.
     public var metricsFactory: any MetricsFactory = MetricsSystem.factory

@@ -5,7 +5,9 @@ import ServiceLifecycle
 
 extension MQTTBridge {
     /// Connects, keeps the broker up to date and delivers the spool until graceful shutdown (or cancellation);
-    /// then publishes `offline` (retained), disconnects and finishes ``commands``.
+    /// then publishes `offline` (retained), disconnects and finishes ``commands``. At a graceful shutdown it first
+    /// goes on delivering for up to ``BridgeConfiguration/shutdownDrainBound``, while connected and until the spool
+    /// is empty: the records of the last polls reach the broker instead of waiting for the next start.
     ///
     /// Call it once (the service group does). The first connection is retried here with
     /// ``MQTTConfiguration/reconnect``'s backoff (1 s doubling to
@@ -17,14 +19,18 @@ extension MQTTBridge {
         defer { commandContinuation.finish() }
         let client = try MQTTClient(configuration: configuration.mqtt)
         state.withLock { $0.client = client }
-        await cancelWhenGracefulShutdown {
-            await withTaskGroup(of: Void.self) { group in
-                group.addTask { await self.followEvents(of: client) }
-                group.addTask { await self.handleMessages(of: client) }
-                group.addTask { await self.work(with: client) }
-                await group.next()
-                group.cancelAll()
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { await self.followEvents(of: client) }
+            group.addTask { await self.handleMessages(of: client) }
+            group.addTask { await self.work(with: client) }
+            // The end: a graceful shutdown, then the drain while the others keep delivering (cancellation ends it
+            // at once, drain and all).
+            group.addTask {
+                guard (try? await gracefulShutdown()) != nil else { return }
+                await self.drain(within: self.configuration.shutdownDrainBound)
             }
+            await group.next()
+            group.cancelAll()
         }
         state.withLock { state in
             state.connected = false
@@ -35,6 +41,16 @@ extension MQTTBridge {
         let offline = retained(topics.status, "offline")
         await Task { await client.close(publishing: [offline]) }.value
         logger.info("MQTT bridge stopped", metadata: ["pending": "\(statistics.pending)"])
+    }
+
+    /// Waits, up to `bound`, while the broker is connected and records are pending. Checked every 20 ms: at
+    /// shutdown only, and bounded.
+    private func drain(within bound: Duration) async {
+        let clock = TimerFDClock()
+        let deadline = clock.now.advanced(by: bound)
+        while statistics.connected, statistics.pending > 0, clock.now < deadline {
+            do { try await clock.sleep(for: .milliseconds(20)) } catch { return }
+        }
     }
 
     /// Connection changes: every CONNACK queues the announcements a fresh connection needs.

@@ -292,8 +292,14 @@ struct MQTTBridgeEndToEndTests {
             let written = CLITests.records(daemon.standardOutput).map(\.seq)
             // The broker acknowledged the records drained at shutdown; it forwards them to the subscriber after. A
             // loaded run read the subscriber before the last two arrived.
-            try await waitUntil("the records drained at shutdown arrive", timeout: .seconds(20)) {
-                Set(written).isSubset(of: Set(subscriber.stateSequences(prefix: "keepalive/gw/")))
+            do {
+                try await waitUntil("the records drained at shutdown arrive", timeout: .seconds(20)) {
+                    Set(written).isSubset(of: Set(subscriber.stateSequences(prefix: "keepalive/gw/")))
+                }
+            } catch {
+                let missing = Set(written).subtracting(subscriber.stateSequences(prefix: "keepalive/gw/")).sorted()
+                Issue.record("\(error): missing \(missing); the daemon's log: \(daemon.standardError.suffix(3_000))")
+                throw error
             }
             let arrived = subscriber.stateSequences(prefix: "keepalive/gw/")
             #expect(Set(written).isSubset(of: Set(arrived)), "every record delivered")

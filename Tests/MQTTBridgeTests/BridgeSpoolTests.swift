@@ -4,6 +4,7 @@ import Foundation
 import MQTT
 @testable import MQTTBridge
 import Readings
+import ServiceLifecycle
 import Testing
 
 #if canImport(Glibc)
@@ -261,6 +262,68 @@ import Testing
         #expect(bridge.state.withLock { $0.largestDeliveryBatch } <= MQTTBridge.deliveryWindow)
         await subscriber.close()
         await running.stop()
+    }
+
+    /// Catches: a graceful shutdown that stops delivering at once, leaving what was spooled and not yet handed to
+    /// the client in the spool. In the daemon the bridge is the last part to stop, and records written by the last
+    /// polls were waiting for the delivery loop when it was cancelled: a CI run's subscriber never got them.
+    @Test func aGracefulShutdownDeliversWhatIsSpooledWithinTheDrainBound() async throws {
+        let broker = try await MosquittoBroker.start()
+        let directory = try makeTemporaryDirectory(prefix: "bridge-test")
+        defer {
+            broker.remove()
+            removeDirectory(directory)
+        }
+        let subscriber = try await Collector(port: broker.port, filters: ["keepalive/gw/+/state"], qos: .atLeastOnce)
+        var configuration = bridgeConfiguration(port: broker.port, directory: directory)
+        configuration.shutdownDrainBound = .seconds(30)
+        let bridge = try MQTTBridge(configuration: configuration, devices: [kitchen], logger: testLogger())
+        let group = ServiceGroup(services: [bridge], logger: testLogger())
+        let running = Task { try await group.run() }
+        try await waitUntil("the bridge is connected", timeout: .seconds(15)) { bridge.statistics.connected }
+        // A burst, then the shutdown at once: most of it is still in the spool when the shutdown comes.
+        for sequence in 0..<2_000 {
+            try bridge.submit(
+                device: "kitchen", sequence: UInt64(sequence), succeeded: true, payload: recordPayload(UInt64(sequence))
+            )
+        }
+        let pendingAtShutdown = bridge.statistics.pending
+        await group.triggerGracefulShutdown()
+        try await running.value
+        #expect(bridge.statistics.pending == 0, "\(pendingAtShutdown) were pending at the shutdown")
+        try await waitUntil("the subscriber has 2,000 records") {
+            subscriber.sequences(on: "keepalive/gw/kitchen/state").count >= 2_000
+        }
+        #expect(subscriber.sequences(on: "keepalive/gw/kitchen/state") == Array(0..<2_000))
+        await subscriber.close()
+    }
+
+    /// Catches: a shutdown that waits out its drain bound for a broker that is gone. The records stay in the
+    /// spool for the next start.
+    @Test func aGracefulShutdownWithTheBrokerGoneKeepsTheSpoolAndDoesNotWaitForTheBound() async throws {
+        let broker = try await MosquittoBroker.start()
+        let directory = try makeTemporaryDirectory(prefix: "bridge-test")
+        defer {
+            broker.remove()
+            removeDirectory(directory)
+        }
+        var configuration = bridgeConfiguration(port: broker.port, directory: directory)
+        configuration.shutdownDrainBound = .seconds(600)
+        let bridge = try MQTTBridge(configuration: configuration, devices: [kitchen], logger: testLogger())
+        let group = ServiceGroup(services: [bridge], logger: testLogger())
+        let running = Task { try await group.run() }
+        try await waitUntil("the bridge is connected", timeout: .seconds(15)) { bridge.statistics.connected }
+        broker.kill()
+        try await waitUntil("the bridge has lost the broker", timeout: .seconds(15)) { !bridge.statistics.connected }
+        for sequence in 0..<10 {
+            try bridge.submit(
+                device: "kitchen", sequence: UInt64(sequence), succeeded: true, payload: recordPayload(UInt64(sequence))
+            )
+        }
+        await group.triggerGracefulShutdown()
+        // A give-up far under the bound: the shutdown ends when the drain sees no connection.
+        try await withTimeout("the shutdown", .seconds(60)) { try await running.value }
+        #expect(bridge.statistics.pending == 10, "kept for the next start")
     }
 
     @Test func aFullSpoolDropsTheOldestAndPublishesTheCountOnReconnect() async throws {

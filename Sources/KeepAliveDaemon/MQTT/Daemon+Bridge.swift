@@ -93,16 +93,6 @@ extension DaemonConfiguration {
 }
 
 extension Daemon {
-    /// Gives the bridge up to `bound` to deliver what is still spooled while it is connected (a broker that is
-    /// away keeps them for the next start). Checked every 20 ms: shutdown only, and bounded.
-    static func drain(_ bridge: MQTTBridge, within bound: Duration) async {
-        let clock = TimerFDClock()
-        let deadline = clock.now.advanced(by: bound)
-        while bridge.statistics.connected, bridge.statistics.pending > 0, clock.now < deadline {
-            try? await clock.sleep(for: .milliseconds(20))
-        }
-    }
-
     /// Carries out the bridge's commands: poll now, a new interval (echoed with the value in force).
     ///
     /// Polls go through a ``CommandPollLimiter`` first, keyed by device with its floor from `floors` (devices
