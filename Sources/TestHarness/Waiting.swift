@@ -61,13 +61,13 @@ public func residentSetKilobytes(of pid: Int32? = nil) -> Int {
     return 0
 }
 
-/// Runs `body` on a thread of its own, at the lowest priority, and returns what it returns. For a test that computes
-/// for seconds (the spool's exhaustive damage cases, the fleet simulations): on the concurrency pool's few threads
-/// it would starve every other test's waits on a 2-core machine, and on threads of their own at the usual priority
-/// these tests still took most of both cores for the suite's first minute — CI's pool then ran every other test
-/// 32 s late, and a doctor's 3-s give-up and a 30-s sleep ran out before their tests could look. At nice 19 they
-/// get what the rest of the suite leaves. `body` must not record issues (`#expect` needs the test's task): return
-/// what to check.
+/// Runs `body` on a thread of its own, at the lowest priority (see ``lowerThisThreadsPriority()``), and returns what
+/// it returns. For a test that computes for seconds (the spool's exhaustive damage cases, the fleet simulations):
+/// on the concurrency pool's few threads it would starve every other test's waits on a 2-core machine, and on
+/// threads of their own at the usual priority these tests still took most of both cores for the suite's first
+/// minute — CI's pool then ran every other test 32 s late, and a doctor's 3-s give-up and a 30-s sleep ran out
+/// before their tests could look. `body` must not record issues (`#expect` needs the test's task): return what to
+/// check.
 public func onOwnThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
     try await withCheckedThrowingContinuation { continuation in
         startThread {
@@ -77,8 +77,15 @@ public func onOwnThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T)
     }
 }
 
-/// Gives the calling thread the lowest scheduling priority (nice 19). On Linux the nice value is a thread's, not
-/// the process's: `setpriority(PRIO_PROCESS, 0, …)` changes the calling thread only.
+/// Gives the calling thread the lowest scheduling priority (nice 19), so that it gets what the rest of the suite
+/// leaves: a trivial test then finished 12.8 s into the plain suite instead of 25.4 s. On Linux the nice value is a
+/// thread's, not the process's: `setpriority(PRIO_PROCESS, 0, …)` changes the calling thread only.
+///
+/// Not under a sanitizer. There a thread at nice 19 held up every other thread (most likely through the runtime's
+/// own locks, which it then holds while it waits for the CPU): under ThreadSanitizer a trivial test finished 211 s
+/// into the suite instead of about 24 s, and 106 give-ups ran out. The sanitizer runs already make these
+/// computations small.
 public func lowerThisThreadsPriority() {
+    guard !Sanitizers.thread, !Sanitizers.address else { return }
     _ = setpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0, 19)
 }

@@ -38,8 +38,9 @@ import Testing
     static func offThePool<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
         await withCheckedContinuation { continuation in
             let thread = Thread {
-                // Nice 19; on Linux the nice value is the calling thread's.
-                _ = setpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0, 19)
+                // Nice 19; on Linux the nice value is the calling thread's. Not under a sanitizer, where the
+                // whole suite then waited for this thread (see TestHarness's `lowerThisThreadsPriority`).
+                if !underSanitizer { _ = setpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0, 19) }
                 oneAtATime.lock()
                 let result = body()
                 oneAtATime.unlock()
