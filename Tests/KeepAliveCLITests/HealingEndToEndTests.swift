@@ -90,8 +90,15 @@ extension MonthsWithoutAPersonTests {
                 let powerOnsAfter = simulator.powerOns()
                 let cycledAt = CLITests.records(process.standardOutput).count
                 try await waitUntil("polling resumed", timeout: .seconds(30)) { Self.polledSince(process, cycledAt) }
-                try await waitUntil("the recovery from the power-cycle logged", timeout: .seconds(10)) {
-                    process.standardError(since: mark).contains("first healthy round after a power-cycle")
+                // A healthy round needs both devices' records; under AddressSanitizer 10 s (x3) once ran out.
+                do {
+                    try await waitUntil("the recovery from the power-cycle logged", timeout: .seconds(30)) {
+                        process.standardError(since: mark).contains("first healthy round after a power-cycle")
+                    }
+                } catch {
+                    let log = process.standardError(since: mark).suffix(3_000)
+                    Issue.record("\(error); the daemon's log since the wedge: \(log)")
+                    throw error
                 }
                 let log = process.standardError
                 // Clear first, then the power-cycle (in the climb that led to it); no further rung.
