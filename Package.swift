@@ -81,7 +81,7 @@ let package = Package(
         // (Sources/KeepAliveDaemon/FleetBinding.swift).
         .target(name: "Fleet", dependencies: ["Basics"]),
         .target(name: "FleetSimulation", dependencies: ["Fleet", "Basics"]),
-        .testTarget(name: "FleetTests", dependencies: ["Fleet", "FleetSimulation"]),
+        .testTarget(name: "FleetTests", dependencies: ["Fleet", "FleetSimulation", "TestHarness"]),
         // libyaml 0.2 (the YAML 1.1 parser), as a system library: a module map and a shim header.
         .systemLibrary(name: "CYAML", pkgConfig: "yaml-0.1", providers: [.apt(["libyaml-dev"])]),
         // The configuration's YAML reader: libyaml's events composed into nodes with positions and YAML 1.1 tags,

@@ -1,6 +1,7 @@
 import Fleet
 import Foundation
 import FleetSimulation
+import TestHarness
 import Testing
 
 #if canImport(Glibc)
@@ -32,15 +33,14 @@ import Testing
     /// suite's tasks, and all nine at once on threads of their own took both cores; either way other suites'
     /// wall-clock bounds failed (a doctor check measured 15.2 s for 15 under AddressSanitizer, 5.6 s for 5 without).
     /// One simulation at a time: nine at once on threads of their own took both cores from everything else. And at
-    /// the lowest priority (as TestHarness's `onOwnThread`), so that it takes only what the other suites leave.
+    /// the lowest priority (TestHarness's `lowerThisThreadsPriority`, as `onOwnThread`; not under a sanitizer), so
+    /// that it takes only what the other suites leave.
     static let oneAtATime = NSLock()
 
     static func offThePool<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
         await withCheckedContinuation { continuation in
             let thread = Thread {
-                // Nice 19; on Linux the nice value is the calling thread's. Not under a sanitizer, where the
-                // whole suite then waited for this thread (see TestHarness's `lowerThisThreadsPriority`).
-                if !underSanitizer { _ = setpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0, 19) }
+                lowerThisThreadsPriority()
                 oneAtATime.lock()
                 let result = body()
                 oneAtATime.unlock()
