@@ -172,9 +172,21 @@ public final class MQTTClient: Sendable {
     /// them), then sends a normal DISCONNECT, so the broker discards the will. Ends the thread, closes the
     /// socket, epoll descriptor and eventfd, and finishes ``messages`` and ``events``; the mosquitto object is
     /// freed when the client is. Operations still waiting fail with `.closed`.
-    public func close(publishing messages: [MQTTOutgoingMessage] = []) async {
-        for message in messages {
-            try? await publish(message)
+    ///
+    /// The publishes get `within` together (2 s by default): a broker that keeps the socket open but stops
+    /// answering (a stopped process, a frozen host) would otherwise hold a QoS 1 or 2 publish until the keep-alive
+    /// gives up, one and a half keep-alives later. Whatever is left then is abandoned (`.cancelled`); the
+    /// DISCONNECT has its own two seconds to be written.
+    public func close(publishing messages: [MQTTOutgoingMessage] = [], within bound: Duration = .seconds(2)) async {
+        if !messages.isEmpty {
+            let publishes = Task {
+                for message in messages {
+                    try? await publish(message)
+                }
+            }
+            let timer = TimerThread.shared.schedule(at: TimerThread.now() + bound) { publishes.cancel() }
+            await publishes.value
+            TimerThread.shared.cancel(timer)
         }
         _ =
             try? await perform("the close") { (core, token, completion: @escaping ClientCore.Completion<Void>) in

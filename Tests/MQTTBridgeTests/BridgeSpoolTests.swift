@@ -330,6 +330,37 @@ import Testing
         #expect(bridge.statistics.pending == 10, "kept for the next start")
     }
 
+    /// Catches: a shutdown held by a broker that keeps its socket open and answers nothing (stopped, or its host
+    /// frozen). The drain ends at its bound, and `offline`'s QoS 1 publish used to wait for a PUBACK until the
+    /// keep-alive gave up (60 s, then half as long again): past systemd's `TimeoutStopSec=10s`, so a SIGKILL.
+    @Test func aGracefulShutdownAgainstAStoppedBrokerEndsWithinItsBounds() async throws {
+        let broker = try await MosquittoBroker.start()
+        let directory = try makeTemporaryDirectory(prefix: "bridge-test")
+        defer {
+            broker.signal(SIGCONT)
+            broker.remove()
+            removeDirectory(directory)
+        }
+        var configuration = bridgeConfiguration(port: broker.port, directory: directory)
+        configuration.shutdownDrainBound = .seconds(1)
+        let bridge = try MQTTBridge(configuration: configuration, devices: [kitchen], logger: testLogger())
+        let group = ServiceGroup(services: [bridge], logger: testLogger())
+        let running = Task { try await group.run() }
+        try await waitUntil("the bridge is connected", timeout: .seconds(60)) { bridge.statistics.connected }
+        broker.signal(SIGSTOP)
+        for sequence in 0..<10 {
+            try bridge.submit(
+                device: "kitchen", sequence: UInt64(sequence), succeeded: true, payload: recordPayload(UInt64(sequence))
+            )
+        }
+        let started = ContinuousClock.now
+        await group.triggerGracefulShutdown()
+        // The drain's 1 s, then `offline`'s 2 s: the give-up is far from both and far under the keep-alive's 90.
+        try await withTimeout("the shutdown", .seconds(30)) { try await running.value }
+        print("a shutdown against a stopped broker took \(ContinuousClock.now - started)")
+        #expect(bridge.statistics.pending == 10, "never acknowledged, kept for the next start")
+    }
+
     @Test func aFullSpoolDropsTheOldestAndPublishesTheCountOnReconnect() async throws {
         let port = try freeLoopbackPort()
         let directory = try makeTemporaryDirectory(prefix: "bridge-test")

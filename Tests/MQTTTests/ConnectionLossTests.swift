@@ -6,7 +6,7 @@ import MQTT
 import Testing
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 @Suite struct ConnectionLossTests {
@@ -86,6 +86,30 @@ import Glibc
         #expect(error?.code == .cancelled)
         broker.signal(SIGCONT)
         await client.close()
+    }
+
+    /// A broker that keeps the socket open and answers nothing (stopped): the close's QoS 1 publish gets its bound
+    /// and the close ends, instead of waiting out the keep-alive (60 s here, 90 s until the client gives up).
+    @Test func aCloseWhosePublishIsNeverAcknowledgedEndsAtItsBound() async throws {
+        let broker = try await Broker.start()
+        defer { broker.remove() }
+        var settings = configuration(broker)
+        settings.threadName = "mqtt-stalled-close"
+        let client = try MQTTClient(configuration: settings)
+        try await client.connect()
+        broker.signal(SIGSTOP)
+        defer { broker.signal(SIGCONT) }
+        let closed = Locked(false)
+        let started = ContinuousClock.now
+        Task {
+            await client.close(
+                publishing: [MQTTOutgoingMessage(topic: "gw/status", payload: "offline".bytes, qos: .atLeastOnce)],
+                within: .milliseconds(500))
+            closed.withLock { $0 = true }
+        }
+        try await waitUntil("the close returns", timeout: .seconds(20)) { closed.withLock { $0 } }
+        print("a close against a stopped broker took \(ContinuousClock.now - started)")
+        try await waitUntil("the thread ends") { threadIDs(named: "mqtt-stalled-close").isEmpty }
     }
 
     @Test func closeEndsTheThreadAndLaterCallsFailClosed() async throws {
