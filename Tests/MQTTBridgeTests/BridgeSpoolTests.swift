@@ -268,72 +268,12 @@ import Testing
         await running.stop()
     }
 
-    /// Catches: a graceful shutdown that stops delivering at once, leaving what was spooled and not yet handed to
-    /// the client in the spool. In the daemon the bridge is the last part to stop, and records written by the last
-    /// polls were waiting for the delivery loop when it was cancelled: a CI run's subscriber never got them.
-    @Test func aGracefulShutdownDeliversWhatIsSpooledWithinTheDrainBound() async throws {
-        let broker = try await MosquittoBroker.start()
-        let directory = try makeTemporaryDirectory(prefix: "bridge-test")
-        defer {
-            broker.remove()
-            removeDirectory(directory)
-        }
-        let subscriber = try await Collector(port: broker.port, filters: ["keepalive/gw/+/state"], qos: .atLeastOnce)
-        var configuration = bridgeConfiguration(port: broker.port, directory: directory)
-        configuration.shutdownDrainBound = .seconds(30)
-        let bridge = try MQTTBridge(configuration: configuration, devices: [kitchen], logger: testLogger())
-        let group = ServiceGroup(services: [bridge], logger: testLogger())
-        let running = Task { try await group.run() }
-        try await waitUntil("the bridge is connected", timeout: .seconds(60)) { bridge.statistics.connected }
-        // A burst, then the shutdown at once: most of it is still in the spool when the shutdown comes.
-        for sequence in 0..<2_000 {
-            try bridge.submit(
-                device: "kitchen", sequence: UInt64(sequence), succeeded: true, payload: recordPayload(UInt64(sequence))
-            )
-        }
-        let pendingAtShutdown = bridge.statistics.pending
-        await group.triggerGracefulShutdown()
-        try await running.value
-        #expect(bridge.statistics.pending == 0, "\(pendingAtShutdown) were pending at the shutdown")
-        try await waitUntil("the subscriber has 2,000 records") {
-            subscriber.sequences(on: "keepalive/gw/kitchen/state").count >= 2_000
-        }
-        #expect(subscriber.sequences(on: "keepalive/gw/kitchen/state") == Array(0..<2_000))
-        await subscriber.close()
-    }
-
-    /// Catches: a shutdown that waits out its drain bound for a broker that is gone. The records stay in the
-    /// spool for the next start.
-    @Test func aGracefulShutdownWithTheBrokerGoneKeepsTheSpoolAndDoesNotWaitForTheBound() async throws {
-        let broker = try await MosquittoBroker.start()
-        let directory = try makeTemporaryDirectory(prefix: "bridge-test")
-        defer {
-            broker.remove()
-            removeDirectory(directory)
-        }
-        var configuration = bridgeConfiguration(port: broker.port, directory: directory)
-        configuration.shutdownDrainBound = .seconds(600)
-        let bridge = try MQTTBridge(configuration: configuration, devices: [kitchen], logger: testLogger())
-        let group = ServiceGroup(services: [bridge], logger: testLogger())
-        let running = Task { try await group.run() }
-        try await waitUntil("the bridge is connected", timeout: .seconds(60)) { bridge.statistics.connected }
-        broker.kill()
-        try await waitUntil("the bridge has lost the broker", timeout: .seconds(60)) { !bridge.statistics.connected }
-        for sequence in 0..<10 {
-            try bridge.submit(
-                device: "kitchen", sequence: UInt64(sequence), succeeded: true, payload: recordPayload(UInt64(sequence))
-            )
-        }
-        await group.triggerGracefulShutdown()
-        // A give-up far under the bound: the shutdown ends when the drain sees no connection.
-        try await withTimeout("the shutdown", .seconds(60)) { try await running.value }
-        #expect(bridge.statistics.pending == 10, "kept for the next start")
-    }
-
-    /// Catches: a shutdown held by a broker that keeps its socket open and answers nothing (stopped, or its host
-    /// frozen). The drain ends at its bound, and `offline`'s QoS 1 publish used to wait for a PUBACK until the
-    /// keep-alive gave up (60 s, then half as long again): past systemd's `TimeoutStopSec=10s`, so a SIGKILL.
-    @Test func aGracefulShutdownAgainstAStoppedBrokerEndsWithinItsBounds() async throws {
+    /// A bridge with `drainBound` in a service group (as the daemon runs it), connected to a fresh broker, with a
+    /// fresh spool; `body` gets the broker, the bridge, the group and the group's run.
+    func withShutdownSetup(
+        drainBound: Duration,
+        _ body: (MosquittoBroker, MQTTBridge, ServiceGroup, Task<Void, any Error>) async throws -> Void
+    ) async throws {
         let broker = try await MosquittoBroker.start()
         let directory = try makeTemporaryDirectory(prefix: "bridge-test")
         defer {
@@ -342,23 +282,74 @@ import Testing
             removeDirectory(directory)
         }
         var configuration = bridgeConfiguration(port: broker.port, directory: directory)
-        configuration.shutdownDrainBound = .seconds(1)
+        configuration.shutdownDrainBound = drainBound
         let bridge = try MQTTBridge(configuration: configuration, devices: [kitchen], logger: testLogger())
         let group = ServiceGroup(services: [bridge], logger: testLogger())
         let running = Task { try await group.run() }
+        defer { running.cancel() }
         try await waitUntil("the bridge is connected", timeout: .seconds(60)) { bridge.statistics.connected }
-        broker.signal(SIGSTOP)
-        for sequence in 0..<10 {
+        try await body(broker, bridge, group, running)
+    }
+
+    func submit(_ sequences: Range<Int>, to bridge: MQTTBridge) throws {
+        for sequence in sequences {
             try bridge.submit(
                 device: "kitchen", sequence: UInt64(sequence), succeeded: true, payload: recordPayload(UInt64(sequence))
             )
         }
-        let started = ContinuousClock.now
-        await group.triggerGracefulShutdown()
-        // The drain's 1 s, then `offline`'s 2 s: the give-up is far from both and far under the keep-alive's 90.
-        try await withTimeout("the shutdown", .seconds(30)) { try await running.value }
-        print("a shutdown against a stopped broker took \(ContinuousClock.now - started)")
-        #expect(bridge.statistics.pending == 10, "never acknowledged, kept for the next start")
+    }
+
+    /// Catches: a graceful shutdown that stops delivering at once, leaving what was spooled and not yet handed to
+    /// the client in the spool. In the daemon the bridge is the last part to stop, and records written by the last
+    /// polls were waiting for the delivery loop when it was cancelled: a CI run's subscriber never got them.
+    @Test func aGracefulShutdownDeliversWhatIsSpooledWithinTheDrainBound() async throws {
+        try await withShutdownSetup(drainBound: .seconds(30)) { broker, bridge, group, running in
+            let subscriber = try await Collector(
+                port: broker.port, filters: ["keepalive/gw/+/state"], qos: .atLeastOnce)
+            // A burst, then the shutdown at once: most of it is still in the spool when the shutdown comes.
+            try submit(0..<2_000, to: bridge)
+            let pendingAtShutdown = bridge.statistics.pending
+            await group.triggerGracefulShutdown()
+            try await running.value
+            #expect(bridge.statistics.pending == 0, "\(pendingAtShutdown) were pending at the shutdown")
+            try await waitUntil("the subscriber has 2,000 records") {
+                subscriber.sequences(on: "keepalive/gw/kitchen/state").count >= 2_000
+            }
+            #expect(subscriber.sequences(on: "keepalive/gw/kitchen/state") == Array(0..<2_000))
+            await subscriber.close()
+        }
+    }
+
+    /// Catches: a shutdown that waits out its drain bound for a broker that is gone. The records stay in the
+    /// spool for the next start.
+    @Test func aGracefulShutdownWithTheBrokerGoneKeepsTheSpoolAndDoesNotWaitForTheBound() async throws {
+        try await withShutdownSetup(drainBound: .seconds(600)) { broker, bridge, group, running in
+            broker.kill()
+            try await waitUntil("the bridge has lost the broker", timeout: .seconds(60)) {
+                !bridge.statistics.connected
+            }
+            try submit(0..<10, to: bridge)
+            await group.triggerGracefulShutdown()
+            // A give-up far under the bound: the shutdown ends when the drain sees no connection.
+            try await withTimeout("the shutdown", .seconds(60)) { try await running.value }
+            #expect(bridge.statistics.pending == 10, "kept for the next start")
+        }
+    }
+
+    /// Catches: a shutdown held by a broker that keeps its socket open and answers nothing (stopped, or its host
+    /// frozen). The drain ends at its bound, and `offline`'s QoS 1 publish used to wait for a PUBACK until the
+    /// keep-alive gave up (119 s here): past systemd's `TimeoutStopSec=10s`, so a SIGKILL.
+    @Test func aGracefulShutdownAgainstAStoppedBrokerEndsWithinItsBounds() async throws {
+        try await withShutdownSetup(drainBound: .seconds(1)) { broker, bridge, group, running in
+            broker.signal(SIGSTOP)
+            try submit(0..<10, to: bridge)
+            let started = ContinuousClock.now
+            await group.triggerGracefulShutdown()
+            // The drain's 1 s, then `offline`'s 2 s: the give-up is far from both and far under the keep-alive.
+            try await withTimeout("the shutdown", .seconds(30)) { try await running.value }
+            print("a shutdown against a stopped broker took \(ContinuousClock.now - started)")
+            #expect(bridge.statistics.pending == 10, "never acknowledged, kept for the next start")
+        }
     }
 
     @Test func aFullSpoolDropsTheOldestAndPublishesTheCountOnReconnect() async throws {
