@@ -17,15 +17,26 @@ extension SimulatorEngine {
         }
         guard first else { return [] }
         let generation = model.withLock { $0.generation }
+        // Discovering=true leaves before the reply, and before anything discovery finds, as bluetoothd's does (it
+        // follows the kernel's discovery start). Started first, the discovery's first RSSI change could pass it on a
+        // loaded machine.
+        await emitChanged(call.path, Self.adapterInterface, ["Discovering": .boolean(true)])
         let task = Task {
             await withDiscardingTaskGroup { group in
                 group.addTask { await self.discover(adapter: name, generation: generation) }
                 group.addTask { await self.advertise(adapter: name, generation: generation) }
             }
         }
-        model.withLock { $0.adapters[name]?.discoveryTask = task }
-        // Discovering=true leaves before the reply.
-        await emitChanged(call.path, Self.adapterInterface, ["Discovering": .boolean(true)])
+        // Unless the discovery ended meanwhile (the last session stopped: there is nothing to find for), or ended
+        // and started again (that start has its own task).
+        let kept = model.withLock { model -> Bool in
+            guard model.generation == generation, let adapter = model.adapters[name], adapter.discovering,
+                adapter.discoveryTask == nil
+            else { return false }
+            model.adapters[name]?.discoveryTask = task
+            return true
+        }
+        if !kept { task.cancel() }
         return []
     }
 

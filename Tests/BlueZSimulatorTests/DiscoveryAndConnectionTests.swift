@@ -62,6 +62,24 @@ extension BlueZSimulatorTests {
             }
         }
 
+        /// Catches: the discovery's first finding (an RSSI change, a new device) signalled before Discovering=true,
+        /// which bluetoothd never does (it follows the kernel's discovery start). A CI run's loaded machine saw it;
+        /// with no discovery latency at all it is the usual order unless Discovering=true leaves first.
+        @Test func discoveringTrueComesBeforeAnythingTheDiscoveryFinds() async throws {
+            let configuration = Harness.configuration { $0.latencies.discovery = .zero }
+            try await Harness.with(configuration) { harness in
+                let signals = try await harness.bluezSignals()
+                for round in 1...20 {
+                    try await harness.adapter(harness.client, "StartDiscovery")
+                    let started = try await collect(signals) { $0.changed["Discovering"] == .boolean(true) }
+                    let early = started.filter { $0.changed["RSSI"] != nil || $0.addedPath != nil }
+                    #expect(early.isEmpty, "round \(round): \(early.map(\.member)) before Discovering=true")
+                    try await harness.adapter(harness.client, "StopDiscovery")
+                    _ = try await collect(signals) { $0.changed["Discovering"] == .boolean(false) }
+                }
+            }
+        }
+
         @Test func aDiscoverySessionEndsWhenItsClientLeavesTheBus() async throws {
             try await Harness.with { harness in
                 let scanner = try await DBusConnection(bus: .address(harness.bus.address))
