@@ -51,6 +51,8 @@ extension SimulatorEngine {
     private func report(_ sightings: [AdvertisementSighting]) async {
         let objects = sightings.filter(\.appeared).map { ($0.path, deviceObject($0.path, battery: false)) }
         await emit { connection in
+            // Checked on the connection, in order with a stop's Discovering=false (see `discover`).
+            guard !Task.isCancelled else { return }
             for (path, object) in objects { try await connection.export(object, at: path) }
             for sighting in sightings where !sighting.appeared {
                 try connection.propertiesChanged(

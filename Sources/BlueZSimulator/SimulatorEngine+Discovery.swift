@@ -93,11 +93,19 @@ extension SimulatorEngine {
             }
             for (path, isNew, rssi) in found.sorted(by: { $0.0 < $1.0 }) {
                 if Task.isCancelled { return }
-                if isNew {
-                    let object = deviceObject(path, battery: false)
-                    await emit { try await $0.export(object, at: path) }
-                } else {
-                    await emitChanged(path, Self.deviceInterface, ["RSSI": .int16(rssi)])
+                let object = isNew ? deviceObject(path, battery: false) : nil
+                await emit { connection in
+                    // Checked again on the connection, where signals are sent in order: a stop cancels this task
+                    // as it ends the session, before its Discovering=false is sent, so nothing found is signalled
+                    // after that (a finding checked before the stop and sent after it reached the next
+                    // discovery's client ahead of its Discovering=true, under ThreadSanitizer).
+                    guard !Task.isCancelled else { return }
+                    if let object {
+                        try await connection.export(object, at: path)
+                    } else {
+                        try connection.propertiesChanged(
+                            path: path, interface: Self.deviceInterface, changed: ["RSSI": .int16(rssi)])
+                    }
                 }
             }
             round &+= 1
