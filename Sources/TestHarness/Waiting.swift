@@ -1,6 +1,7 @@
 public import DBus
 import LocalServices
 import Basics
+import Synchronization
 
 #if canImport(Glibc)
     import Glibc
@@ -66,15 +67,26 @@ public func residentSetKilobytes(of pid: Int32? = nil) -> Int {
 /// on the concurrency pool's few threads it would starve every other test's waits on a 2-core machine, and on
 /// threads of their own at the usual priority these tests still took most of both cores for the suite's first
 /// minute — CI's pool then ran every other test 32 s late, and a doctor's 3-s give-up and a 30-s sleep ran out
-/// before their tests could look. `body` must not record issues (`#expect` needs the test's task): return what to
-/// check.
+/// before their tests could look. And one at a time (``oneHeavyComputationAtATime(_:)``). `body` must not record
+/// issues (`#expect` needs the test's task): return what to check.
 public func onOwnThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
     try await withCheckedThrowingContinuation { continuation in
         startThread {
             lowerThisThreadsPriority()
-            continuation.resume(with: Result { try body() })
+            continuation.resume(with: Result { try oneHeavyComputationAtATime(body) })
         }
     }
+}
+
+private let heavyComputation = Mutex(())
+
+/// Runs `body` (on a thread of its own, never on the pool: it blocks) while no other test's long computation runs.
+/// Under a sanitizer, where they run at the usual priority, the spool's four exhaustive damage cases and a fleet
+/// simulation ran at once: five busy threads beside the pool's two on two cores, and ThreadSanitizer's suite
+/// finished no test between 25 s and 60 s of its run, so five 60-s give-ups ran out. One at a time leaves the
+/// pool a core.
+public func oneHeavyComputationAtATime<T>(_ body: () throws -> T) rethrows -> T {
+    try heavyComputation.withLock { _ in try body() }
 }
 
 /// Gives the calling thread the lowest scheduling priority (nice 19), so that it gets what the rest of the suite

@@ -32,19 +32,15 @@ import Testing
     /// computation: on the cooperative pool (two threads on this machine) two of them at once blocked every other
     /// suite's tasks, and all nine at once on threads of their own took both cores; either way other suites'
     /// wall-clock bounds failed (a doctor check measured 15.2 s for 15 under AddressSanitizer, 5.6 s for 5 without).
-    /// One simulation at a time: nine at once on threads of their own took both cores from everything else. And at
-    /// the lowest priority (TestHarness's `lowerThisThreadsPriority`, as `onOwnThread`; not under a sanitizer), so
-    /// that it takes only what the other suites leave.
-    static let oneAtATime = NSLock()
-
+    /// One simulation at a time, and none beside another suite's long computation (TestHarness's
+    /// `oneHeavyComputationAtATime`): nine at once on threads of their own took both cores from everything else.
+    /// And at the lowest priority (`lowerThisThreadsPriority`, as `onOwnThread`; not under a sanitizer), so that it
+    /// takes only what the other suites leave.
     static func offThePool<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
         await withCheckedContinuation { continuation in
             let thread = Thread {
                 lowerThisThreadsPriority()
-                oneAtATime.lock()
-                let result = body()
-                oneAtATime.unlock()
-                continuation.resume(returning: result)
+                continuation.resume(returning: oneHeavyComputationAtATime(body))
             }
             thread.stackSize = 8 << 20
             thread.start()
