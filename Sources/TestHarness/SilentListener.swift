@@ -20,27 +20,32 @@ public final class SilentListener: Sendable {
     private let listener: Int32
     private let state = Locked((accepted: [Int32](), closed: false))
 
-    /// Listens on a free port (``freeLoopbackPort()``) and accepts on a thread of its own until ``close()``;
-    /// `greeting` is written to each connection as it is accepted (an SSH server's banner, say), then nothing more.
+    /// Listens on a port the kernel picks (binding port 0: a port found free first and bound after could be taken
+    /// in between by another test's daemon, EADDRINUSE, as a local `make test` saw) and accepts on a thread of its
+    /// own until ``close()``; `greeting` is written to each connection as it is accepted (an SSH server's banner,
+    /// say), then nothing more.
     public init(greeting: [UInt8] = []) throws {
-        let port = try freeLoopbackPort()
         let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard listener >= 0 else { throw SystemCallFailed(errno: errno) }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        address.sin_port = UInt16(port).bigEndian
+        address.sin_port = 0
         let bound = withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
                 bind(listener, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
             }
         }
-        guard bound == 0, listen(listener, 16) == 0 else {
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let named = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(listener, $0, &length) }
+        }
+        guard bound == 0, named == 0, listen(listener, 16) == 0 else {
             let failure = errno
             Glibc.close(listener)
             throw SystemCallFailed(errno: failure)
         }
-        self.port = port
+        self.port = Int(UInt16(bigEndian: address.sin_port))
         self.listener = listener
         let state = self.state
         startThread {
