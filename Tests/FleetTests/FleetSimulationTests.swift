@@ -28,23 +28,14 @@ import Testing
         return String(cString: value)
     }
 
-    /// Runs `body` on a thread of its own, one simulation at a time. A simulation is seconds of synchronous
+    /// Runs `body` through TestHarness's `onOwnThread`: on a thread of its own, at the lowest priority (not under a
+    /// sanitizer), and one long computation at a time across the suites. A simulation is seconds of synchronous
     /// computation: on the cooperative pool (two threads on this machine) two of them at once blocked every other
     /// suite's tasks, and all nine at once on threads of their own took both cores; either way other suites'
     /// wall-clock bounds failed (a doctor check measured 15.2 s for 15 under AddressSanitizer, 5.6 s for 5 without).
-    /// One simulation at a time, and none beside another suite's long computation (TestHarness's
-    /// `oneHeavyComputationAtATime`): nine at once on threads of their own took both cores from everything else.
-    /// And at the lowest priority (`lowerThisThreadsPriority`, as `onOwnThread`; not under a sanitizer), so that it
-    /// takes only what the other suites leave.
     static func offThePool<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
-        await withCheckedContinuation { continuation in
-            let thread = Thread {
-                lowerThisThreadsPriority()
-                continuation.resume(returning: oneHeavyComputationAtATime(body))
-            }
-            thread.stackSize = 8 << 20
-            thread.start()
-        }
+        // `onOwnThread` throws only what `body` throws, and this one does not.
+        try! await onOwnThread(body)
     }
 
     static func check(_ scenario: SimulationScenario, seed: UInt64) async {
