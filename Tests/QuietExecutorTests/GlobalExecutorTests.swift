@@ -263,12 +263,15 @@
             let pool = QuietGlobalExecutor(threads: 2, maxThreads: 2, timers: Self.timers)
             defer { pool.shutdown() }
             let order = Locked([Int]())
-            let (releaseFirst, releaseSecond) = (Flag(), Flag())
-            let first = Task(executorPreference: pool) { while !releaseFirst.isSet {} }
-            let second = Task(executorPreference: pool) { while !releaseSecond.isSet {} }
+            // Held by blocking, not spinning: two spinning workers took both cores of a two-core machine for as
+            // long as this test ran, and under ThreadSanitizer the whole suite beside it finished nothing for a
+            // minute. `maxThreads: 2` keeps the pool from adding a worker for the blocked ones.
+            let (releaseFirst, releaseSecond) = (Gate(), Gate())
+            let first = Task(executorPreference: pool) { releaseFirst.wait() }
+            let second = Task(executorPreference: pool) { releaseSecond.wait() }
             defer {
-                releaseFirst.set()
-                releaseSecond.set()
+                releaseFirst.open()
+                releaseSecond.open()
             }
             try await waitUntil("both workers are held") { pool.stats().idle == 0 && pool.stats().queued == 0 }
             var tasks: [Task<Void, Never>] = []
@@ -276,10 +279,10 @@
                 tasks.append(Task(executorPreference: pool) { order.withLock { $0.append(index) } })
             }
             try await waitUntil("the ten jobs are queued") { pool.stats().queued == 10 }
-            releaseFirst.set()
+            releaseFirst.open()
             for task in tasks { _ = try await value(of: task, "the queued jobs run") }
             #expect(order.withLock { $0 } == Array(0..<10))
-            releaseSecond.set()
+            releaseSecond.open()
             _ = try await value(of: first, "the first held job ends")
             _ = try await value(of: second, "the second held job ends")
         }

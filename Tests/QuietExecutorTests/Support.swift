@@ -109,6 +109,31 @@
         return (started, try await value(of: task, what, timeout: timeout))
     }
 
+    /// Holds the threads that wait on it, blocked (not spinning), until it is opened; then lets every wait through.
+    final class Gate: Sendable {
+        private let mutex = PthreadMutex()
+        private let condition = PthreadCondition()
+        private let opened = Atomic<Bool>(false)
+
+        deinit {
+            condition.destroy()
+            mutex.destroy()
+        }
+
+        func wait() {
+            mutex.lock()
+            while !opened.load(ordering: .acquiring) { condition.wait(mutex) }
+            mutex.unlock()
+        }
+
+        func open() {
+            mutex.lock()
+            opened.store(true, ordering: .releasing)
+            condition.broadcast()
+            mutex.unlock()
+        }
+    }
+
     /// A flag for spinning jobs to watch without a lock.
     final class Flag: Sendable {
         private let value = Atomic<Bool>(false)
