@@ -1,3 +1,4 @@
+import Basics
 import Foundation
 import KeepAlive
 import Polling
@@ -587,9 +588,11 @@ struct ConfigurationLoaderTests {
         #expect(error.location.column >= 1, "\(error)")
     }
 
-    /// 500 variants in the suite; `KEEPALIVE_FUZZ_ITERATIONS` (CI: 100,000) for more.
+    /// 500 variants in the suite (50 under ThreadSanitizer: `Sanitizers.rounds`); `KEEPALIVE_FUZZ_ITERATIONS` (CI:
+    /// 100,000) for more.
     @Test func mutatedExamplesParseOrFailInsideTheFile() {
-        let iterations = ProcessInfo.processInfo.environment["KEEPALIVE_FUZZ_ITERATIONS"].flatMap(Int.init) ?? 500
+        let iterations = Sanitizers.rounds(
+            ProcessInfo.processInfo.environment["KEEPALIVE_FUZZ_ITERATIONS"].flatMap(Int.init) ?? 500)
         var generator = SeededRandomNumberGenerator(seed: 2024)
         let original = ExampleConfiguration.yaml.split(separator: "\n", omittingEmptySubsequences: false)
             .map(String.init)
@@ -628,9 +631,9 @@ struct ConfigurationLoaderTests {
         #expect(failures > iterations / 5)
         print(
             """
-                config fuzz: \(iterations) variants of the example, \(failures) refused with a place in the file, \
-                \(iterations - failures) accepted, 0 traps
-                """
+            config fuzz: \(iterations) variants of the example, \(failures) refused with a place in the file, \
+            \(iterations - failures) accepted, 0 traps
+            """
         )
     }
 }
@@ -640,9 +643,9 @@ struct ConfigurationReviewTests {
     @Test func aUUIDReadTwiceInAnyFormIsRefusedAtTheSecond() throws {
         let yaml =
             """
-                devices:\n  - name: a\n    address: C0:FF:EE:00:00:01\n    read: [2a19, \
-                00002a19-0000-1000-8000-00805f9b34fb]\n
-                """
+            devices:\n  - name: a\n    address: C0:FF:EE:00:00:01\n    read: [2a19, \
+            00002a19-0000-1000-8000-00805f9b34fb]\n
+            """
         let error = #expect(throws: ConfigurationError.self) { try ConfigurationLoader.parse(yaml, file: "k.yaml") }
         #expect(error?.kind == .invalidValue)
         #expect(error?.field == "devices[0].read[1]")
@@ -652,9 +655,9 @@ struct ConfigurationReviewTests {
     @Test func aCharacteristicListenedToTwiceIsRefused() throws {
         let yaml =
             """
-                devices:\n  - name: a\n    address: C0:FF:EE:00:00:01\n    notify:\n      - {uuid: 2a6e, for: 1s}\n   \
-                   - {uuid: 2a6e, for: 2s}\n
-                """
+            devices:\n  - name: a\n    address: C0:FF:EE:00:00:01\n    notify:\n      - {uuid: 2a6e, for: 1s}\n   \
+               - {uuid: 2a6e, for: 2s}\n
+            """
         let error = #expect(throws: ConfigurationError.self) { try ConfigurationLoader.parse(yaml, file: "k.yaml") }
         #expect(error?.field == "devices[0].notify[1].uuid")
         #expect(error?.location.line == 6)
@@ -670,9 +673,9 @@ struct ConfigurationReviewTests {
     @Test func powerModeAndCriticalLevelAreRead() throws {
         let yaml =
             """
-                low_power: {mode: on, critical_below: 15}\ndevices:\n  - {name: a, address: C0:FF:EE:00:00:01, read: \
-                [2a19]}\n
-                """
+            low_power: {mode: on, critical_below: 15}\ndevices:\n  - {name: a, address: C0:FF:EE:00:00:01, read: \
+            [2a19]}\n
+            """
         let configuration = try ConfigurationLoader.parse(yaml, file: "k.yaml")
         #expect(configuration.powerMode == .on)
         #expect(configuration.criticalPercentage == 15)
