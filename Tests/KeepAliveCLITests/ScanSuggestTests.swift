@@ -276,9 +276,10 @@ struct ScanSuggestTests {
             ])
     }
 
-    /// Polls `condition` every few milliseconds until it holds (60 s of real time at most, for a loaded machine).
+    /// Polls `condition` every few milliseconds until it holds (60 s of real time at most, for a loaded machine;
+    /// three times that under a sanitizer).
     static func waitUntil(_ what: String, _ condition: () -> Bool) async throws {
-        let giveUp = ContinuousClock.now + .seconds(60)
+        let giveUp = ContinuousClock.now + .seconds(60) * Sanitizers.slowdown
         while !condition() {
             guard ContinuousClock.now < giveUp else {
                 Issue.record("timed out waiting until \(what)")

@@ -52,13 +52,14 @@ struct PollEngineTests {
     /// Advances the clock from deadline to deadline (never reaching `limit`) until `done` holds.
     ///
     /// The wall-clock bound is a give-up, not a timing assertion: generous, because under ThreadSanitizer with
-    /// every suite running beside this one a tick's retries took more than the 10 s it used to be. While nothing
+    /// every suite running beside this one a tick's retries took more than the 10 s it used to be, and CI's
+    /// ThreadSanitizer run once finished no test at all for 70 s (so a sanitizer triples it). While nothing
     /// is due it waits a millisecond rather than spinning on `Task.yield()`, which on two cores kept a pool
     /// thread from the very work it was waiting for.
     func drive(
         _ clock: TestClock, before limit: TestClock.Instant, state: () -> String = { "" }, until done: () -> Bool
     ) async throws {
-        let giveUp = ContinuousClock.now + .seconds(60)
+        let giveUp = ContinuousClock.now + .seconds(60) * Sanitizers.slowdown
         while !done() {
             guard ContinuousClock.now < giveUp else {
                 throw TestClock.WaitTimeout(
