@@ -6,10 +6,9 @@ import Testing
 @Suite("Background task ledger: property")
 struct LedgerPropertyTests {
     /// 10,000 seeded random sequences (1,000 under ThreadSanitizer: `Sanitizers.rounds`) of begin / end / advance /
-    /// close / reopen / expireAll. After every step
-    /// the ledger's timers are processed and the invariants checked: no window is open past its deadline plus
-    /// the grace, every window begun is either open or in the history exactly once, and outcomes match what
-    /// happened to the window.
+    /// close / reopen / expireAll. After every step the ledger's timers are processed and the invariants checked:
+    /// no window is open past its deadline plus the grace, every window begun is either open or in the history
+    /// exactly once, and outcomes match what happened to the window.
     @Test func randomSequencesNeverLeaveAWindowOpenPastDeadlinePlusGrace() throws {
         var random = SeededRandomNumberGenerator(seed: 0x5EED)
         let grace = Duration.seconds(2)
