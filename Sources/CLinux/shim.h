@@ -42,6 +42,20 @@ static inline int clinux_pipe_cloexec(int ends[2]) {
     return (int)syscall(SYS_pipe2, ends, O_CLOEXEC);
 }
 
+// A close-on-exec duplicate of `fd` (F_DUPFD_CLOEXEC), or -1: for a descriptor another library owns and may close
+// at any time, where an epoll set must hold one its owner can always remove (see MQTT's ClientThread).
+static inline int clinux_dup_cloexec(int fd) {
+    return fcntl(fd, F_DUPFD_CLOEXEC, 0);
+}
+
+// Sets FD_CLOEXEC on a descriptor another library opened without it (libmosquitto's socket): a process spawned
+// afterwards does not inherit it. 0, or -1 with errno.
+static inline int clinux_set_cloexec(int fd) {
+    int flags = fcntl(fd, F_GETFD);
+    if (flags < 0) return -1;
+    return fcntl(fd, F_SETFD, flags | FD_CLOEXEC);
+}
+
 // pthread_setname_np needs _GNU_SOURCE, which the Glibc module is not built with; prctl names the calling
 // thread the same way (at most 15 bytes), for top -H and /proc/PID/task/*/comm.
 static inline void clinux_set_thread_name(const char *name) {

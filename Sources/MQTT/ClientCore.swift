@@ -385,6 +385,9 @@ final class ClientCore: @unchecked Sendable {
         }
     }
 
+    /// Test hook: libmosquitto's socket descriptor (-1 without one).
+    var socketDescriptor: Int32 { handle.socket }
+
     /// Test hook: shuts the socket down without DISCONNECT, as a crash or a cut cable would (the broker then
     /// publishes the will).
     func dropConnection() {

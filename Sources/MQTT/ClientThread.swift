@@ -14,10 +14,10 @@ import Basics
 /// The same shape as `DBus`'s `ConnectionThread`, reduced to what one MQTT connection needs: one descriptor,
 /// one deadline, blocks of work (continuations resume their tasks on the global executor).
 final class ClientThread: @unchecked Sendable {
-    // @unchecked Sendable: `pending`, `isSleeping`, `isStopping`, `hasEnded` are touched only under `mutex`; `watched`,
-    // `watchedEvents`, `handler`, `deadline` and `deadlineHandler` only on the thread; `epoll` and `wakeup`
-    // are immutable and closed once the loop has ended (a late `signal` may then write to a closed descriptor
-    // number: it is only written while `isSleeping`, which the ended loop never sets again).
+    // @unchecked Sendable: `pending`, `isSleeping`, `isStopping`, `hasEnded` are touched only under `mutex`;
+    // `watched`, `registered`, `watchedEvents`, `handler`, `deadline` and `deadlineHandler` only on the thread;
+    // `epoll` and `wakeup` are immutable and closed once the loop has ended (a late `signal` may then write to a
+    // closed descriptor number: it is only written while `isSleeping`, which the ended loop never sets again).
     private let mutex = PthreadMutex()
     private var pending: [() -> Void] = []
     private var isSleeping = false
@@ -27,7 +27,10 @@ final class ClientThread: @unchecked Sendable {
     private let wakeup: Int32
     private let name: String
 
+    /// libmosquitto's socket, by its descriptor number.
     private var watched: Int32 = -1
+    /// Our close-on-exec duplicate of `watched`: the one in the epoll set (see `watch`).
+    private var registered: Int32 = -1
     private var watchedEvents: UInt32 = 0
     private var handler: ((UInt32) -> Void)?
     private var deadline: Int64?
@@ -117,36 +120,62 @@ final class ClientThread: @unchecked Sendable {
     // MARK: On the thread only
 
     /// Watches `fd` for `events` (level-triggered; -1 or 0 events: none). A new descriptor number, or the same
-    /// number after a reconnection (the old socket left the epoll set when it was closed), is added again.
+    /// number after a reconnection, is registered again.
+    ///
+    /// The epoll set holds a close-on-exec duplicate of `fd` that this thread owns, never `fd` itself. An epoll
+    /// registration belongs to the open socket, not to its number: libmosquitto closes its socket by itself (a
+    /// lost connection, a reconnection), and when a process spawned meanwhile had inherited it (libmosquitto does
+    /// not open it close-on-exec), the socket stays open in that child, and so does the registration, while
+    /// `EPOLL_CTL_DEL` by the closed number can no longer reach it. The peer's close then kept it readable: a
+    /// ThreadSanitizer run of the suite had ten client threads each spinning a core on one (the sockets were held
+    /// by the brokers, buses and mocks other tests had started). With a duplicate of our own, removal always works;
+    /// and the socket itself is made close-on-exec as soon as it is seen.
     func watch(_ fd: Int32, events: UInt32, isNewSocket: Bool, handler: @escaping (UInt32) -> Void) {
         self.handler = handler
         if fd != watched || isNewSocket {
-            if watched >= 0, watched != fd {
-                // Fails harmlessly (EBADF/ENOENT) when libmosquitto has already closed the old socket.
-                _ = clinux_epoll_control(epoll, clinux_epoll_ctl_del, watched, 0)
-            }
+            unregister()
             watched = fd
             watchedEvents = 0
-            guard fd >= 0, events != 0 else { return }
-            if clinux_epoll_control(epoll, clinux_epoll_ctl_add, fd, events) != 0 {
-                // EEXIST: the same socket was still registered.
-                _ = clinux_epoll_control(epoll, clinux_epoll_ctl_mod, fd, events)
-            }
-            watchedEvents = events
+            guard fd >= 0 else { return }
+            _ = clinux_set_cloexec(fd)
+            register(events)
             return
         }
         guard fd >= 0, events != watchedEvents else { return }
-        if clinux_epoll_control(epoll, clinux_epoll_ctl_mod, fd, events) != 0 {
-            _ = clinux_epoll_control(epoll, clinux_epoll_ctl_add, fd, events)
+        register(events)
+    }
+
+    /// Puts `watched` in the epoll set for `events` (through its duplicate), or takes it out for none.
+    private func register(_ events: UInt32) {
+        guard events != 0 else {
+            unregister()
+            return
+        }
+        if registered < 0 {
+            registered = clinux_dup_cloexec(watched)
+            // Out of descriptors: nothing is watched, and the keep-alive deadline finds the connection dead.
+            guard registered >= 0 else { return }
+            _ = clinux_epoll_control(epoll, clinux_epoll_ctl_add, registered, events)
+        } else {
+            _ = clinux_epoll_control(epoll, clinux_epoll_ctl_mod, registered, events)
         }
         watchedEvents = events
     }
 
-    /// Forgets the socket (it was closed: it has left the epoll set by itself).
-    func unwatch() {
-        if watched >= 0 { _ = clinux_epoll_control(epoll, clinux_epoll_ctl_del, watched, 0) }
-        watched = -1
+    /// Takes the duplicate out of the epoll set and closes it: always possible, as this thread owns it.
+    private func unregister() {
+        if registered >= 0 {
+            _ = clinux_epoll_control(epoll, clinux_epoll_ctl_del, registered, 0)
+            close(registered)
+            registered = -1
+        }
         watchedEvents = 0
+    }
+
+    /// Forgets the socket (libmosquitto has closed it, or is about to).
+    func unwatch() {
+        unregister()
+        watched = -1
     }
 
     /// Calls `handler` at `deadline` (nanoseconds on CLOCK_BOOTTIME, ``now()``), never before; nil clears it.
@@ -190,7 +219,7 @@ final class ClientThread: @unchecked Sendable {
                         if descriptors[index] == wakeup {
                             var value: UInt64 = 0
                             _ = read(wakeup, &value, MemoryLayout<UInt64>.size)
-                        } else if descriptors[index] == watched {
+                        } else if descriptors[index] == registered {
                             handler?(events[index])
                         }
                     }
@@ -203,6 +232,7 @@ final class ClientThread: @unchecked Sendable {
             for block in batch { block() }
             batch.removeAll(keepingCapacity: true)
         }
+        unwatch()
         handler = nil
         deadlineHandler = nil
         close(epoll)

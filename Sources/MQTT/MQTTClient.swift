@@ -209,6 +209,15 @@ public final class MQTTClient: Sendable {
             } as Void
     }
 
+    /// libmosquitto's socket descriptor now (-1 without one), read on the client's thread. For tests.
+    package func socketDescriptorForTesting() async -> Int32 {
+        let core = self.core
+        return
+            (try? await perform("the socket") { (_, _, completion: @escaping ClientCore.Completion<Int32>) in
+                completion(.success(core.socketDescriptor))
+            }) ?? -1
+    }
+
     // MARK: Awaiting the thread
 
     /// Runs `start` on the client's thread with a fresh token and waits for its completion; cancellation

@@ -36,6 +36,38 @@ import Testing
         await client.close()
     }
 
+    /// Catches: a client thread that spins a core after its connection is lost, when another process had inherited
+    /// the socket. libmosquitto opens it without close-on-exec, so every process spawned meanwhile (a test's broker,
+    /// the daemon's `systemctl`) held it; the socket then outlived libmosquitto's close, and so did its epoll
+    /// registration, which could no longer be removed by its closed number. ThreadSanitizer's suite had ten client
+    /// threads spinning so, for good. Here a `dup` stands for the inheriting process (whatever opens the socket
+    /// before the client sees it, a spawn can still catch).
+    @Test func aLostConnectionWhoseSocketAnotherHolderKeepsOpenDoesNotSpinTheThread() async throws {
+        let broker = try await Broker.start()
+        defer { broker.remove() }
+        var settings = configuration(broker)
+        // No reconnection within the test: the thread has only the lost socket to wait on.
+        settings.reconnect = MQTTReconnectPolicy(initialDelay: .seconds(60), maximumDelay: .seconds(60), jitter: 0)
+        let client = try MQTTClient(configuration: settings)
+        let events = EventLog(client)
+        try await client.connect()
+        let socket = await client.socketDescriptorForTesting()
+        try #require(socket >= 0)
+        #expect(fcntl(socket, F_GETFD) & FD_CLOEXEC != 0, "libmosquitto's socket is made close-on-exec")
+        let inherited = dup(socket)
+        try #require(inherited >= 0)
+        defer { close(inherited) }
+
+        broker.kill()
+        try await waitUntil("the client saw the connection go") { events.disconnections == 1 }
+        let before = client.statistics.wakeups
+        try await Task.sleep(for: .seconds(1))  // the measurement window itself, not a wait for a condition
+        let wakeups = client.statistics.wakeups - before
+        print("1 s after the lost connection, with the socket held elsewhere: \(wakeups) epoll wake-ups")
+        #expect(wakeups <= 2, "the client's thread spins on the lost socket")
+        await client.close()
+    }
+
     @Test func aShortKeepAlivePingsAndStaysConnected() async throws {
         let broker = try await Broker.start()
         defer { broker.remove() }
