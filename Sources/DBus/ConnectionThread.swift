@@ -270,7 +270,9 @@ final class ConnectionThread: SerialExecutor, @unchecked Sendable {
 
     func unwatch(_ fd: Int32) {
         guard handlers.removeValue(forKey: fd) != nil else { return }
-        // Fails harmlessly (EBADF/ENOENT) when libdbus has already closed the socket.
+        // Fails harmlessly (EBADF/ENOENT) when libdbus has already closed the socket: the registration left with it,
+        // as libdbus opens its sockets with SOCK_CLOEXEC, so no spawned process holds one open. (libmosquitto does
+        // not, and MQTT's ClientThread registers a duplicate of its own for that reason.)
         _ = clinux_epoll_control(currentWaitSet().epoll, clinux_epoll_ctl_del, fd, 0)
     }
 
