@@ -135,7 +135,6 @@ final class ClientThread: @unchecked Sendable {
         if fd != watched || isNewSocket {
             unregister()
             watched = fd
-            watchedEvents = 0
             guard fd >= 0 else { return }
             _ = clinux_set_cloexec(fd)
             register(events)

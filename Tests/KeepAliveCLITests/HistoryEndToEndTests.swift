@@ -138,14 +138,15 @@ struct HistoryEndToEndTests {
                         Self.history(String(decoding: $0.payload, as: UTF8.self)).first?.measured
                     })
             }
-            // Given up only after 30 s in which none arrived: CI's loaded `make test` once ran out of a fixed 30 s
-            // here and could not say whether delivery had stopped or was slow.
+            // Given up only after 30 s (more under a sanitizer) in which none arrived: CI's loaded `make test` once
+            // ran out of a fixed 30 s here and could not say whether delivery had stopped or was slow.
+            let quiet = Duration.seconds(30) * Sanitizers.slowdown
             var count = delivered().count
-            var giveUp = ContinuousClock.now + .seconds(30) * Sanitizers.slowdown
+            var giveUp = ContinuousClock.now + quiet
             while count < 300, ContinuousClock.now < giveUp {
                 try await Task.sleep(for: .milliseconds(20))
                 let now = delivered().count
-                if now > count { (count, giveUp) = (now, ContinuousClock.now + .seconds(30) * Sanitizers.slowdown) }
+                if now > count { (count, giveUp) = (now, ContinuousClock.now + quiet) }
             }
             if count < 300 {
                 // What the next failure needs: which records are missing (from before the kill or after), and what
@@ -157,8 +158,8 @@ struct HistoryEndToEndTests {
                 }
                 Issue.record(
                     """
-                    no history record delivered for 30 s: \(count) of 300; \(missing.count) missing, \(missingBefore) \
-                    of them published before the kill (\(before.count) were); first missing: \
+                    no history record delivered for \(quiet): \(count) of 300; \(missing.count) missing, \
+                    \(missingBefore) of them published before the kill (\(before.count) were); first missing: \
                     \(missing.sorted().prefix(3)); the second daemon on its broker and spool:
                     \(said.suffix(30).joined(separator: "\n"))
                     """)

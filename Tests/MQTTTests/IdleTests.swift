@@ -38,10 +38,10 @@ import Testing
 
     /// Catches: a client thread that spins a core after its connection is lost, when another process had inherited
     /// the socket. libmosquitto opens it without close-on-exec, so every process spawned meanwhile (a test's broker,
-    /// the daemon's `systemctl`) held it; the socket then outlived libmosquitto's close, and so did its epoll
-    /// registration, which could no longer be removed by its closed number. ThreadSanitizer's suite had ten client
-    /// threads spinning so, for good. Here a `dup` stands for the inheriting process (whatever opens the socket
-    /// before the client sees it, a spawn can still catch).
+    /// whatever an app that embeds the client starts) held it; the socket then outlived libmosquitto's close, and so
+    /// did its epoll registration, which could no longer be removed by its closed number. ThreadSanitizer's suite had
+    /// ten client threads spinning so, for good. Here a `dup` stands for the inheriting process (whatever opens the
+    /// socket before the client sees it, a spawn can still catch).
     @Test func aLostConnectionWhoseSocketAnotherHolderKeepsOpenDoesNotSpinTheThread() async throws {
         let broker = try await Broker.start()
         defer { broker.remove() }

@@ -266,7 +266,7 @@
             // Held by blocking, not spinning: two spinning workers took both cores of a two-core machine for as
             // long as this test ran, and under ThreadSanitizer the whole suite beside it finished nothing for a
             // minute. `maxThreads: 2` keeps the pool from adding a worker for the blocked ones.
-            let (releaseFirst, releaseSecond) = (Gate(), Gate())
+            let (releaseFirst, releaseSecond) = (BlockingGate(), BlockingGate())
             let first = Task(executorPreference: pool) { releaseFirst.wait() }
             let second = Task(executorPreference: pool) { releaseSecond.wait() }
             defer {

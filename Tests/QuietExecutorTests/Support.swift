@@ -110,7 +110,7 @@
     }
 
     /// Holds the threads that wait on it, blocked (not spinning), until it is opened; then lets every wait through.
-    final class Gate: Sendable {
+    final class BlockingGate: Sendable {
         private let mutex = PthreadMutex()
         private let condition = PthreadCondition()
         private let opened = Atomic<Bool>(false)
