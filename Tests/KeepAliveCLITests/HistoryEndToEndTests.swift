@@ -87,7 +87,7 @@ struct HistoryEndToEndTests {
         return formatter.date(from: rfc3339)?.timeIntervalSince1970
     }
 
-    @Test func threeHundredEntriesOnceEachWithTheirOwnTimesAcrossASIGKILL() async throws {
+    @Test func threeHundredEntriesNoneLostEachWithItsOwnTimeAcrossASIGKILL() async throws {
         try await Self.withSetup { bus, simulator, broker, state, spool in
             let file = try TemporaryFile(
                 name: "keepalive.yaml", contents: Self.configuration(state: state, spool: spool, port: broker.port))
@@ -112,7 +112,14 @@ struct HistoryEndToEndTests {
                 second.standardError.contains("history downloaded")
             }
             let after = Self.history(second.standardOutput)
-            let all = before + after
+            // None lost, none twice, but the one entry a kill can catch between its record and its save (README,
+            // "History"; no order avoids it): published again, then with the very time and readings it had.
+            let repeated = before.last.map { last in after.first?.measured == last.measured } ?? false
+            if let last = before.last, repeated {
+                print("history e2e: the entry in flight at the kill was published again: \(last.measured)")
+                #expect(after.first?.temperature == last.temperature)
+            }
+            let all = before + after.dropFirst(repeated ? 1 : 0)
             #expect(all.count == 300, "\(before.count) before the kill, \(after.count) after")
             #expect(Set(all.map(\.measured)).count == all.count, "no entry twice")
             // The device read each entry once, but for the one in flight at the kill and the check of the last

@@ -13,9 +13,11 @@ import Readings
 /// `"measured"` its time), its position saved after each.
 ///
 /// The sensor counts time in seconds since it was powered (0x1a12); each entry's time becomes the gateway's by
-/// the distance to that count, read at the start of the link (`MiFloraHistory.DeviceClock`). A sensor whose
+/// the distance to that count, read at the start of the link (`MiFloraHistory.DeviceClock`), or by the last
+/// download's clock while the two agree (``continuing(_:from:)``). A sensor whose
 /// battery was changed counts from 0 again and starts a new history: the position's device time no longer
-/// matches, and the new entries newer than the last one published are published (none twice, none skipped).
+/// matches, and the new entries newer than the last one published are published (none skipped; none twice but the
+/// one a kill caught between its record and its save, `HistoryPositions`).
 struct HistoryDownload {
     let device: DaemonConfiguration.Device
     let interval: Duration
@@ -43,7 +45,7 @@ struct HistoryDownload {
             try await transport.write(MiFloraHistory.enterHistoryMode, to: control, of: peripheral, type: .request)
             let count = try MiFloraHistory.entryCount(header: try await transport.read(data, from: peripheral))
             let deviceNow = try MiFloraHistory.deviceTime(try await transport.read(time, from: peripheral))
-            let clock = MiFloraHistory.DeviceClock(deviceNow: deviceNow, gatewayWallAtRead: Self.wallSeconds())
+            var clock = MiFloraHistory.DeviceClock(deviceNow: deviceNow, gatewayWallAtRead: Self.wallSeconds())
 
             // Where to start: after the last entry published, if the sensor still holds it there.
             var start = 0
@@ -54,6 +56,7 @@ struct HistoryDownload {
                     last.deviceTimestamp == position.deviceTimestamp
                 {
                     start = position.next
+                    clock = Self.continuing(clock, from: position)
                 } else if position.next > 0 {
                     newerThan = position.measured
                     logger.notice(
@@ -118,6 +121,26 @@ struct HistoryDownload {
             interval: interval, power: keepAlive.powerState)
         record.source = .history
         return record
+    }
+
+    /// Within this distance of the clock read on this link, the clock of the last download goes on.
+    static let anchorTolerance = 2.0
+
+    /// The clock for entries after `position`, the last one published: its own time, moved on by the device's
+    /// seconds, while that stays within ``anchorTolerance`` of `fresh` (the clock read on this link); `fresh`
+    /// after that (the sensor's clock has drifted from the gateway's, and the next entries follow the gateway's).
+    ///
+    /// The clock read on a link is known to within about a second (the sensor counts whole seconds), so two links
+    /// would give the same entry times up to a second apart. Continuing the last download's clock keeps the hours
+    /// an hour apart across downloads, and gives an entry published again (the one in flight when the daemon was
+    /// killed) the very time it had, so that whoever reads both can tell it is one entry.
+    static func continuing(
+        _ fresh: MiFloraHistory.DeviceClock, from position: HistoryPositions.Position
+    ) -> MiFloraHistory.DeviceClock {
+        let anchored = MiFloraHistory.DeviceClock(
+            deviceNow: position.deviceTimestamp, gatewayWallAtRead: position.measured / .seconds(1))
+        let drift = fresh.wallTime(ofDeviceTimestamp: position.deviceTimestamp) - anchored.gatewayWallAtRead
+        return abs(drift) <= anchorTolerance ? anchored : fresh
     }
 
     static func wallSeconds() -> Double {

@@ -7,7 +7,8 @@ import Logging
 
 /// How far each device's history has been published: one small JSON file in the state directory, replaced
 /// atomically after each published entry, so that a restart or a broken link neither publishes an hour twice nor
-/// skips one.
+/// skips one. A kill between an entry's record and its save publishes that entry again, with the same time
+/// (`HistoryDownload.continuing`): the record is out before its save, as losing it would be worse.
 ///
 /// ```json
 /// {"version":1,"devices":{"fern":{"next":143,"device_timestamp":2156400,"measured_ms":1764393600000}}}
