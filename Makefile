@@ -225,6 +225,8 @@ fleet-sim: deps
 	KEEPALIVE_FLEET_SEEDS=$${FLEET_SEEDS:-4} KEEPALIVE_FLEET_HOURS=$${FLEET_HOURS:-0.5} $(SWIFT) test -c release --scratch-path .build-release --filter "FleetTests"
 
 # As `make test` and CI's sanitizer stages: the end-to-end tests after the rest.
+# Tests/ThreadSanitizer.supp says what each suppression hides and why that is no race.
+tsan: export TSAN_OPTIONS = suppressions=$(CURDIR)/Tests/ThreadSanitizer.supp
 tsan: deps
 	$(SWIFT) test --sanitize=thread --scratch-path .build-tsan --skip KeepAliveCLITests
 	$(SWIFT) test --sanitize=thread --scratch-path .build-tsan --skip-build --filter KeepAliveCLITests
