@@ -50,14 +50,15 @@ extension MockTransport {
     }
 
     public func read(_ characteristic: BluetoothUUID, from peripheral: Peripheral) async throws -> [UInt8] {
-        var value: [UInt8] = []
+        var answer: (read: @Sendable (Int) -> [UInt8], count: Int)?
         try await perform(.read(characteristic), on: peripheral, latency: latency.read) { state in
             let read = try Self.characteristic(characteristic, of: peripheral, in: &state).read
             let count = state.devices[peripheral]!.reads[characteristic, default: 0]
             state.devices[peripheral]!.reads[characteristic] = count + 1
-            value = read(count)
+            answer = (read, count)
         }
-        return value
+        // Outside the transport's lock: a characteristic may ask the transport what was written to it.
+        return answer.map { $0.read($0.count) } ?? []
     }
 
     /// The characteristic's 0x2904 descriptor, without latency or script (a descriptor read is not an operation

@@ -45,7 +45,8 @@ public final class MockTransport: PeripheralTransport {
 
     /// A characteristic's behaviour.
     public struct Characteristic: Sendable {
-        /// Value of the n-th read (n from 0).
+        /// Value of the n-th read (n from 0); called outside the transport's lock, so it may ask the transport
+        /// (``MockTransport/written(to:of:)``: a value selected by a write).
         public var read: @Sendable (Int) -> [UInt8]
         /// Period and value of the n-th notification, when it notifies.
         public var notify: (period: Duration, value: @Sendable (Int) -> [UInt8])?
