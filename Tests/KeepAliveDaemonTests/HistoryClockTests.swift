@@ -9,7 +9,7 @@ import Testing
 struct HistoryClockTests {
     /// The last entry published: at device second 7,200, placed at 1,800,000,000.25 s on the gateway's clock.
     let position = HistoryPositions.Position(
-        next: 3, deviceTimestamp: 7_200, measured: .milliseconds(1_800_000_000_250))
+        next: 3, deviceTimestamp: 7_200, measured: .milliseconds(1_800_000_000_250), lastValid: 2)
 
     @Test func aClockReadASecondOffGoesOnWithTheLastDownloadsTimes() {
         // Read on this link, the same entry would land 0.75 s earlier (the sensor counts whole seconds).

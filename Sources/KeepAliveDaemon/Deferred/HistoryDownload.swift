@@ -47,17 +47,24 @@ struct HistoryDownload {
             let deviceNow = try MiFloraHistory.deviceTime(try await transport.read(time, from: peripheral))
             var clock = MiFloraHistory.DeviceClock(deviceNow: deviceNow, gatewayWallAtRead: Self.wallSeconds())
 
-            // Where to start: after the last entry published, if the sensor still holds it there.
+            // Where to start: after the last entry published, if the sensor still holds the last one that could be
+            // read where it was. A read that fails here fails the download (it is tried again later): only an
+            // entry read and found different says that the log restarted.
             var start = 0
             var newerThan: Duration?
-            if let position = positions[name] {
-                if position.next > 0, position.next <= count,
-                    let last = try? MiFloraHistory.Entry(try await read(entry: position.next - 1)),
-                    last.deviceTimestamp == position.deviceTimestamp
-                {
+            if let position = positions[name], position.next > 0 {
+                var same = position.next <= count && position.lastValid < count
+                if same, position.lastValid >= 0 {
+                    let bytes = try await read(entry: position.lastValid)
+                    same = (try? MiFloraHistory.Entry(bytes))?.deviceTimestamp == position.deviceTimestamp
+                }
+                if same {
                     start = position.next
-                    clock = Self.continuing(clock, from: position)
-                } else if position.next > 0 {
+                    if position.lastValid >= 0 {
+                        clock = Self.continuing(clock, from: position)
+                        try saveIfReanchored(position, clock)
+                    }
+                } else {
                     newerThan = position.measured
                     logger.notice(
                         """
@@ -76,11 +83,12 @@ struct HistoryDownload {
                 var position: HistoryPositions.Position
                 do {
                     entry = try MiFloraHistory.Entry(bytes)
-                    let measured = Duration.milliseconds(Int64((clock.wallTime(of: entry) * 1_000).rounded()))
+                    let measured = Self.milliseconds(clock.wallTime(of: entry))
                     if let newerThan, measured <= newerThan { continue }
                     record = self.record(entry, bytes: bytes, characteristic: data, peripheral: peripheral)
                     record.measured = measured
-                    position = .init(next: index + 1, deviceTimestamp: entry.deviceTimestamp, measured: measured)
+                    position = .init(
+                        next: index + 1, deviceTimestamp: entry.deviceTimestamp, measured: measured, lastValid: index)
                 } catch {
                     // Said in a record of its own, never skipped in silence; the position moves past it.
                     record = self.record(nil, bytes: bytes, characteristic: data, peripheral: peripheral)
@@ -91,7 +99,7 @@ struct HistoryDownload {
                     let previous = positions[name]
                     position = .init(
                         next: index + 1, deviceTimestamp: previous?.deviceTimestamp ?? 0,
-                        measured: previous?.measured ?? .zero)
+                        measured: previous?.measured ?? .zero, lastValid: previous?.lastValid ?? -1)
                 }
                 submit(record)
                 try positions.save(position, for: name)
@@ -141,6 +149,25 @@ struct HistoryDownload {
             deviceNow: position.deviceTimestamp, gatewayWallAtRead: position.measured / .seconds(1))
         let drift = fresh.wallTime(ofDeviceTimestamp: position.deviceTimestamp) - anchored.gatewayWallAtRead
         return abs(drift) <= anchorTolerance ? anchored : fresh
+    }
+
+    /// When the clock read on this link replaced the last download's (it had drifted), the last entry's time is
+    /// saved as this clock places it, before anything is published: a download killed before its first save then
+    /// goes on with this clock, not with one read anew (up to a second apart).
+    private func saveIfReanchored(_ position: HistoryPositions.Position, _ clock: MiFloraHistory.DeviceClock) throws {
+        let measured = Self.milliseconds(clock.wallTime(ofDeviceTimestamp: position.deviceTimestamp))
+        guard measured != position.measured else { return }
+        var reanchored = position
+        reanchored.measured = measured
+        try positions.save(reanchored, for: device.name)
+        logger.info(
+            "history: the sensor's clock moved from the last download's; its entries follow the gateway's again",
+            metadata: ["device": "\(device.name)", "by": "\(measured - position.measured)"])
+    }
+
+    /// A wall time in seconds, to the millisecond, as records carry it.
+    static func milliseconds(_ seconds: Double) -> Duration {
+        .milliseconds(Int64((seconds * 1_000).rounded()))
     }
 
     static func wallSeconds() -> Double {

@@ -11,19 +11,24 @@ import Logging
 /// (`HistoryDownload.continuing`): the record is out before its save, as losing it would be worse.
 ///
 /// ```json
-/// {"version":1,"devices":{"fern":{"next":143,"device_timestamp":2156400,"measured_ms":1764393600000}}}
+/// {"version":1,"devices":{"fern":{"next":43,"device_timestamp":2156400,"measured_ms":1764393600000,"last_valid":42}}}
 /// ```
 ///
-/// `next` is the index of the first entry not yet published; `device_timestamp` the last published entry's time on
-/// the device's clock, which proves at the next download that the device still holds the same entries there (a
-/// sensor whose battery was changed starts a new history from index 0); `measured_ms` that entry's time on the
-/// gateway's clock, which then says which of the new history's entries are newer than what was published.
+/// `next` is the index of the first entry not yet published; `last_valid` the index of the last entry published
+/// that could be read (an entry the sensor answered with garbage is published as a failure and passed); its
+/// `device_timestamp`, its time on the device's clock, proves at the next download that the device still holds the
+/// same entries there (a sensor whose battery was changed starts a new history from index 0); `measured_ms` its
+/// time on the gateway's clock, which places the next entries and says, after such a restart, which of the new
+/// history's entries are newer than what was published. A file without `last_valid` (written before it was kept)
+/// reads as `next - 1`.
 final class HistoryPositions: Sendable {
     struct Position: Sendable, Hashable {
         var next: Int
         var deviceTimestamp: UInt32
         /// Since the Unix epoch.
         var measured: Duration
+        /// The last entry published that could be read, -1 for none.
+        var lastValid: Int
     }
 
     let path: String
@@ -76,6 +81,7 @@ final class HistoryPositions: Sendable {
                     object.integer("next", position.next)
                     object.integer("device_timestamp", UInt64(position.deviceTimestamp))
                     object.integer("measured_ms", Int64(position.measured / .milliseconds(1)))
+                    object.integer("last_valid", position.lastValid)
                 }
             }
         }
@@ -96,7 +102,13 @@ final class HistoryPositions: Sendable {
             else {
                 throw AtomicFile.Failure(path: path, "devices.\(device): needs next, device_timestamp and measured_ms")
             }
-            positions[device] = Position(next: Int(next), deviceTimestamp: stamp, measured: .milliseconds(measured))
+            let lastValid = value["last_valid"]?.integerValue ?? Int64(next) - 1
+            guard lastValid >= -1, lastValid < next else {
+                throw AtomicFile.Failure(
+                    path: path, "devices.\(device): last_valid \(lastValid) is not below next \(next)")
+            }
+            positions[device] = Position(
+                next: Int(next), deviceTimestamp: stamp, measured: .milliseconds(measured), lastValid: Int(lastValid))
         }
         return positions
     }
