@@ -25,6 +25,14 @@ struct HistoryEndToEndTests {
         }
     }
 
+    /// `next` of the Mi Flora's saved history position (`history.json` in the state directory).
+    static func savedNext(state: String) throws -> Int {
+        let data = try Data(contentsOf: URL(fileURLWithPath: state + "/history.json"))
+        let document = try JSONSerialization.jsonObject(with: data) as? [String: Any]
+        let fern = (document?["devices"] as? [String: Any])?["fern"] as? [String: Any]
+        return try #require(fern?["next"] as? Int, "\(String(decoding: data, as: UTF8.self))")
+    }
+
     static func configuration(state: String, spool: String, port: Int, extra: String = "") -> String {
         """
         interval: 1h
@@ -105,6 +113,10 @@ struct HistoryEndToEndTests {
             _ = try await first.waitForExit(within: .seconds(10))
             let before = Self.history(first.standardOutput)
             #expect(before.count < 300, "the download had not finished at the kill")
+            // The position saved: after the last entry out, or (the kill between an entry's record and its save)
+            // before it. Never after an entry that is not out.
+            let saved = try Self.savedNext(state: state)
+            #expect(saved == before.count || saved == before.count - 1, "next \(saved), \(before.count) out")
 
             let second = try CommandProcess(arguments)
             defer { second.terminate() }
@@ -115,6 +127,7 @@ struct HistoryEndToEndTests {
             // None lost, none twice, but the one entry a kill can catch between its record and its save (README,
             // "History"; no order avoids it): published again, then with the very time and readings it had.
             let repeated = before.last.map { last in after.first?.measured == last.measured } ?? false
+            #expect(repeated == (saved == before.count - 1), "a repeat, only of the entry whose save was cut off")
             if let last = before.last, repeated {
                 print("history e2e: the entry in flight at the kill was published again: \(last.measured)")
                 #expect(after.first?.temperature == last.temperature)
