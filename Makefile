@@ -226,7 +226,7 @@ fleet-sim: deps
 
 # As `make test` and CI's sanitizer stages: the end-to-end tests after the rest.
 # Tests/ThreadSanitizer.supp says what each suppression hides and why that is no race.
-tsan: export TSAN_OPTIONS = suppressions=$(CURDIR)/Tests/ThreadSanitizer.supp
+tsan: export TSAN_OPTIONS += suppressions=$(CURDIR)/Tests/ThreadSanitizer.supp
 tsan: deps
 	$(SWIFT) test --sanitize=thread --scratch-path .build-tsan --skip KeepAliveCLITests
 	$(SWIFT) test --sanitize=thread --scratch-path .build-tsan --skip-build --filter KeepAliveCLITests

@@ -1,9 +1,9 @@
-@_spi(ExperimentalCustomExecutors) @_spi(ExperimentalScheduling) import _Concurrency
 import Basics
 import Synchronization
 import Testing
 
 #if compiler(>=6.3) && os(Linux) && !KEEPALIVE_STOCK_EXECUTORS
+    @_spi(ExperimentalCustomExecutors) @_spi(ExperimentalScheduling) import _Concurrency
     @testable import QuietExecutor
 #endif
 
