@@ -133,6 +133,26 @@ struct HistoryDownloadTests {
         #expect(times == [last + .seconds(7_200), last + .seconds(10_800)])
     }
 
+    @Test func aRestartedLogThatBeginsWithGarbageIsNotPublishedAgainNorLosesThePositions() async throws {
+        let directory = try makeTemporaryDirectory(prefix: "history-download")
+        defer { _ = Subprocess.runBlockingIgnoringErrors(["rm", "-rf", directory]) }
+        let path = directory + "/history.json"
+        let flora = Flora(hours: 5)
+        #expect(try await setUp(flora, positionsAt: path).download.run() == 5)
+
+        // A new battery: the sensor's log starts again, and its one entry so far is garbage.
+        flora.entries.withLock { $0 = [nil] }
+        let restarted = try setUp(flora, positionsAt: path)
+        #expect(try await restarted.download.run() == 1)
+        #expect(restarted.published.withLock { $0.map(\.result) } == [PollRecord.Result.failed])
+
+        // The next download reads the positions (none moved aside) and has nothing new to publish.
+        let next = try setUp(flora, positionsAt: path)
+        #expect(try await next.download.run() == 0)
+        #expect(!FileManager.default.fileExists(atPath: path + ".corrupt"))
+        #expect(next.positions["fern"]?.next == 1)
+    }
+
     @Test func aClockThatDriftedIsSavedBeforeAnythingIsPublished() async throws {
         let directory = try makeTemporaryDirectory(prefix: "history-download")
         defer { _ = Subprocess.runBlockingIgnoringErrors(["rm", "-rf", directory]) }

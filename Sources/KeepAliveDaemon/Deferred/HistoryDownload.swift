@@ -52,6 +52,8 @@ struct HistoryDownload {
             // entry read and found different says that the log restarted.
             var start = 0
             var newerThan: Duration?
+            // The last entry of this log published that could be read (-1: none yet, as on a log that restarted).
+            var lastValid = -1
             if let position = positions[name], position.next > 0 {
                 var same = position.next <= count && position.lastValid < count
                 if same, position.lastValid >= 0 {
@@ -60,6 +62,7 @@ struct HistoryDownload {
                 }
                 if same {
                     start = position.next
+                    lastValid = position.lastValid
                     if position.lastValid >= 0 {
                         clock = Self.continuing(clock, from: position)
                         try saveIfReanchored(position, clock)
@@ -89,6 +92,7 @@ struct HistoryDownload {
                     record.measured = measured
                     position = .init(
                         next: index + 1, deviceTimestamp: entry.deviceTimestamp, measured: measured, lastValid: index)
+                    lastValid = index
                 } catch {
                     // Said in a record of its own, never skipped in silence; the position moves past it.
                     record = self.record(nil, bytes: bytes, characteristic: data, peripheral: peripheral)
@@ -96,10 +100,11 @@ struct HistoryDownload {
                     record.failure = PollRecord.Failure(
                         code: "invalidHistoryEntry", message: "history entry \(index) of \(count): \(error)",
                         transient: false)
+                    // The last valid entry's time stays (a restarted log's newer entries are newer than it).
                     let previous = positions[name]
                     position = .init(
                         next: index + 1, deviceTimestamp: previous?.deviceTimestamp ?? 0,
-                        measured: previous?.measured ?? .zero, lastValid: previous?.lastValid ?? -1)
+                        measured: previous?.measured ?? .zero, lastValid: lastValid)
                 }
                 submit(record)
                 try positions.save(position, for: name)
