@@ -19,6 +19,11 @@ struct HistoryDownloadTests {
     let quiet = Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })
     let sensor = Peripheral(address: "C4:7C:8D:00:00:01", adapter: "hci0")
 
+    /// `value`'s bytes, least significant first, as the Mi Flora sends its integers.
+    static func littleEndian<T: FixedWidthInteger>(_ value: T) -> [UInt8] {
+        (0..<T.bitWidth / 8).map { UInt8(truncatingIfNeeded: value >> ($0 * 8)) }
+    }
+
     /// A Mi Flora whose entries are `entries` (nil: the garbage a sensor answers for a bad entry) and whose
     /// clock ticks with the gateway's wall clock (whole seconds), `behind` seconds behind it.
     final class Flora: Sendable {
@@ -53,11 +58,12 @@ struct HistoryDownloadTests {
             }
             let index = Int(selection[1]) | Int(selection[2]) << 8
             guard index < entries.count, let entry = entries[index] else { return [UInt8](repeating: 0xFF, count: 16) }
-            func le<T: FixedWidthInteger>(_ value: T) -> [UInt8] {
-                (0..<T.bitWidth / 8).map { UInt8(truncatingIfNeeded: value >> ($0 * 8)) }
-            }
-            return le(entry.deviceTimestamp) + le(entry.temperatureTenths) + [0] + le(entry.light)
-                + [entry.moisture] + le(entry.conductivity) + [0, 0]
+            typealias Bytes = HistoryDownloadTests
+            let time: [UInt8] = Bytes.littleEndian(entry.deviceTimestamp)
+            let temperature: [UInt8] = Bytes.littleEndian(entry.temperatureTenths)
+            let light: [UInt8] = Bytes.littleEndian(entry.light)
+            let conductivity: [UInt8] = Bytes.littleEndian(entry.conductivity)
+            return time + temperature + [0] + light + [entry.moisture] + conductivity + [0, 0]
         }
     }
 
@@ -83,7 +89,7 @@ struct HistoryDownloadTests {
                 }),
                 Self.time: MockTransport.Characteristic(read: { _ in
                     let now = flora.deviceNow
-                    return (0..<4).map { UInt8(truncatingIfNeeded: now >> ($0 * 8)) }
+                    return Self.littleEndian(now)
                 }),
             ])
         let keepAlive = try KeepAlive(configuration: .init(interval: .seconds(3_600)), clock: clock, logger: quiet)
