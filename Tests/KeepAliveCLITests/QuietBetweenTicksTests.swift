@@ -13,7 +13,7 @@ import Testing
 @Suite("Quiet between ticks", .serialized)
 struct QuietBetweenTicksTests {
     /// The second line of the built `keepalive --version`: `executors: quiet`, or `executors: stock (dispatch),
-    /// reason: …` in a build without the executor SPI or with -DKEEPALIVE_STOCK_EXECUTORS (.ci/stock-executors.sh).
+    /// reason: …` in a build without the executor SPI, or with KEEPALIVE_EXECUTOR=dispatch (.ci/stock-executors.sh).
     static let executors: String = {
         let output = (try? Subprocess.runBlocking([keepaliveBinary, "--version"]))?.standardOutput ?? ""
         return output.split(separator: "\n").first { $0.hasPrefix("executors: ") }.map(String.init) ?? output
