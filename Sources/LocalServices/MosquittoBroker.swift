@@ -275,9 +275,9 @@ public func tcpConnects(port: Int) -> Bool {
     } == 0
 }
 
-/// A new empty directory under /tmp (`mkdtemp`), e.g. `/tmp/mqtt-test-Ab12Cd`.
-public func makeTemporaryDirectory(prefix: String = "mqtt-test") throws -> String {
-    var template = Array("/tmp/\(prefix)-XXXXXX".utf8CString)
+/// A new empty directory under `parent` (`mkdtemp`), e.g. `/tmp/mqtt-test-Ab12Cd`.
+public func makeTemporaryDirectory(prefix: String = "mqtt-test", under parent: String = "/tmp") throws -> String {
+    var template = Array("\(parent)/\(prefix)-XXXXXX".utf8CString)
     guard let made = mkdtemp(&template) else { throw SystemCallFailed(errno: errno) }
     return String(cString: made)
 }
