@@ -5,7 +5,7 @@
 #
 # EXTERNAL_PACKAGE_SCRATCH: a scratch path to build in (default: the package's own). CI passes the one where
 # .ci/check-doc-samples.sh, another outside package depending on this one by path, built the library's modules: the
-# same commands, which llbuild then finds done (only the app is compiled: 21 s against 100).
+# same commands, which llbuild then finds done (only the app is compiled: 20 s against 85 here).
 set -euo pipefail
 repo="$(cd "$(dirname "$0")/.." && pwd)"
 work="$(mktemp -d /tmp/keepalive-external.XXXXXX)"
