@@ -68,7 +68,7 @@ public struct FileDeferredTaskStore: DeferredTaskStore {
         do throws(DeferredTaskStoreError) {
             let document: JSONValue
             do {
-                document = try JSONParser.parse(bytes)
+                document = try JSONParser.parse(bytes, anyNumber: false, maximumBytes: AtomicFile.limit)
             } catch {
                 throw DeferredTaskStoreError(path: path, "not JSON (\(Self.position(of: error, in: bytes)))")
             }
@@ -98,11 +98,11 @@ public struct FileDeferredTaskStore: DeferredTaskStore {
                     object.string("identifier", request.identifier)
                     object.string("kind", request.kind.rawValue)
                     if let wall = task.earliestBeginWall {
-                        object.integer("earliestBegin", Int64(wall / .milliseconds(1)))
+                        object.integer("earliestBegin", wall.milliseconds)
                     }
                     object.bool("requiresNetwork", request.requiresNetwork)
                     object.bool("requiresExternalPower", request.requiresExternalPower)
-                    object.integer("budgetMs", Int64(request.budget / .milliseconds(1)))
+                    object.integer("budgetMs", request.budget.milliseconds)
                     if let device = request.device { object.string("device", device) }
                     object.integer("failures", task.failures)
                 }

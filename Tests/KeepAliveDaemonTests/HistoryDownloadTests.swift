@@ -186,6 +186,29 @@ struct HistoryDownloadTests {
         #expect(next == before.measured + .seconds(3_600))
     }
 
+    /// 200 devices' positions (20 KB), each saved as its entry went out, read back as they were, every millisecond
+    /// kept. Written as `Int64(measured / .milliseconds(1))` (a `Double`, truncated), 10 of these times came back
+    /// a millisecond early, and the next download's entries with them (stop 32's CI caught it once); read with the
+    /// network's 16-KiB bound, the file was moved aside past about 170 devices, and every history downloaded again.
+    @Test func twoHundredDevicesPositionsReadBackToTheMillisecond() throws {
+        let directory = try makeTemporaryDirectory(prefix: "history-positions")
+        defer { _ = Subprocess.runBlockingIgnoringErrors(["rm", "-rf", directory]) }
+        let path = directory + "/history.json"
+        let positions = HistoryPositions(path: path, logger: quiet)
+        var saved: [String: HistoryPositions.Position] = [:]
+        for offset in 0..<200 {
+            let position = HistoryPositions.Position(
+                next: offset + 1, deviceTimestamp: UInt32(3_600 * (offset + 1)),
+                measured: .milliseconds(1_796_018_146_000 + Int64(offset)), lastValid: offset)
+            try positions.save(position, for: "sensor-\(offset)")
+            saved["sensor-\(offset)"] = position
+        }
+        let read = HistoryPositions(path: path, logger: quiet)
+        let changed = saved.filter { read[$0.key] != $0.value }.map(\.key).sorted()
+        #expect(changed.isEmpty, "\(changed.count) of 200 changed, among them \(changed.prefix(3))")
+        #expect(!FileManager.default.fileExists(atPath: path + ".corrupt"))
+    }
+
     @Test func aPositionFileWithoutLastValidReadsAsTheEntryBeforeNextAndOneThatContradictsItselfIsMovedAside() throws {
         let directory = try makeTemporaryDirectory(prefix: "history-positions")
         defer { _ = Subprocess.runBlockingIgnoringErrors(["rm", "-rf", directory]) }

@@ -349,6 +349,26 @@ struct DeferredTaskSchedulerTests {
         #expect(try store.load().isEmpty)
     }
 
+    /// A thousand requests (a gateway with 500 sensors, each with history and clock sync: 185 KB) come back as
+    /// they were saved, every millisecond of their times kept. Read with the network's 16-KiB bound, a list this
+    /// long was moved aside as "not JSON" at the next start; written as a `Double` truncated, 55 of these times
+    /// came back a millisecond early.
+    @Test func theStoreKeepsAThousandRequestsToTheMillisecond() throws {
+        let directory = NSTemporaryDirectory() + "deferred-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let store = FileDeferredTaskStore(path: directory + "/deferred.json")
+        let tasks = (0..<1_000).map { offset in
+            StoredDeferredTask(
+                request: DeferredTaskRequest(
+                    identifier: "history.sensor-\(offset)", kind: .processing, requiresNetwork: true,
+                    requiresExternalPower: true, budget: .milliseconds(600_000 + offset), device: "sensor-\(offset)"),
+                earliestBeginWall: .milliseconds(1_796_018_146_000 + offset), failures: offset % 3)
+        }
+        try store.save(tasks)
+        #expect(try store.load() == tasks)
+    }
+
     @Test func aRunCutShortByAShutdownStaysPendingAsItWas() async throws {
         let keepAlive = try makeKeepAlive()
         let scheduler = try makeScheduler(keepAlive)

@@ -151,7 +151,7 @@ struct HistoryDownload {
         _ fresh: MiFloraHistory.DeviceClock, from position: HistoryPositions.Position
     ) -> MiFloraHistory.DeviceClock {
         let anchored = MiFloraHistory.DeviceClock(
-            deviceNow: position.deviceTimestamp, gatewayWallAtRead: position.measured / .seconds(1))
+            deviceNow: position.deviceTimestamp, gatewayWallAtRead: position.measured.secondsDouble)
         let drift = fresh.wallTime(ofDeviceTimestamp: position.deviceTimestamp) - anchored.gatewayWallAtRead
         return abs(drift) <= anchorTolerance ? anchored : fresh
     }

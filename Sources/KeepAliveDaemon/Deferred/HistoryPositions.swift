@@ -80,7 +80,7 @@ final class HistoryPositions: Sendable {
                 devices.object(device) { object in
                     object.integer("next", position.next)
                     object.integer("device_timestamp", UInt64(position.deviceTimestamp))
-                    object.integer("measured_ms", Int64(position.measured / .milliseconds(1)))
+                    object.integer("measured_ms", position.measured.milliseconds)
                     object.integer("last_valid", position.lastValid)
                 }
             }
@@ -90,7 +90,7 @@ final class HistoryPositions: Sendable {
 
     private static func load(_ path: String) throws -> [String: Position] {
         guard let bytes = try AtomicFile.read(path) else { return [:] }
-        let document = try JSONParser.parse(bytes)
+        let document = try JSONParser.parse(bytes, anyNumber: false, maximumBytes: AtomicFile.limit)
         guard document["version"]?.integerValue == 1, case .object(let devices)? = document["devices"] else {
             throw AtomicFile.Failure(path: path, "not a history position list of version 1")
         }
