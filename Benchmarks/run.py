@@ -2,8 +2,7 @@
 """The benchmark suite (issue #8): one command, one table, BENCHMARKS.md.
 
     Benchmarks/run.py [--quick] [--sections cpu,idle,lateness,memory,startup,core,dbus,mqtt,adverts,listening]
-                      [--reps R] [--lateness-ticks T] [--output FILE] [--scratch PATH] [--skip-build | --build-only]
-                      [--keep]
+                      [--reps R] [--lateness-ticks T] [--output FILE] [--scratch PATH] [--skip-build] [--keep]
 
 `make bench` runs it in full (about 27 minutes on 2 cores) and writes BENCHMARKS.md at the repository root;
 `make bench-quick` (`--quick`) runs every section small (about a minute and a half after the build), writes
@@ -2058,23 +2057,12 @@ def main():
     parser.add_argument("--notes", default=os.path.join(ROOT, "Benchmarks", "NOTES.md"),
                         help="Markdown appended to the report (analysis of the goals)")
     parser.add_argument("--skip-build", action="store_true", help="use what is already built in --scratch")
-    parser.add_argument("--build-only", action="store_true",
-                        help="build what the sections run, then stop (CI builds it beside other stages, then runs "
-                             "the sections with --skip-build on a quiet machine)")
     parser.add_argument("--keep", action="store_true", help="keep the work directory (configurations, records, logs)")
     args = parser.parse_args()
     if args.output is None:
         args.output = os.path.join(args.scratch, "BENCHMARKS-quick.md") if args.quick else os.path.join(ROOT, "BENCHMARKS.md")
-    if args.skip_build and args.build_only:
-        raise SystemExit("--skip-build and --build-only: one or the other")
     ctx = Context(args)
     started = time.time()
-    if args.build_only:
-        build_started = time.monotonic()
-        build(ctx)
-        log(f"built in {time.monotonic() - build_started:.0f} s ({ctx.scratch})")
-        shutil.rmtree(ctx.work, ignore_errors=True)
-        return
     if args.skip_build:
         ctx.bin = os.path.join(ctx.scratch, "release")
         ctx.cfloor = os.path.join(ctx.scratch, "bluez_poll")
